@@ -1,0 +1,109 @@
+"""The exception hierarchy of piagent.
+
+Failures inside a run are data (error messages and error tool results); exceptions
+are for misuse of the API and for callers who use a lower layer directly::
+
+    PiAgentError
+    ├── AgentBusyError (+RuntimeError)        a second run, continue or reset while one is active
+    ├── AgentLoopError (+RuntimeError)        a hook or convert_to_llm raised inside agent_loop()
+    ├── StreamFnError (+LookupError)          no stream function configured
+    ├── ToolArgumentError (+ValueError)       arguments failed a tool's schema (becomes a tool result)
+    ├── UnknownMessageTypeError (+ValueError) a dict whose role/type is not registered
+    ├── ProviderError                         a provider request failed (mapped into error messages)
+    │   ├── ProviderConnectionError
+    │   └── ProviderResponseError (+ValueError)
+    └── ProxyError
+        └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
+
+``TimeoutError`` (builtin) is raised by blocking waits that pass their timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AgentBusyError",
+    "AgentLoopError",
+    "PiAgentError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderResponseError",
+    "ProxyError",
+    "ProxyProtocolError",
+    "StreamFnError",
+    "ToolArgumentError",
+    "UnknownMessageTypeError",
+]
+
+
+class PiAgentError(Exception):
+    """Base class of every exception piagent raises on purpose."""
+
+
+class AgentBusyError(PiAgentError, RuntimeError):
+    """The agent is running; the call needs it idle."""
+
+
+class AgentLoopError(PiAgentError, RuntimeError):
+    """The low-level loop stopped because a hook, a listener or the stream function raised.
+
+    The original exception is chained as ``__cause__``.
+    """
+
+
+class StreamFnError(PiAgentError, LookupError):
+    """No stream function was given and no default is configured."""
+
+
+class ToolArgumentError(PiAgentError, ValueError):
+    """A tool call's arguments failed the tool's JSON Schema.
+
+    Raised while a call is prepared and always turned into an error tool result, so the
+    model can read the message and fix its call.
+    """
+
+    def __init__(self, message: str, *, tool_name: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.errors = list(errors)
+
+
+class UnknownMessageTypeError(PiAgentError, ValueError):
+    """A serialised message or content block names a role or type nobody registered."""
+
+
+class ProviderError(PiAgentError):
+    """A provider request failed. Stream functions map it into an error message."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+        self.body = body
+        self.retry_after = retry_after
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached, or the connection broke."""
+
+
+class ProviderResponseError(ProviderError, ValueError):
+    """The provider answered with something that is not its documented wire format."""
+
+
+class ProxyError(PiAgentError):
+    """A proxy request failed."""
+
+
+class ProxyProtocolError(ProxyError, ValueError):
+    """A proxy request body or event does not match the proxy protocol."""

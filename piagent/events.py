@@ -1,0 +1,200 @@
+"""Agent events: what the loop reports, each a dataclass with pi's ``type`` string.
+
+``event_to_dict`` gives pi's camelCase JSON of an event (for web pages, logs, proxies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeAlias, Union
+
+from .messages import AgentMessage, ToolResultMessage, content_to_dict, message_to_dict
+from .stream import AssistantMessageEvent
+
+__all__ = [
+    "AgentEndEvent",
+    "AgentEvent",
+    "AgentStartEvent",
+    "MessageEndEvent",
+    "MessageStartEvent",
+    "MessageUpdateEvent",
+    "ToolExecutionEndEvent",
+    "ToolExecutionStartEvent",
+    "ToolExecutionUpdateEvent",
+    "TurnEndEvent",
+    "TurnStartEvent",
+    "assistant_event_to_dict",
+    "event_to_dict",
+]
+
+
+@dataclass
+class AgentStartEvent:
+    """A run started."""
+
+    type: ClassVar[str] = "agent_start"
+
+
+@dataclass
+class AgentEndEvent:
+    """A run ended; ``messages`` are all the messages it added, in order."""
+
+    messages: list[AgentMessage] = field(default_factory=list)
+    type: ClassVar[str] = "agent_end"
+
+
+@dataclass
+class TurnStartEvent:
+    """A turn (one model response plus the tools it calls) started."""
+
+    type: ClassVar[str] = "turn_start"
+
+
+@dataclass
+class TurnEndEvent:
+    """A turn ended with its assistant message and tool results (source order)."""
+
+    message: AgentMessage
+    tool_results: list[ToolResultMessage] = field(default_factory=list)
+    type: ClassVar[str] = "turn_end"
+
+
+@dataclass
+class MessageStartEvent:
+    """A message is about to enter the transcript (assistant: streaming begins)."""
+
+    message: AgentMessage
+    type: ClassVar[str] = "message_start"
+
+
+@dataclass
+class MessageUpdateEvent:
+    """The streaming assistant message changed; ``message`` is a shallow copy."""
+
+    message: AgentMessage
+    assistant_message_event: AssistantMessageEvent
+    type: ClassVar[str] = "message_update"
+
+
+@dataclass
+class MessageEndEvent:
+    """A message entered the transcript."""
+
+    message: AgentMessage
+    type: ClassVar[str] = "message_end"
+
+
+@dataclass
+class ToolExecutionStartEvent:
+    """A tool call is being prepared; ``args`` are the model's raw arguments."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    type: ClassVar[str] = "tool_execution_start"
+
+
+@dataclass
+class ToolExecutionUpdateEvent:
+    """A running tool reported progress."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    partial_result: Any
+    type: ClassVar[str] = "tool_execution_update"
+
+
+@dataclass
+class ToolExecutionEndEvent:
+    """A tool call finished; ``result`` is the full ``AgentToolResult``."""
+
+    tool_call_id: str
+    tool_name: str
+    result: Any
+    is_error: bool
+    duration_ms: int | None = None
+    """Milliseconds ``execute`` took (monotonic clock); ``None`` when the tool did not run."""
+    type: ClassVar[str] = "tool_execution_end"
+
+
+AgentEvent: TypeAlias = Union[
+    AgentStartEvent, AgentEndEvent, TurnStartEvent, TurnEndEvent, MessageStartEvent,
+    MessageUpdateEvent, MessageEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent,
+    ToolExecutionEndEvent,
+]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-ready form of tool results, partial results and other free-form values."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if getattr(value, "role", None) is not None and dataclasses.is_dataclass(value):
+        return message_to_dict(value)
+    if getattr(value, "type", None) in ("text", "image", "thinking", "toolCall"):
+        return content_to_dict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if item is not None and item is not False:
+                out[_camel(f.name)] = _jsonable(item)
+        return out
+    return repr(value)
+
+
+def assistant_event_to_dict(event: AssistantMessageEvent, *, partial: bool = True) -> dict[str, Any]:
+    """pi's JSON of an assistant stream event; ``partial=False`` leaves the partial out."""
+    out: dict[str, Any] = {"type": event.type}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if f.name == "partial":
+            if partial:
+                out["partial"] = message_to_dict(value)
+        elif f.name in ("message", "error"):
+            out[f.name] = message_to_dict(value)
+        elif f.name == "tool_call":
+            out["toolCall"] = content_to_dict(value)
+        else:
+            out[_camel(f.name)] = value
+    return out
+
+
+def event_to_dict(event: AgentEvent) -> dict[str, Any]:
+    """pi's camelCase JSON form of an agent event."""
+    out: dict[str, Any] = {"type": event.type}
+    if isinstance(event, (MessageStartEvent, MessageEndEvent)):
+        out["message"] = message_to_dict(event.message)
+    elif isinstance(event, MessageUpdateEvent):
+        out["message"] = message_to_dict(event.message)
+        out["assistantMessageEvent"] = assistant_event_to_dict(
+            event.assistant_message_event, partial=False)
+    elif isinstance(event, AgentEndEvent):
+        out["messages"] = [message_to_dict(m) for m in event.messages]
+    elif isinstance(event, TurnEndEvent):
+        out["message"] = message_to_dict(event.message)
+        out["toolResults"] = [message_to_dict(m) for m in event.tool_results]
+    elif isinstance(event, (ToolExecutionStartEvent, ToolExecutionUpdateEvent,
+                            ToolExecutionEndEvent)):
+        out["toolCallId"] = event.tool_call_id
+        out["toolName"] = event.tool_name
+        if not isinstance(event, ToolExecutionEndEvent):
+            out["args"] = _jsonable(event.args)
+        if isinstance(event, ToolExecutionUpdateEvent):
+            out["partialResult"] = _jsonable(event.partial_result)
+        if isinstance(event, ToolExecutionEndEvent):
+            out["result"] = _jsonable(event.result)
+            out["isError"] = event.is_error
+            if event.duration_ms is not None:
+                out["durationMs"] = event.duration_ms
+    return out

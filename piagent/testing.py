@@ -1,0 +1,308 @@
+"""Test helpers: a scripted stream function and message builders.
+
+``ScriptedStreamFn`` plays back scripted assistant messages as realistic event streams
+(text, thinking and tool-argument deltas), records every call, honours the abort signal,
+and ends with an error message when the script runs out. It needs no network and starts
+no threads: events are produced on the consuming thread, as the loop iterates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, Union
+
+from ._partial_json import parse_streaming_json
+from .messages import (
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+from .models import Model
+from .stream import (
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    StreamOptions,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = [
+    "ScriptedCall",
+    "ScriptedResponse",
+    "ScriptedStreamFn",
+    "assistant_error",
+    "assistant_text",
+    "assistant_tool_calls",
+]
+
+ScriptedResponse: TypeAlias = Union[
+    AssistantMessage, Callable[[Context, StreamOptions], AssistantMessage]
+]
+
+_SCRIPTED = "scripted"
+_TEXT_CHUNK = re.compile(r"\S+\s*|\s+")
+
+
+@dataclass
+class ScriptedCall:
+    """One request a ``ScriptedStreamFn`` received."""
+
+    model: Model | None
+    context: Context
+    options: StreamOptions
+
+
+def assistant_text(text: str, stop_reason: StopReason = "stop") -> AssistantMessage:
+    """An assistant message with one text block."""
+    return AssistantMessage(content=[TextContent(text)], api=_SCRIPTED, provider=_SCRIPTED,
+                            model=_SCRIPTED, stop_reason=stop_reason)
+
+
+def assistant_tool_calls(
+    *calls: ToolCall | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str],
+    stop_reason: StopReason = "toolUse",
+    text: str | None = None,
+) -> AssistantMessage:
+    """An assistant message that calls tools.
+
+    Each call is a ``ToolCall``, ``(name, arguments)`` or ``(name, arguments, id)``; calls
+    without an id get ``call_1``, ``call_2``, … in order. ``text`` adds a leading text block.
+    """
+    content: list[Any] = [TextContent(text)] if text else []
+    for index, call in enumerate(calls, start=1):
+        if isinstance(call, ToolCall):
+            content.append(call)
+        elif len(call) == 3:
+            content.append(ToolCall(call[2], call[0], dict(call[1])))
+        else:
+            content.append(ToolCall(f"call_{index}", call[0], dict(call[1])))
+    return AssistantMessage(content=content, api=_SCRIPTED, provider=_SCRIPTED, model=_SCRIPTED,
+                            stop_reason=stop_reason)
+
+
+def assistant_error(message: str, aborted: bool = False) -> AssistantMessage:
+    """A failed (or aborted) response carrying ``message`` as its error."""
+    return AssistantMessage(content=[], api=_SCRIPTED, provider=_SCRIPTED, model=_SCRIPTED,
+                            stop_reason="aborted" if aborted else "error", error_message=message)
+
+
+class ScriptedStreamFn:
+    """A ``StreamFn`` that answers from a script of assistant messages.
+
+    A response is an ``AssistantMessage`` or a callable ``(context, options) ->
+    AssistantMessage`` that can look at the request. Each response is streamed as a copy,
+    so one object can be scripted twice. ``chunk_delay`` (seconds) waits between events,
+    on the abort signal, for demos that show streaming.
+
+    Thread safety: ``set_responses``, ``add_response``, ``calls`` and ``call_count`` may
+    be used from any thread while a run streams.
+    """
+
+    def __init__(self, responses: Iterable[ScriptedResponse] = (), *,
+                 chunk_delay: float = 0.0) -> None:
+        # guards _responses and _calls, shared by the test thread and the run's worker
+        self._lock = threading.Lock()
+        self._responses: deque[ScriptedResponse] = deque(responses)
+        self._calls: list[ScriptedCall] = []
+        self.chunk_delay = chunk_delay
+        self.model = Model(id=_SCRIPTED, api=_SCRIPTED, provider=_SCRIPTED,
+                           base_url="https://example.invalid", name="Scripted model")
+
+    def set_responses(self, responses: Iterable[ScriptedResponse]) -> None:
+        """Replace the remaining script."""
+        with self._lock:
+            self._responses = deque(responses)
+
+    def add_response(self, response: ScriptedResponse) -> None:
+        """Append one response to the script."""
+        with self._lock:
+            self._responses.append(response)
+
+    @property
+    def calls(self) -> list[ScriptedCall]:
+        """Every request received so far, in order."""
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def call_count(self) -> int:
+        """How many requests were received."""
+        with self._lock:
+            return len(self._calls)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted responses are left."""
+        with self._lock:
+            return len(self._responses)
+
+    def __call__(self, model: Model | None, context: Context,
+                 options: StreamOptions | None = None) -> AssistantMessageEventStream:
+        options = options if options is not None else StreamOptions()
+        snapshot = Context(list(context.messages))
+        with self._lock:
+            self._calls.append(ScriptedCall(model, snapshot, options))
+            number = len(self._calls)
+            response = self._responses.popleft() if self._responses else None
+        return _ScriptedStream(self._plan(response, number, model, snapshot, options), options,
+                               self.chunk_delay)
+
+    def _plan(self, response: ScriptedResponse | None, number: int, model: Model | None,
+              context: Context, options: StreamOptions) -> AssistantMessage:
+        if response is None:
+            return _error(model, f"ScriptedStreamFn has no scripted response left for request "
+                                 f"{number}; add one with add_response() or set_responses().")
+        if callable(response):
+            try:
+                result = response(context, options)
+            except Exception as exc:  # a stream function never raises: the error is the result
+                return _error(model, f"Scripted response for request {number} raised "
+                                     f"{type(exc).__name__}: {exc}")
+            if not isinstance(result, AssistantMessage):
+                return _error(model, f"Scripted response for request {number} returned "
+                                     f"{type(result).__name__}, not an AssistantMessage.")
+            response = result
+        message = copy.deepcopy(response)
+        if model is not None:
+            message.api = message.api if message.api not in ("", _SCRIPTED) else model.api
+            message.provider = (message.provider if message.provider not in ("", _SCRIPTED)
+                                else model.provider)
+            message.model = message.model if message.model not in ("", _SCRIPTED) else model.id
+        return message
+
+
+def _error(model: Model | None, text: str) -> AssistantMessage:
+    return AssistantMessage(content=[], api=model.api if model else _SCRIPTED,
+                            provider=model.provider if model else _SCRIPTED,
+                            model=model.id if model else _SCRIPTED, stop_reason="error",
+                            error_message=text)
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    pieces: list[str] = []
+    current = ""
+    for match in _TEXT_CHUNK.finditer(text):
+        current += match.group(0)
+        if len(current) >= size:
+            pieces.append(current)
+            current = ""
+    if current or not pieces:
+        pieces.append(current)
+    return pieces
+
+
+def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, AssistantMessageEvent]]:
+    """Events building ``partial`` block by block, ending with the final message's event."""
+    partial = AssistantMessage(content=[], api=final.api, provider=final.provider,
+                               model=final.model, usage=Usage(), stop_reason="stop",
+                               timestamp=final.timestamp)
+    yield partial, StartEvent(partial)
+    for index, block in enumerate(final.content):
+        if isinstance(block, TextContent):
+            partial.content.append(TextContent("", block.text_signature))
+            yield partial, TextStartEvent(index, partial)
+            for piece in _chunks(block.text, 12):
+                partial.content[index] = TextContent(
+                    partial.content[index].text + piece, block.text_signature)  # type: ignore[union-attr]
+                yield partial, TextDeltaEvent(index, piece, partial)
+            partial.content[index] = block
+            yield partial, TextEndEvent(index, block.text, partial)
+        elif isinstance(block, ThinkingContent):
+            partial.content.append(ThinkingContent("", block.thinking_signature, block.redacted))
+            yield partial, ThinkingStartEvent(index, partial)
+            for piece in _chunks(block.thinking, 12):
+                current = partial.content[index]
+                partial.content[index] = ThinkingContent(
+                    current.thinking + piece,  # type: ignore[union-attr]
+                    block.thinking_signature, block.redacted)
+                yield partial, ThinkingDeltaEvent(index, piece, partial)
+            partial.content[index] = block
+            yield partial, ThinkingEndEvent(index, block.thinking, partial)
+        elif isinstance(block, ToolCall):
+            partial.content.append(ToolCall(block.id, block.name, {}, block.thought_signature))
+            yield partial, ToolCallStartEvent(index, partial)
+            text = json.dumps(block.arguments)
+            so_far = ""
+            for start in range(0, len(text), 16):
+                piece = text[start:start + 16]
+                so_far += piece
+                partial.content[index] = ToolCall(block.id, block.name,
+                                                  parse_streaming_json(so_far),
+                                                  block.thought_signature)
+                yield partial, ToolCallDeltaEvent(index, piece, partial)
+            partial.content[index] = block
+            yield partial, ToolCallEndEvent(index, block, partial)
+        else:
+            partial.content.append(block)
+    if final.stop_reason in ("error", "aborted"):
+        yield final, ErrorEvent(final.stop_reason, final)
+    else:
+        yield final, DoneEvent(final.stop_reason, final)
+
+
+class _ScriptedStream(AssistantMessageEventStream):
+    """Produces its events lazily, on the consumer's thread, checking the signal between them."""
+
+    def __init__(self, final: AssistantMessage, options: StreamOptions, delay: float) -> None:
+        super().__init__()
+        self._final = final
+        self._signal = options.signal
+        self._delay = delay
+        self._source = self._produce()
+        # guards _source: iteration and result() may race to drain it
+        self._source_lock = threading.Lock()
+
+    def _produce(self) -> Iterator[AssistantMessageEvent]:
+        signal = self._signal
+        partial: AssistantMessage | None = None
+        for partial, event in _events(self._final):
+            if signal is not None and (signal.is_set() or (
+                    self._delay and event.type != "start" and signal.wait(self._delay))):
+                yield _aborted(partial, signal.reason)
+                return
+            yield event
+
+    def _next(self) -> AssistantMessageEvent | None:
+        with self._source_lock:
+            event = next(self._source, None)
+            if isinstance(event, DoneEvent):
+                self.end(event.message)
+            elif isinstance(event, ErrorEvent):
+                self.end(event.error)
+            return event
+
+    def __iter__(self) -> Iterator[AssistantMessageEvent]:
+        return iter(self._next, None)
+
+    def result(self, timeout: float | None = None) -> AssistantMessage:
+        while self._next() is not None:
+            pass
+        return super().result(timeout)
+
+
+def _aborted(partial: AssistantMessage, reason: object) -> ErrorEvent:
+    message = copy.copy(partial)
+    message.content = list(partial.content)
+    message.stop_reason = "aborted"
+    message.error_message = str(reason) if reason is not None else "Operation aborted"
+    return ErrorEvent("aborted", message)
