@@ -1,0 +1,1 @@
+"""Streaming provider clients (stream_simple, the registry and the model catalogue)."""

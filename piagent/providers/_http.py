@@ -1,0 +1,940 @@
+"""The HTTP transport every provider adapter is built on: requests + sseclient-py.
+
+This module owns the sessions, the POST-with-retries logic, abort wiring, SSE parsing,
+the mapping of requests/urllib3/sseclient failures into ``ProviderError`` (the only place
+that catches ``requests.*``) and the helper that turns wire events into pi's assistant
+event sequence. It knows nothing about any one vendor's wire format.
+
+How an adapter uses it (an adapter is only a wire mapping)::
+
+    _CLIENT = HttpClient("openai")           # one per adapter module; pools sessions
+
+    def stream_foo(model, context, options):
+        return start_stream(model, options, _run, client=_CLIENT, label="Foo")
+
+    def _run(call: ProviderCall) -> None:    # runs on a worker thread
+        body = build_wire_body(call.model, call.context_messages, call.options)
+        with call.open_sse(SSERequest(url=..., body=body, headers=...)) as sse:
+            for event in sse.events():       # SSEEvent(event, data, truncated)
+                chunk = parse_event_json(event, call.label)
+                i = call.out.open_text()     # MessageBuilder: pushes text_start
+                call.out.add_text(i, "...")  # text_delta
+                call.out.set_usage(input=..., output=...)   # cost recomputed
+        call.out.close_open_blocks()         # *_end for every block still open
+        call.out.finish("stop")              # done; or raise ProviderError(...)
+
+Rules for ``_run``: raise ``ProviderError`` (or a subclass) with a message that says what
+happened and what to do; ``start_stream`` turns it into the final ``ErrorEvent``. Never
+catch ``requests`` exceptions in an adapter: ``open_sse`` and ``SSEResponse.events`` map
+them. An abort (``options.signal``) ends the stream at once with ``stop_reason="aborted"``
+(from the aborting thread) and shuts the socket down so the worker's blocked read returns;
+the worker's later pushes are dropped. Errors before the response headers (HTTP status,
+content type, connection) are retried per ``open_sse``; nothing is retried once the body
+has started. The API key is redacted from every message and log line this module writes.
+
+Thread safety: ``HttpClient`` and ``start_stream`` may be used from any thread. A
+``ProviderCall`` and its ``MessageBuilder`` belong to the worker thread running ``_run``;
+only ``start_stream``'s abort callback touches them from another thread (under the
+builder's lock).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import itertools
+import json
+import logging
+import random
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import requests
+import requests.adapters
+import sseclient
+import urllib3
+import urllib3.connection
+import urllib3.connectionpool
+import urllib3.exceptions
+import urllib3.response
+
+from .._partial_json import parse_streaming_json
+from .._version import __version__
+from ..abort import AbortSignal
+from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
+from ..models import Model, calculate_cost
+from ..stream import (
+    AssistantMessageEventStream,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    StreamOptions,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RETRY_DELAY_MS",
+    "HttpClient",
+    "MessageBuilder",
+    "ProviderCall",
+    "SSEEvent",
+    "SSERequest",
+    "SSEResponse",
+    "format_http_error",
+    "json_dumps",
+    "parse_event_json",
+    "redact",
+    "start_stream",
+]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 2
+"""Retries after the first attempt (the Stainless SDK default); ``options.max_retries`` wins."""
+DEFAULT_MAX_RETRY_DELAY_MS = 60_000
+"""The longest server-requested delay honoured; longer ones fail at once (0: no cap)."""
+DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
+"""(connect, read) seconds; the read timeout is the longest silence between two reads."""
+
+_READ_SIZE = 65536  # one read1() call; large reads keep sseclient's buffering linear
+_ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
+_MESSAGE_BODY_LIMIT = 4000  # characters of a provider body quoted in a message (pi's cap)
+_IDLE_SESSIONS = 8  # idle sessions kept per client
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_USER_AGENT = f"piagent/{__version__}"
+_thread_ids = itertools.count(1)
+
+
+# --- sessions and abortable sockets --------------------------------------------------------
+
+
+class _SocketTracker:
+    """The socket of one in-flight request, so an abort can shut it down from any thread.
+
+    Shutting the socket down (not closing the response) is what wakes a read blocked in
+    another thread (providers.md §8.3). Detached once the request is over, so an abort that
+    arrives late never touches a connection the pool has since handed to another request.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards _sock and _shut
+        self._sock: socket.socket | None = None
+        self._shut = False
+
+    def attach(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            if self._shut and sock is not None:
+                _shutdown_quietly(sock)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._sock = None
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._shut = True
+            if self._sock is not None:
+                _shutdown_quietly(self._sock)
+
+
+def _shutdown_quietly(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed or never connected: nothing left to wake
+
+
+# The tracker of the request the current thread is making; read by the connection classes
+# below, which only run inside ``session.post`` on that same thread.
+_tls = threading.local()
+
+
+class _TrackedHTTPConnection(urllib3.connection.HTTPConnection):
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]
+        tracker: _SocketTracker | None = getattr(_tls, "tracker", None)
+        if tracker is not None:
+            tracker.attach(self.sock)
+        return super().getresponse()
+
+
+class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]
+        tracker: _SocketTracker | None = getattr(_tls, "tracker", None)
+        if tracker is not None:
+            tracker.attach(self.sock)
+        return super().getresponse()
+
+
+class _TrackedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class _TrackingAdapter(requests.adapters.HTTPAdapter):
+    """An ``HTTPAdapter`` whose connections report their socket to the current tracker."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _TrackedHTTPPool,
+            "https": _TrackedHTTPSPool,
+        }
+
+
+def _new_session() -> requests.Session:
+    session = requests.Session()  # trust_env stays True: proxies and CA bundles from env
+    adapter = _TrackingAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+class HttpClient:
+    """The sessions of one provider adapter: connections are reused across requests.
+
+    A ``requests.Session`` is not documented as thread-safe, so each request checks one
+    out of a small pool and returns it afterwards; concurrent requests use different
+    sessions and sequential ones reuse the same connections.
+
+    Thread safety: every method may be called from any thread.
+    """
+
+    def __init__(self, name: str, session_factory: Callable[[], requests.Session] = _new_session):
+        self.name = name
+        self._session_factory = session_factory
+        self._idle_lock = threading.Lock()  # guards _idle
+        self._idle: list[requests.Session] = []
+
+    def checkout(self) -> requests.Session:
+        """An idle session, or a new one."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._session_factory()
+
+    def checkin(self, session: requests.Session) -> None:
+        """Give a session back for reuse (closed if the pool is full)."""
+        with self._idle_lock:
+            if len(self._idle) < _IDLE_SESSIONS:
+                self._idle.append(session)
+                return
+        session.close()
+
+    def close(self) -> None:
+        """Close every idle session (in-flight ones close when they come back)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for session in idle:
+            session.close()
+
+
+# --- requests and SSE -------------------------------------------------------------------
+
+
+@dataclass
+class SSERequest:
+    """One streaming POST. ``body`` (a dict) is encoded with ``json_dumps`` unless bytes."""
+
+    url: str
+    body: Mapping[str, Any] | bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    max_retries: int | None = None
+    """``None``: ``options.max_retries`` if set, else ``DEFAULT_MAX_RETRIES``."""
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    """One server-sent event. ``truncated``: the body ended before its blank line."""
+
+    event: str
+    data: str
+    truncated: bool = False
+
+
+class _ChunkSource:
+    """Feeds sseclient large ``read1`` chunks (not ``Response.__iter__``'s 128 bytes).
+
+    Also remembers the bytes after the last event boundary, which sseclient drops when they
+    are not SSE fields (Gemini's bare JSON error tail, an HTML error page).
+    """
+
+    def __init__(self, raw: urllib3.response.HTTPResponse) -> None:
+        self._read1 = raw.read1
+        self.exhausted = False
+        self._tail: list[bytes] = []
+        self._last = b""  # the last 3 bytes seen, to find boundaries split across chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        read1 = self._read1
+        while True:
+            chunk = read1(_READ_SIZE, decode_content=True)
+            if not chunk:
+                break
+            self._track_tail(chunk)
+            yield chunk
+        self.exhausted = True
+
+    def _track_tail(self, chunk: bytes) -> None:
+        joined = self._last + chunk
+        cut = -1
+        for sep in (b"\n\n", b"\r\r", b"\r\n\r\n"):
+            at = joined.rfind(sep)
+            if at >= 0:
+                cut = max(cut, at + len(sep))
+        if cut >= 0:
+            rest = joined[cut:]
+            self._tail = [rest] if rest else []
+        else:
+            self._tail.append(chunk)
+        self._last = joined[-3:]
+
+    @property
+    def tail(self) -> bytes:
+        """What followed the last blank line ("" when the stream ended on an event)."""
+        return b"".join(self._tail)
+
+    def close(self) -> None:
+        return None  # the response is closed by SSEResponse
+
+
+class SSEResponse:
+    """An accepted (2xx, ``text/event-stream``) streaming response.
+
+    Use as a context manager; leaving it closes the response. ``events()`` maps transport
+    failures into ``ProviderConnectionError`` and an abort into the worker's exit.
+    """
+
+    def __init__(self, call: ProviderCall, response: requests.Response) -> None:
+        self._call = call
+        self.response = response
+        self.status = response.status_code
+        self.headers = response.headers
+        self._source = _ChunkSource(response.raw)
+
+    def events(self) -> Iterator[SSEEvent]:
+        """The events in order (comments, keep-alives and empty events skipped)."""
+        source = self._source
+        call = self._call
+        try:
+            for raw in sseclient.SSEClient(iter(source)).events():
+                if source.exhausted and source.tail:
+                    yield SSEEvent(raw.event, raw.data, truncated=True)
+                else:
+                    yield SSEEvent(raw.event, raw.data)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            call.raise_if_aborted()
+            msg = (f"The connection to {call.label} broke in the middle of the response "
+                   f"({call.redact(_describe(exc))}). Retry the request.")
+            raise ProviderConnectionError(msg, provider=call.model.provider) from exc
+        except UnicodeDecodeError as exc:
+            call.raise_if_aborted()
+            msg = f"{call.label} sent an event stream that is not valid UTF-8 ({exc})."
+            raise ProviderResponseError(msg, provider=call.model.provider) from exc
+        except (ValueError, AttributeError):
+            # urllib3 raises these when a shut-down response is re-entered after an abort
+            call.raise_if_aborted()
+            raise
+        call.raise_if_aborted()
+        call.tracker.detach()
+
+    @property
+    def trailing_text(self) -> str:
+        """Bytes after the last complete event that formed no event, decoded; often ""."""
+        return self._source.tail.decode("utf-8", errors="replace").strip()
+
+    def close(self) -> None:
+        self._call.tracker.detach()
+        self.response.close()
+
+    def __enter__(self) -> SSEResponse:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def json_dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON, the encoding used for every request body."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_event_json(event: SSEEvent, label: str) -> Any:
+    """The event's data as JSON, or a ``ProviderResponseError`` saying what went wrong."""
+    try:
+        return json.loads(event.data)
+    except ValueError as exc:
+        excerpt = event.data[:200]
+        if event.truncated:
+            msg = (f"The {label} stream was cut off in the middle of an event "
+                   f"(incomplete data {excerpt!r}). Retry the request.")
+        else:
+            msg = (f"{label} sent an event whose data is not valid JSON ({exc}): {excerpt!r}. "
+                   "Check that base_url points at a server that speaks this API.")
+        raise ProviderResponseError(msg) from exc
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+def _error_details(body_text: str) -> tuple[str, str | None]:
+    """(message, code) from a provider's JSON error body, else the text itself."""
+    try:
+        data: Any = json.loads(body_text)
+    except ValueError:
+        return body_text.strip(), None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]  # Gemini sometimes wraps the error object in a list
+    if not isinstance(data, dict):
+        return body_text.strip(), None
+    err = data.get("error", data)
+    if isinstance(err, str):
+        return err, None
+    if not isinstance(err, dict):
+        return body_text.strip(), None
+    message = err.get("message") or data.get("message") or body_text.strip()
+    code = err.get("code") or err.get("type") or err.get("status")
+    metadata = err.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
+        message = f"{message} ({metadata['raw']})"  # OpenRouter's upstream error
+    return str(message), str(code) if code not in (None, "") else None
+
+
+_STATUS_HINTS = {
+    401: "Check the API key (options.api_key or the provider's environment variable).",
+    403: "Check that the API key may use this model.",
+    404: "Check the model id and the base URL.",
+    429: "The provider is rate limiting or out of quota; wait, then retry.",
+}
+
+
+def format_http_error(label: str, status: int, body_text: str) -> str:
+    """pi's ``<Provider> API error (<status>): <message>`` plus a hint on what to do."""
+    message, code = _error_details(body_text)
+    if not message:
+        message = "(no body)"
+    if len(message) > _MESSAGE_BODY_LIMIT:
+        message = message[:_MESSAGE_BODY_LIMIT] + "…"
+    head = f"{label} API error ({status}, {code})" if code and code not in message else \
+        f"{label} API error ({status})"
+    hint = _STATUS_HINTS.get(status) or ("The provider had a server error; retry later."
+                                         if status >= 500 else "")
+    text = f"{head}: {message}"
+    if hint:
+        text = f"{text.rstrip('.')}. {hint}"
+    return text
+
+
+def _retry_delay_s(headers: Mapping[str, str], body_text: str) -> float | None:
+    """The delay the server asked for, in seconds, from headers or a Google-style body."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(float(value) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+                return max(when.timestamp() - time.time(), 0.0)
+            except (TypeError, ValueError):
+                pass
+    found = re.search(r'"retryDelay"\s*:\s*"([\d.]+)s"', body_text) or \
+        re.search(r"[Pp]lease retry in ([\d.]+)(m?s)", body_text)
+    if found:
+        seconds = float(found.group(1))
+        if found.lastindex == 2 and found.group(2) == "ms":
+            seconds /= 1000.0
+        return seconds
+    return None
+
+
+def _is_retryable(status: int, headers: Mapping[str, str], body_text: str) -> bool:
+    should = headers.get("x-should-retry")
+    if should == "true":
+        return True
+    if should == "false":
+        return False
+    if "insufficient_quota" in body_text or "enforced_spend_limit_reached" in body_text:
+        return False  # out of money: waiting does not help
+    return status in _RETRYABLE_STATUS or status >= 500
+
+
+@dataclass
+class _Failure:
+    """Why one attempt failed; ``delay`` is the server-requested wait in seconds."""
+
+    error: ProviderError
+    retryable: bool = True
+    delay: float | None = None
+
+
+class _Aborted(Exception):
+    """The signal fired; unwinds the worker. Never leaves this package."""
+
+
+# --- the assistant event sequence -----------------------------------------------------------
+
+
+class MessageBuilder:
+    """Builds the partial ``AssistantMessage`` and pushes pi's event sequence for it.
+
+    ``partial`` in every event is the one mutable message being built (as in pi's real
+    adapters); the final ``done``/``error`` event carries the same object. Block indexes
+    are positions in ``message.content``.
+
+    Thread safety: called by the worker thread; ``fail`` may also be called from the
+    aborting thread. ``_lock`` serialises them, and once the stream has ended every
+    further call is a no-op, so a late worker never changes a delivered final message.
+    """
+
+    def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
+        self.model = model
+        self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
+        self._stream = stream
+        self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
+        self._ended = False
+        self._started = False
+        self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
+        self._args: dict[int, str] = {}  # tool-call index → accumulated argument JSON
+
+    @property
+    def ended(self) -> bool:
+        """True once ``finish`` or ``fail`` has delivered the final event."""
+        return self._ended
+
+    def start(self) -> None:
+        """Push ``start`` (once)."""
+        with self._lock:
+            if self._ended or self._started:
+                return
+            self._started = True
+            self._stream.push(StartEvent(self.message))
+
+    def block(self, index: int) -> Any:
+        """The content block at ``index``."""
+        return self.message.content[index]
+
+    def is_open(self, index: int) -> bool:
+        """True while the block at ``index`` has had no ``*_end``."""
+        return index in self._open
+
+    # text and thinking ------------------------------------------------------------------
+
+    def open_text(self, signature: str | None = None) -> int:
+        """Append a text block and push ``text_start``; returns its index."""
+        return self._open_block(TextContent(text="", text_signature=signature), "text")
+
+    def add_text(self, index: int, delta: str) -> None:
+        """Append to a text block and push ``text_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            block.text += delta  # type: ignore[union-attr]
+            self._stream.push(TextDeltaEvent(index, delta, self.message))
+
+    def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
+        """Append a thinking block and push ``thinking_start``; returns its index."""
+        block = ThinkingContent(thinking="", thinking_signature=signature, redacted=redacted)
+        return self._open_block(block, "thinking")
+
+    def add_thinking(self, index: int, delta: str) -> None:
+        """Append to a thinking block and push ``thinking_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            block.thinking += delta  # type: ignore[union-attr]
+            self._stream.push(ThinkingDeltaEvent(index, delta, self.message))
+
+    # tool calls ---------------------------------------------------------------------------
+
+    def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
+        """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
+        block = ToolCall(id=call_id, name=name,
+                         arguments=_as_object(parse_streaming_json(arguments_json)))
+        index = self._open_block(block, "toolCall")
+        self._args[index] = arguments_json
+        return index
+
+    def add_tool_arguments(self, index: int, fragment: str) -> None:
+        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            buffer = self._args.get(index, "") + fragment
+            self._args[index] = buffer
+            block = self.message.content[index]
+            block.arguments = _as_object(parse_streaming_json(buffer))  # type: ignore[union-attr]
+            self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+
+    def tool_arguments_json(self, index: int) -> str:
+        """The argument JSON accumulated so far for the tool call at ``index``."""
+        return self._args.get(index, "")
+
+    # ends ---------------------------------------------------------------------------------
+
+    def close_block(self, index: int) -> None:
+        """Push the ``*_end`` of an open block (a tool call's arguments are re-parsed)."""
+        with self._lock:
+            if self._ended:
+                return
+            kind = self._open.pop(index, None)
+            block = self.message.content[index]
+            if kind == "text":
+                self._stream.push(TextEndEvent(index, block.text, self.message))  # type: ignore[union-attr]
+            elif kind == "thinking":
+                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))  # type: ignore[union-attr]
+            elif kind == "toolCall":
+                block.arguments = _as_object(  # type: ignore[union-attr]
+                    parse_streaming_json(self._args.pop(index, "")))
+                self._stream.push(ToolCallEndEvent(index, block, self.message))  # type: ignore[arg-type]
+
+    def close_open_blocks(self) -> None:
+        """``close_block`` for every block still open, in index order."""
+        for index in sorted(self._open):
+            self.close_block(index)
+
+    def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0,
+                  total_tokens: int | None = None) -> None:
+        """Replace the usage counters and recompute the cost from the model's prices."""
+        with self._lock:
+            if self._ended:
+                return
+            usage = self.message.usage
+            usage.input, usage.output = input, output
+            usage.cache_read, usage.cache_write = cache_read, cache_write
+            usage.total_tokens = (total_tokens if total_tokens is not None
+                                  else input + output + cache_read + cache_write)
+            calculate_cost(self.model, usage)
+
+    def finish(self, stop_reason: StopReason) -> None:
+        """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            self.message.stop_reason = stop_reason
+            self._args.clear()
+            self._stream.push(DoneEvent(stop_reason, self.message))
+            self._stream.end()
+
+    def fail(self, error_message: str, *, aborted: bool = False) -> None:
+        """Push ``error`` (partial content and usage kept); no-op once ended."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            reason: StopReason = "aborted" if aborted else "error"
+            self.message.stop_reason = reason
+            self.message.error_message = error_message
+            self._open.clear()
+            self._args.clear()
+            self._stream.push(ErrorEvent(reason, self.message))
+            self._stream.end()
+
+    def _open_block(self, block: Any, kind: str) -> int:
+        with self._lock:
+            content = self.message.content
+            if self._ended:
+                return len(content)  # a late worker: nothing is delivered any more
+            index = len(content)
+            content.append(block)
+            self._open[index] = kind
+            if kind == "text":
+                self._stream.push(TextStartEvent(index, self.message))
+            elif kind == "thinking":
+                self._stream.push(ThinkingStartEvent(index, self.message))
+            else:
+                self._stream.push(ToolCallStartEvent(index, self.message))
+            return index
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+# --- one provider call ------------------------------------------------------------------------
+
+
+class ProviderCall:
+    """What an adapter's ``_run`` gets: the request inputs, the builder, and ``open_sse``.
+
+    Thread safety: owned by the worker thread (see the module docstring).
+    """
+
+    def __init__(self, model: Model, context: Context, options: StreamOptions,
+                 out: MessageBuilder, client: HttpClient, label: str) -> None:
+        self.model = model
+        self.context = context
+        self.options = options
+        self.out = out
+        self.client = client
+        self.label = label
+        self.signal: AbortSignal | None = options.signal
+        self.tracker = _SocketTracker()
+        self._secrets = tuple(s for s in (options.api_key,) if s)
+        self._session: requests.Session | None = None
+        self._responses: list[requests.Response] = []
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The context's messages."""
+        return self.context.messages
+
+    def add_secret(self, secret: str | None) -> None:
+        """Redact ``secret`` (e.g. an API key read from the environment) from messages."""
+        if secret and secret not in self._secrets:
+            self._secrets = (*self._secrets, secret)
+
+    def redact(self, text: str) -> str:
+        """``text`` without any of this call's secrets."""
+        return redact(text, self._secrets)
+
+    def raise_if_aborted(self) -> None:
+        """Unwind the worker if the signal has fired."""
+        if self.signal is not None and self.signal.aborted:
+            raise _Aborted
+
+    def open_sse(self, request: SSERequest) -> SSEResponse:
+        """POST ``request`` and return the accepted event stream; pushes ``start``.
+
+        Retries (only before any body byte is read) on connection errors, 408, 409, 429
+        and 5xx, honouring ``retry-after-ms`` / ``retry-after`` (and Google's body
+        ``retryDelay``), else exponential back-off (0.5 s·2^n ≤ 8 s, clamped to
+        ``max_retry_delay_ms``). A server delay above ``max_retry_delay_ms`` fails at once.
+        The wait is ``signal.wait(delay)``, so an abort ends it immediately.
+        """
+        body = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
+        headers.update(request.headers)
+        max_retries = request.max_retries
+        if max_retries is None:
+            configured = getattr(self.options, "max_retries", None)
+            max_retries = configured if isinstance(configured, int) else DEFAULT_MAX_RETRIES
+        cap_ms = self.options.max_retry_delay_ms
+        if cap_ms is None:
+            cap_ms = DEFAULT_MAX_RETRY_DELAY_MS
+        if self._session is None:
+            self._session = self.client.checkout()
+        attempt = 0
+        while True:
+            self.raise_if_aborted()
+            outcome = self._attempt(request, body, headers)
+            if isinstance(outcome, SSEResponse):
+                self.out.start()
+                return outcome
+            error = outcome.error
+            if not outcome.retryable or attempt >= max_retries:
+                raise error
+            if outcome.delay is not None:
+                if cap_ms > 0 and outcome.delay * 1000 > cap_ms:
+                    msg = (f"Server requested {outcome.delay:g}s retry delay "
+                           f"(max: {cap_ms / 1000:g}s). {error}")
+                    raise ProviderError(msg, provider=error.provider,
+                                        status_code=error.status_code, body=error.body,
+                                        retry_after=outcome.delay)
+                delay = outcome.delay
+            else:
+                delay = min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
+                if cap_ms > 0:
+                    delay = min(delay, cap_ms / 1000)
+            attempt += 1
+            _log.info("%s request failed (%s); retry %d of %d in %.2fs", self.label, error,
+                      attempt, max_retries, delay)
+            if self.signal is None:
+                time.sleep(delay)
+            elif self.signal.wait(delay):
+                raise _Aborted
+
+    def _attempt(self, request: SSERequest, body: bytes,
+                 headers: Mapping[str, str]) -> SSEResponse | _Failure:
+        """One POST: the accepted stream, or why it failed and whether to retry."""
+        assert self._session is not None
+        provider = self.model.provider
+        _tls.tracker = self.tracker
+        try:
+            response = self._session.post(request.url, data=body, headers=headers,
+                                          stream=True, timeout=request.timeout)
+        except requests.RequestException as exc:
+            self.tracker.detach()
+            self.raise_if_aborted()
+            kind = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
+            msg = (f"Could not reach {self.label} at {request.url}: {kind} "
+                   f"({_describe(exc)}). Check base_url and that the server is running.")
+            return _Failure(ProviderConnectionError(self.redact(msg), provider=provider))
+        finally:
+            _tls.tracker = None
+        self._responses.append(response)
+        if self.signal is not None and self.signal.aborted:
+            response.close()
+            raise _Aborted
+        status = response.status_code
+        if status >= 300:
+            body_text = self._read_error_body(response)
+            msg = self.redact(format_http_error(self.label, status, body_text))
+            delay = _retry_delay_s(response.headers, body_text)
+            error = ProviderError(msg, provider=provider, status_code=status,
+                                  body=self.redact(body_text), retry_after=delay)
+            return _Failure(error, _is_retryable(status, response.headers, body_text), delay)
+        content_type = response.headers.get("content-type", "")
+        if content_type and not content_type.lower().startswith("text/event-stream"):
+            body_text = self._read_error_body(response)
+            message, _code = _error_details(body_text)
+            msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
+                   f"event stream: {message[:_MESSAGE_BODY_LIMIT]}. Check that base_url points "
+                   "at a server that speaks this API and supports streaming.")
+            error = ProviderResponseError(self.redact(msg), provider=provider,
+                                          status_code=status)
+            return _Failure(error, retryable=False)
+        return SSEResponse(self, response)
+
+    def _read_error_body(self, response: requests.Response) -> str:
+        try:
+            raw = response.raw.read(_ERROR_BODY_LIMIT, decode_content=True)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            self.raise_if_aborted()
+            raw = f"(the error body could not be read: {_describe(exc)})".encode()
+        finally:
+            self.tracker.detach()
+            response.close()
+        return raw.decode(response.encoding or "utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Close every response and return the session to the client."""
+        self.tracker.detach()
+        for response in self._responses:
+            response.close()
+        self._responses.clear()
+        if self._session is not None:
+            self.client.checkin(self._session)
+            self._session = None
+
+    def abort_transport(self) -> None:
+        """Wake a blocked read: shut the in-flight socket down (any thread)."""
+        self.tracker.shutdown()
+
+
+def start_stream(model: Model | None, options: StreamOptions | None,
+                 run: Callable[[ProviderCall], None], *, context: Context, client: HttpClient,
+                 api: str, label: str) -> AssistantMessageEventStream:
+    """Run ``run`` on a new worker thread and return its event stream at once.
+
+    Never raises: a missing model, an exception from ``run`` and an abort all end the
+    stream with an ``ErrorEvent``. ``label`` names the provider in messages ("OpenAI").
+    """
+    stream = AssistantMessageEventStream()
+    options = options if options is not None else StreamOptions()
+    if model is None:
+        _fail_without_model(stream, api)
+        return stream
+    out = MessageBuilder(model, stream, api=api)
+    signal = options.signal
+    if signal is not None and signal.aborted:
+        out.fail(_abort_text(signal), aborted=True)
+        return stream
+    call = ProviderCall(model, context, options, out, client, label)
+    unregister: Callable[[], None] = _noop
+
+    def on_abort() -> None:
+        # on the aborting thread: deliver the final event first, then wake the worker
+        assert signal is not None
+        out.fail(_abort_text(signal), aborted=True)
+        call.abort_transport()
+
+    def worker() -> None:
+        try:
+            run(call)
+            if not out.ended:
+                msg = f"The {label} adapter returned without finishing the message."
+                raise ProviderResponseError(msg, provider=model.provider)
+        except _Aborted:
+            out.fail(_abort_text(signal), aborted=True)
+        except ProviderError as exc:
+            if signal is not None and signal.aborted:
+                out.fail(_abort_text(signal), aborted=True)
+            else:
+                out.fail(call.redact(str(exc)))
+        except Exception as exc:  # the worker thread's top level: becomes the error message
+            if signal is not None and signal.aborted:
+                out.fail(_abort_text(signal), aborted=True)
+            else:
+                _log.exception("Unexpected error in the %s adapter", label)
+                out.fail(call.redact(f"Unexpected error in the {label} adapter: "
+                                     f"{type(exc).__name__}: {exc}"))
+        finally:
+            unregister()
+            call.close()
+
+    if signal is not None:
+        unregister = signal.on_abort(on_abort)
+    thread = threading.Thread(target=worker, name=f"piagent-{api}-{next(_thread_ids)}",
+                              daemon=True)
+    thread.start()
+    return stream
+
+
+def _noop() -> None:
+    return None
+
+
+def _abort_text(signal: AbortSignal | None) -> str:
+    reason = signal.reason if signal is not None else None
+    if reason is None:
+        return "Request was aborted"
+    return f"Request was aborted: {reason}"
+
+
+def _fail_without_model(stream: AssistantMessageEventStream, api: str) -> None:
+    message = AssistantMessage(api=api, stop_reason="error", error_message=(
+        "No model was given. Pass a model, e.g. "
+        "Agent(model=get_model('openai', 'gpt-4o-mini')) or stream_simple(model, ...)."))
+    stream.push(ErrorEvent("error", message))
+    stream.end()
