@@ -1,0 +1,117 @@
+"""``declare_tool_changes``: keep the transcript's tool declarations equal to the runnable set.
+
+Before each request the difference between the tools declared by the transcript's system
+messages and the executable ``context.tools`` becomes ``tools_added``/``tools_removed`` on
+a system message. A pending system message's tool fields are treated as intent and
+overwritten with the real delta; otherwise a new system message goes before the first
+non-system pending message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .messages import AgentMessage, SystemMessage, ToolDeclaration, now_ms
+from .transcript import ToolStateChanges, get_tool_state_changes, to_tool_declaration
+
+
+class ToolDeclarations:
+    """The declared tool set of one run's transcript, replayed incrementally.
+
+    Remembers how far it has replayed a message list, so each turn folds in only the
+    messages appended since; a replaced or rewritten list is replayed from the start.
+    Also caches each executable tool's declaration. Owned by one run's worker thread.
+    """
+
+    def __init__(self) -> None:
+        self._list: list[AgentMessage] | None = None
+        self._seen = 0
+        self._last: AgentMessage | None = None
+        self._declared: dict[str, ToolDeclaration] = {}
+        self._executable: dict[int, tuple[Any, ToolDeclaration]] = {}
+
+    def _replay(self, messages: list[AgentMessage]) -> dict[str, ToolDeclaration]:
+        if (messages is not self._list or len(messages) < self._seen
+                or (self._seen and messages[self._seen - 1] is not self._last)):
+            self._list, self._seen, self._declared = messages, 0, {}
+        declared = self._declared
+        for message in messages[self._seen:]:
+            if isinstance(message, SystemMessage):
+                _fold(declared, message)
+        self._seen = len(messages)
+        self._last = messages[-1] if messages else None
+        return declared
+
+    def executable(self, tools: Sequence[Any]) -> list[ToolDeclaration]:
+        """The declarations of the executable tools, built once per tool object."""
+        out = []
+        for tool in tools:
+            cached = self._executable.get(id(tool))
+            if cached is None or cached[0] is not tool:
+                cached = (tool, to_tool_declaration(tool))
+                self._executable[id(tool)] = cached
+            out.append(cached[1])
+        return out
+
+    def declare(self, messages: list[AgentMessage], tools: Sequence[Any],
+                pending: list[AgentMessage]) -> list[AgentMessage]:
+        """The pending messages with the tool changes declared (see the module docstring)."""
+        system_index = -1
+        for index in range(len(pending) - 1, -1, -1):
+            if isinstance(pending[index], SystemMessage):
+                system_index = index
+                break
+        declared = dict(self._replay(messages))
+        if system_index >= 0:
+            for index, message in enumerate(pending):
+                if isinstance(message, SystemMessage):
+                    if index == system_index:
+                        _fold(declared, message, tools=False)
+                    else:
+                        _fold(declared, message)
+        else:
+            for message in pending:
+                if isinstance(message, SystemMessage):
+                    _fold(declared, message)
+        changes = _changes(list(declared.values()), self.executable(tools))
+        if system_index >= 0:
+            target = pending[system_index]
+            assert isinstance(target, SystemMessage)
+            if changes.empty and not target.tools_added and not target.tools_removed:
+                return pending
+            result = list(pending)
+            result[system_index] = SystemMessage(
+                content=target.content, sections=target.sections,
+                tools_added=changes.tools_added or None, tools_removed=changes.tools_removed or None,
+                timestamp=target.timestamp)
+            return result
+        if changes.empty:
+            return pending
+        update = SystemMessage(content="", tools_added=changes.tools_added or None,
+                               tools_removed=changes.tools_removed or None, timestamp=now_ms())
+        insert_at = next((i for i, m in enumerate(pending) if not isinstance(m, SystemMessage)),
+                         len(pending))
+        return [*pending[:insert_at], update, *pending[insert_at:]]
+
+
+def _fold(declared: dict[str, ToolDeclaration], message: SystemMessage, *, tools: bool = True) -> None:
+    if not tools:
+        return
+    for name in message.tools_removed or ():
+        declared.pop(name, None)
+    for declaration in message.tools_added or ():
+        declared.pop(declaration.name, None)
+        declared[declaration.name] = declaration
+
+
+def _changes(previous: list[ToolDeclaration], current: list[ToolDeclaration]) -> ToolStateChanges:
+    if len(previous) == len(current) and all(a is b for a, b in zip(previous, current, strict=True)):
+        return ToolStateChanges()
+    return get_tool_state_changes(previous, current)
+
+
+def declare_tool_changes(messages: list[AgentMessage], tools: Sequence[Any],
+                         pending: list[AgentMessage]) -> list[AgentMessage]:
+    """One-shot form of ``ToolDeclarations.declare`` (replays the whole transcript)."""
+    return ToolDeclarations().declare(messages, tools, pending)

@@ -1,0 +1,384 @@
+"""Tool execution: prepare → execute → finalize, in sequential and parallel batches.
+
+Preparation (lookup, ``prepare_arguments``, coercion and validation, ``before_tool_call``)
+runs on the run's worker thread in source order. ``execute`` and ``after_tool_call`` run
+on the run's tool pool. Progress updates and completions travel back to the worker thread
+through one FIFO queue, and only the worker emits events: a tool's updates come before
+its end, ends come in completion order, and result messages in source order.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from .abort import AbortSignal
+from .config import (
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentToolCallOutcome,
+    BeforeToolCallContext,
+)
+from .events import (
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+)
+from .messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from .tools import AgentTool, AgentToolResult, validate_tool_arguments
+
+_log = logging.getLogger("piagent.loop")
+
+Emit = Callable[[AgentEvent], None]
+
+_ABORTED = "Operation aborted"
+
+
+def error_result(text: str) -> AgentToolResult:
+    """A failed tool result carrying ``text`` for the model."""
+    return AgentToolResult(content=[TextContent(text)], details={}, is_error=True)
+
+
+def _exception_text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+@dataclass
+class _Prepared:
+    tool_call: ToolCall
+    tool: AgentTool
+    args: Any
+
+
+@dataclass
+class _Immediate:
+    result: AgentToolResult
+
+
+@dataclass
+class _Executed:
+    result: AgentToolResult
+    is_error: bool
+    duration_ms: int | None
+
+
+@dataclass
+class Finalized:
+    """A finished tool call: what ``tool_execution_end`` and the result message carry."""
+
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+    duration_ms: int | None = None
+
+
+@dataclass
+class ToolBatch:
+    """The result messages of one batch (source order) and whether it asked to stop."""
+
+    messages: list[ToolResultMessage]
+    terminate: bool
+
+
+def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
+                      tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
+                      tools: Sequence[AgentTool]) -> _Prepared | _Immediate:
+    """Find the tool and validate the arguments; a failure is an immediate error result."""
+    tool = next((t for t in tools if t.name == tool_call.name), None)
+    if tool is None:
+        return _Immediate(error_result(f"Tool {tool_call.name} not found"))
+    try:
+        arguments = tool_call.arguments
+        if tool.prepare_arguments is not None:
+            arguments = tool.prepare_arguments(arguments)
+        args = validate_tool_arguments(tool, arguments)
+        before_tool_call = config.before_tool_call if config is not None else None
+        if before_tool_call is not None:
+            decision = before_tool_call(
+                BeforeToolCallContext(assistant_message, tool_call, args, context), signal)
+            if signal.aborted:
+                return _Immediate(error_result(_ABORTED))
+            if decision is not None and decision.block:
+                result = error_result(decision.reason or "Tool execution was blocked")
+                result.terminate = decision.terminate is True
+                return _Immediate(result)
+        if signal.aborted:
+            return _Immediate(error_result(_ABORTED))
+    except Exception as exc:  # hook and validation failures are results the model can read
+        return _Immediate(error_result(_exception_text(exc)))
+    return _Prepared(tool_call, tool, args)
+
+
+def _coerce_result(value: Any) -> AgentToolResult:
+    if isinstance(value, AgentToolResult):
+        return value
+    if value is None:
+        return AgentToolResult(content=[])
+    if isinstance(value, str):
+        return AgentToolResult(content=[TextContent(value)])
+    msg = (f"Tool execute() returned {type(value).__name__}; return an AgentToolResult "
+           "(or use the @tool decorator, which converts return values).")
+    raise TypeError(msg)
+
+
+def execute_prepared(prepared: _Prepared, signal: AbortSignal,
+                     on_update: Callable[[Any], None]) -> _Executed:
+    """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
+    started = time.monotonic()
+    try:
+        result = _coerce_result(prepared.tool.execute(prepared.tool_call.id, prepared.args,
+                                                      signal, on_update))
+    except Exception as exc:  # a failing tool is a result the model can read
+        return _Executed(error_result(_exception_text(exc)), True,
+                         round((time.monotonic() - started) * 1000))
+    return _Executed(result, result.is_error is True, round((time.monotonic() - started) * 1000))
+
+
+def finalize(context: AgentContext, assistant_message: AssistantMessage, prepared: _Prepared,
+             executed: _Executed, config: AgentLoopConfig | None,
+             signal: AbortSignal) -> Finalized:
+    """Apply ``after_tool_call`` field by field; a raising hook makes the result an error."""
+    result, is_error = executed.result, executed.is_error
+    after_tool_call = config.after_tool_call if config is not None else None
+    if after_tool_call is not None:
+        try:
+            override = after_tool_call(
+                AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args,
+                                     result, is_error, context), signal)
+            if override is not None:
+                # structured content not replaced along with the content may no longer match it
+                structured = override.structured_content
+                if structured is None and override.content is None:
+                    structured = result.structured_content
+                result = AgentToolResult(
+                    content=override.content if override.content is not None else result.content,
+                    details=override.details if override.details is not None else result.details,
+                    structured_content=structured,
+                    usage=override.usage if override.usage is not None else result.usage,
+                    is_error=result.is_error,
+                    terminate=(override.terminate if override.terminate is not None
+                               else result.terminate),
+                )
+                if override.is_error is not None:
+                    is_error = override.is_error
+        except Exception as exc:  # the hook's failure becomes this call's error result
+            result, is_error = error_result(_exception_text(exc)), True
+    return Finalized(prepared.tool_call, result, is_error, executed.duration_ms)
+
+
+def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
+                  assistant_message: AssistantMessage, context: AgentContext,
+                  config: AgentLoopConfig | None = None, signal: AbortSignal | None = None,
+                  on_update: Callable[[Any], None] | None = None) -> AgentToolCallOutcome:
+    """Run one call through the same prepare → execute → finalize path as a model's call.
+
+    For tools that call other tools: the hooks (permission checks, say) apply to the nested
+    call too. Runs on the calling thread, emits no events, adds no messages, and never
+    raises for tool failures (they come back with ``is_error=True``).
+    """
+    signal = signal if signal is not None else AbortSignal()
+    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal, tools)
+    if isinstance(prepared, _Immediate):
+        return AgentToolCallOutcome(tool_call, prepared.result, True)
+    executed = execute_prepared(prepared, signal, on_update or (lambda _partial: None))
+    done = finalize(context, assistant_message, prepared, executed, config, signal)
+    return AgentToolCallOutcome(tool_call, done.result, done.is_error)
+
+
+def tool_result_message(done: Finalized) -> ToolResultMessage:
+    """The transcript's record of a call (``terminate`` and structured content stay out)."""
+    return ToolResultMessage(
+        tool_call_id=done.tool_call.id, tool_name=done.tool_call.name,
+        content=list(done.result.content or ()), details=done.result.details,
+        usage=done.result.usage, is_error=done.is_error, duration_ms=done.duration_ms)
+
+
+def _emit_end(emit: Emit, done: Finalized) -> None:
+    emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                               done.is_error, done.duration_ms))
+
+
+def _emit_result(emit: Emit, message: ToolResultMessage) -> None:
+    emit(MessageStartEvent(message))
+    emit(MessageEndEvent(message))
+
+
+def _should_terminate(done: Sequence[Finalized]) -> bool:
+    return bool(done) and all(d.result.terminate is True for d in done)
+
+
+class ToolRunner:
+    """Executes one run's tool batches; owns the run's tool pool.
+
+    The pool is created at the first batch and shut down by ``close()`` when the run ends,
+    so no pool thread outlives its run. Used only from the run's worker thread.
+    """
+
+    def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit) -> None:
+        self._config = config
+        self._signal = signal
+        self._emit = emit
+        self._pool: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """Shut the pool down and wait for its threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _get_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            cap = self._config.max_parallel_tools
+            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
+                                            thread_name_prefix="piagent-tool")
+        return self._pool
+
+    def run_batch(self, context: AgentContext, message: AssistantMessage,
+                  config: AgentLoopConfig) -> ToolBatch:
+        """Execute every tool call of ``message``."""
+        self._config = config
+        calls = message.tool_calls
+        if message.stop_reason == "length":
+            return self._fail_truncated(calls)
+        by_name = {tool.name: tool for tool in context.tools}
+        sequential = config.tool_execution == "sequential" or any(
+            getattr(by_name.get(call.name), "execution_mode", None) == "sequential"
+            for call in calls)
+        if sequential:
+            return self._run_sequential(context, message, calls)
+        return self._run_parallel(context, message, calls)
+
+    def _fail_truncated(self, calls: list[ToolCall]) -> ToolBatch:
+        messages = []
+        for call in calls:
+            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+            done = Finalized(call, error_result(
+                f'Tool call "{call.name}" was not executed: the response hit the output token '
+                "limit, so its arguments may be truncated. Re-issue the tool call with complete "
+                "arguments."), True)
+            _emit_end(self._emit, done)
+            result_message = tool_result_message(done)
+            _emit_result(self._emit, result_message)
+            messages.append(result_message)
+        return ToolBatch(messages, terminate=False)
+
+    def _run_sequential(self, context: AgentContext, message: AssistantMessage,
+                        calls: list[ToolCall]) -> ToolBatch:
+        finished: list[Finalized] = []
+        messages: list[ToolResultMessage] = []
+        for call in calls:
+            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+            prepared = prepare_tool_call(context, message, call, self._config, self._signal,
+                                         context.tools)
+            if isinstance(prepared, _Immediate):
+                done = Finalized(call, prepared.result, True)
+                _emit_end(self._emit, done)
+            else:
+                done = self._execute_all(context, message, [prepared])[0]
+            result_message = tool_result_message(done)
+            _emit_result(self._emit, result_message)
+            finished.append(done)
+            messages.append(result_message)
+            if self._signal.aborted:
+                break
+        return ToolBatch(messages, _should_terminate(finished))
+
+    def _run_parallel(self, context: AgentContext, message: AssistantMessage,
+                      calls: list[ToolCall]) -> ToolBatch:
+        slots: list[Finalized | _Prepared] = []
+        for call in calls:  # phase 1: preflight in source order
+            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+            prepared = prepare_tool_call(context, message, call, self._config, self._signal,
+                                         context.tools)
+            if isinstance(prepared, _Immediate):
+                done = Finalized(call, prepared.result, True)
+                _emit_end(self._emit, done)
+                slots.append(done)
+            else:
+                slots.append(prepared)
+            if self._signal.aborted:
+                break
+        deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
+        executed = iter(self._execute_all(context, message, deferred))  # phase 2
+        finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
+        messages = []
+        for done in finished:  # phase 3: result messages in source order
+            result_message = tool_result_message(done)
+            _emit_result(self._emit, result_message)
+            messages.append(result_message)
+        return ToolBatch(messages, _should_terminate(finished))
+
+    def _execute_all(self, context: AgentContext, message: AssistantMessage,
+                     prepared: list[_Prepared]) -> list[Finalized]:
+        """Run the calls on the pool; emit updates and ends here, as they arrive."""
+        if not prepared:
+            return []
+        # carries ("update", index, partial) and ("done", index, Finalized) to this thread
+        inbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
+        pool = self._get_pool()
+        for index, item in enumerate(prepared):
+            pool.submit(self._execute_one, context, message, item, index, inbox)
+        results: list[Finalized | None] = [None] * len(prepared)
+        remaining = len(prepared)
+        failure: BaseException | None = None
+        while remaining:
+            kind, index, payload = inbox.get()
+            if kind == "done":
+                remaining -= 1
+                results[index] = payload
+            if failure is not None:
+                continue  # a listener failed: wait for the running tools, emit nothing more
+            call = prepared[index].tool_call
+            try:
+                if kind == "update":
+                    if results[index] is None:
+                        self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
+                                                            payload))
+                else:
+                    _emit_end(self._emit, payload)
+            except BaseException as exc:  # re-raised below, once every tool has finished
+                failure = exc
+        if failure is not None:
+            raise failure
+        return [r for r in results if r is not None]
+
+    def _execute_one(self, context: AgentContext, message: AssistantMessage,
+                     prepared: _Prepared, index: int,
+                     inbox: queue.SimpleQueue[tuple[str, int, Any]]) -> None:
+        """Pool thread: execute and finalize one call, always posting its completion."""
+        # guards `accepting`: an update is either queued before completion or dropped
+        gate = threading.Lock()
+        accepting = True
+
+        def on_update(partial: Any) -> None:
+            with gate:
+                if accepting:
+                    inbox.put(("update", index, partial))
+
+        done: Finalized | None = None
+        try:
+            if self._signal.aborted:
+                done = Finalized(prepared.tool_call, error_result(_ABORTED), True)
+            else:
+                executed = execute_prepared(prepared, self._signal, on_update)
+                with gate:
+                    accepting = False
+                done = finalize(context, message, prepared, executed, self._config, self._signal)
+        except BaseException as exc:
+            _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
+            done = Finalized(prepared.tool_call, error_result(_exception_text(exc)), True)
+            raise
+        finally:
+            with gate:
+                accepting = False
+            inbox.put(("done", index, done))

@@ -1,0 +1,703 @@
+"""``Agent``: a transcript, two message queues, listeners, and runs on a worker thread.
+
+State changes only through the event reducer (each event updates the state, then every
+listener runs, in order, before the loop goes on). A run always executes on its own worker
+thread; the caller waits on an event in short slices, so Ctrl-C aborts the run cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ._queues import PendingQueue, QueueMode, check_mode
+from .abort import AbortController, AbortSignal
+from .config import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentContext,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentTurnContext,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    PrepareRequestContext,
+    RequestUpdate,
+    ToolExecutionMode,
+)
+from .errors import AgentBusyError
+from .events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    TurnEndEvent,
+)
+from .loop import run_agent_loop, run_agent_loop_continue
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    UserMessage,
+)
+from .models import Model
+from .stream import StreamFn, get_default_stream_fn
+from .tools import AgentTool
+from .transcript import (
+    create_initial_system_message,
+    get_current_system_message,
+    get_current_system_prompt,
+    to_tool_declaration,
+)
+
+__all__ = ["Agent", "AgentEventIterator", "AgentRun", "AgentState", "default_convert_to_llm"]
+
+_log = logging.getLogger(__name__)
+
+Listener = Callable[[AgentEvent, AbortSignal], Any]
+
+_WAIT_SLICE = 0.05  # seconds: blocking waits wake this often so Ctrl-C arrives promptly
+_LLM_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
+
+_BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
+                "messages, or wait for completion.")
+_BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
+_BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+
+
+def default_convert_to_llm(messages: list[AgentMessage]) -> list[AgentMessage]:
+    """Keep the messages a model understands: system, user, assistant and toolResult."""
+    return [m for m in messages if getattr(m, "role", None) in _LLM_ROLES]
+
+
+class AgentState:
+    """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
+
+    ``system_prompt`` is replayed from the transcript's system messages; to change it,
+    append a system message. The streaming fields are read-only and change only through
+    events. ``model`` and ``thinking_level`` are read when a run starts.
+    """
+
+    def __init__(self, model: Model | None, thinking_level: str, tools: Iterable[AgentTool],
+                 messages: Iterable[AgentMessage]) -> None:
+        self.model = model
+        self.thinking_level = thinking_level
+        self._tools: list[AgentTool] = list(tools)
+        self._messages: list[AgentMessage] = list(messages)
+        self._is_streaming = False
+        self._streaming_message: AgentMessage | None = None
+        self._pending_tool_calls: frozenset[str] = frozenset()
+        self._error_message: str | None = None
+
+    @property
+    def system_prompt(self) -> str:
+        """The current system prompt, replayed from the transcript."""
+        return get_current_system_prompt(self._messages)
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        """The executable tools (the live list)."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Iterable[AgentTool]) -> None:
+        self._tools = list(tools)
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The transcript (the live list)."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, messages: Iterable[AgentMessage]) -> None:
+        self._messages = list(messages)
+
+    @property
+    def is_streaming(self) -> bool:
+        """True from the start of a run until its ``agent_end`` listeners have returned."""
+        return self._is_streaming
+
+    @property
+    def streaming_message(self) -> AgentMessage | None:
+        """The message being streamed (a shallow copy of the partial), if any."""
+        return self._streaming_message
+
+    @property
+    def pending_tool_calls(self) -> frozenset[str]:
+        """The ids of the tool calls executing now (a new frozenset per change)."""
+        return self._pending_tool_calls
+
+    @property
+    def error_message(self) -> str | None:
+        """The error of the most recent failed or aborted turn, if any."""
+        return self._error_message
+
+
+class AgentRun:
+    """One ``prompt()`` or ``continue_()``: wait for it, abort it, read its events.
+
+    Thread safety: every method may be called from any thread.
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self._controller = AbortController()
+        self._settled = threading.Event()
+        self._thread: threading.Thread | None = None
+        # guards _events and _closed; notified on every recorded event and at settle
+        self._events_cond = threading.Condition()
+        self._events: list[AgentEvent] = []
+        self._closed = False
+        self._messages: list[AgentMessage] = []
+        self._error_message: str | None = None
+        # queue input taken by this run: (queue, message), in the order taken
+        self._taken: list[tuple[PendingQueue, AgentMessage]] = []
+        self._delivered: set[int] = set()
+        self._restored = False
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The run's abort signal."""
+        return self._controller.signal
+
+    @property
+    def done(self) -> bool:
+        """True once the run has settled (its ``agent_end`` listeners returned)."""
+        return self._settled.is_set()
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The messages the run added, in order (complete once the run is done)."""
+        return list(self._messages)
+
+    @property
+    def error_message(self) -> str | None:
+        """The run's error (an error or aborted final message), or ``None``."""
+        return self._error_message
+
+    def abort(self, reason: object = None) -> None:
+        """Abort the run (no-op once it is done)."""
+        self._controller.abort(reason)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the run settles; False if ``timeout`` seconds pass first.
+
+        A ``KeyboardInterrupt`` while waiting aborts the run, waits for it to settle and
+        re-raises; a second one stops waiting at once.
+        """
+        try:
+            return self._wait(timeout)
+        except KeyboardInterrupt:
+            self.abort()
+            self._wait(None)  # a second KeyboardInterrupt escapes from here at once
+            raise
+
+    def _wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            slice_ = _WAIT_SLICE
+            if deadline is not None:
+                slice_ = min(slice_, max(0.0, deadline - time.monotonic()))
+            if self._settled.wait(slice_):
+                thread = self._thread
+                if thread is not None and thread is not threading.current_thread():
+                    thread.join()  # settled is its last act: this returns at once
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def events(self) -> Iterator[AgentEvent]:
+        """Every event of the run from ``agent_start``: buffered ones, then live ones."""
+        index = 0
+        while True:
+            with self._events_cond:
+                while index >= len(self._events) and not self._closed:
+                    self._events_cond.wait(_WAIT_SLICE)
+                if index >= len(self._events):
+                    return
+                batch = self._events[index:]
+            index += len(batch)
+            yield from batch
+
+    # --- called by the Agent on the worker thread -------------------------------------
+
+    def _record(self, event: AgentEvent) -> None:
+        with self._events_cond:
+            self._events.append(event)
+            self._events_cond.notify_all()
+
+    def _close(self) -> None:
+        with self._events_cond:
+            self._closed = True
+            self._events_cond.notify_all()
+
+
+class AgentEventIterator:
+    """The events of a run started by ``Agent.stream()``; closing it aborts the run.
+
+    Web frameworks call ``close()`` when the client goes away; so does leaving a ``with``
+    block or breaking out of a ``for`` loop over ``contextlib.closing(...)``.
+    """
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run = run
+        self._events = run.events()
+
+    def __iter__(self) -> AgentEventIterator:
+        return self
+
+    def __next__(self) -> AgentEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        """Abort the run if it is still going, and wait until it settles."""
+        if not self.run.done:
+            self.run.abort()
+            self.run.wait()
+
+    def __enter__(self) -> AgentEventIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        run = getattr(self, "run", None)
+        if run is not None and not run.done:
+            run.abort()
+
+
+class Agent:
+    """A stateful agent: a transcript, tools, hooks, two queues and listeners.
+
+    Thread safety: every method may be called from any thread, including listeners and
+    tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
+    second run while one is active raises ``AgentBusyError``. Listeners run on the run's
+    worker thread, in subscription order, each a barrier; tools run on a pool thread. Do
+    not wait for the agent's own run from inside a listener: that deadlocks.
+    """
+
+    def __init__(
+        self,
+        system_prompt: str = "",
+        model: Model | None = None,
+        tools: Iterable[AgentTool] = (),
+        messages: Iterable[AgentMessage] = (),
+        thinking_level: str = "off",
+        stream_fn: StreamFn | None = None,
+        convert_to_llm: Callable[[list[AgentMessage]], Sequence[AgentMessage]] | None = None,
+        transform_context: Callable[[list[AgentMessage], AbortSignal],
+                                    list[AgentMessage]] | None = None,
+        before_tool_call: Callable[[BeforeToolCallContext, AbortSignal],
+                                   BeforeToolCallResult | None] | None = None,
+        after_tool_call: Callable[[AfterToolCallContext, AbortSignal],
+                                  AfterToolCallResult | None] | None = None,
+        finish_turn: Callable[[AgentTurnContext, AbortSignal], str | None] | None = None,
+        prepare_request: Callable[[PrepareRequestContext, AbortSignal],
+                                  RequestUpdate | None] | None = None,
+        prepare_next_turn: Callable[[AgentTurnContext, AbortSignal],
+                                    AgentLoopTurnUpdate | None] | None = None,
+        get_api_key: Callable[[str], str | None] | None = None,
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        tool_execution: ToolExecutionMode = "parallel",
+        max_parallel_tools: int | None = None,
+        session_id: str | None = None,
+        *,
+        api_key: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        max_retry_delay_ms: int | None = None,
+    ) -> None:
+        tools = list(tools)
+        messages = list(messages)
+        if not (messages and isinstance(messages[0], SystemMessage)):
+            initial = create_initial_system_message(
+                system_prompt, [to_tool_declaration(t) for t in tools])
+            if initial is not None:
+                messages.insert(0, initial)
+        self._state = AgentState(model, thinking_level, tools, messages)
+        self.stream_fn = stream_fn
+        self.convert_to_llm = convert_to_llm or default_convert_to_llm
+        self.transform_context = transform_context
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.finish_turn = finish_turn
+        self.prepare_request = prepare_request
+        self.prepare_next_turn = prepare_next_turn
+        self.get_api_key = get_api_key
+        self.tool_execution = tool_execution
+        self.max_parallel_tools = max_parallel_tools
+        self.session_id = session_id
+        self.api_key = api_key
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_retry_delay_ms = max_retry_delay_ms
+        # guards both queues' contents, so multi-queue operations are atomic
+        self._queue_lock = threading.RLock()
+        self._steering = PendingQueue(check_mode(steering_mode, "steering_mode"), self._queue_lock)
+        self._follow_up = PendingQueue(check_mode(follow_up_mode, "follow_up_mode"),
+                                       self._queue_lock)
+        # guards _listeners (copied before each event, so listeners may unsubscribe)
+        self._listeners_lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        # guards _active: the check-and-set that starts a run, and its clearing
+        self._run_lock = threading.Lock()
+        self._active: AgentRun | None = None
+
+    # --- state and configuration ---------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """The live state."""
+        return self._state
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How steering is drained: "one-at-a-time" (default) or "all"; changeable live."""
+        return self._steering.mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._steering.mode = check_mode(mode, "steering_mode")
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How follow-ups are drained: "one-at-a-time" (default) or "all"; changeable live."""
+        return self._follow_up.mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._follow_up.mode = check_mode(mode, "follow_up_mode")
+
+    @property
+    def signal(self) -> AbortSignal | None:
+        """The active run's abort signal, or ``None`` when idle."""
+        run = self._active
+        return run.signal if run is not None else None
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event; returns the unsubscribe function."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._listeners_lock:
+                try:
+                    self._listeners.remove(listener)
+                except ValueError:
+                    pass
+
+        return unsubscribe
+
+    # --- queues -------------------------------------------------------------------------
+
+    def steer(self, message: str | AgentMessage) -> None:
+        """Queue a message for after the current tool batch (a str becomes a user message)."""
+        self._steering.enqueue(_as_message(message))
+
+    def follow_up(self, message: str | AgentMessage) -> None:
+        """Queue a message for when the agent would otherwise stop."""
+        self._follow_up.enqueue(_as_message(message))
+
+    def clear_steering_queue(self) -> None:
+        """Drop every queued steering message."""
+        self._steering.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        """Drop every queued follow-up message."""
+        self._follow_up.clear()
+
+    def clear_all_queues(self) -> None:
+        """Drop every queued message."""
+        with self._queue_lock:
+            self._steering.clear()
+            self._follow_up.clear()
+
+    def has_queued_messages(self) -> bool:
+        """True if either queue holds a message."""
+        with self._queue_lock:
+            return self._steering.has_items() or self._follow_up.has_items()
+
+    def peek_queued_messages(self) -> list[AgentMessage]:
+        """What the next drain would take: the steering selection, else the follow-up one."""
+        with self._queue_lock:
+            return self._steering.peek() or self._follow_up.peek()
+
+    def take_queued_messages(self, predicate: Callable[[AgentMessage], bool]) -> list[AgentMessage]:
+        """Remove and return the queued messages matching ``predicate`` (steering first)."""
+        with self._queue_lock:
+            return self._steering.take(predicate) + self._follow_up.take(predicate)
+
+    # --- runs ---------------------------------------------------------------------------
+
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None) -> AgentRun:
+        """Start a run with new input; by default wait until it settles.
+
+        ``input`` is a str (with optional ``images``), a message or a list of messages.
+        With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
+        """
+        prompts = _normalise_input(input, images)
+        run = self._start(_BUSY_PROMPT, lambda run: (prompts, False))
+        return self._finish_call(run, block, timeout)
+
+    def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
+        """Continue from the transcript (a retry after an error, or queued input).
+
+        With a user or tool-result tail the loop continues as is. With an assistant tail
+        the queued steering (else follow-up) messages are run as a prompt.
+        """
+        run = self._start(_BUSY_CONTINUE, self._continue_input)
+        return self._finish_call(run, block, timeout)
+
+    def stream(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None) -> AgentEventIterator:
+        """Start a run and iterate its events as they happen; closing it aborts the run."""
+        return AgentEventIterator(self.prompt(input, images, block=False))
+
+    def abort(self, reason: object = None) -> None:
+        """Abort the active run (no-op when idle)."""
+        run = self._active
+        if run is not None:
+            run.abort(reason)
+
+    def wait_for_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no run is active; False if ``timeout`` seconds pass first."""
+        run = self._active
+        return True if run is None else run.wait(timeout)
+
+    def reset(self) -> None:
+        """Back to the replayed system message alone; clears the queues and errors."""
+        with self._run_lock:
+            if self._active is not None:
+                raise AgentBusyError(_BUSY_RESET)
+            head = get_current_system_message(self._state.messages)
+            self._state.messages = [head] if head is not None else []
+            self._state._streaming_message = None
+            self._state._pending_tool_calls = frozenset()
+            self._state._error_message = None
+            self.clear_all_queues()
+
+    # --- run machinery --------------------------------------------------------------------
+
+    def _continue_input(self, run: AgentRun) -> tuple[list[AgentMessage] | None, bool]:
+        """Decide what ``continue_`` runs: (prompts, skip_initial_steering_poll) or continue."""
+        messages = self._state.messages
+        if not messages or all(isinstance(m, SystemMessage) for m in messages):
+            msg = "No messages to continue from"
+            raise ValueError(msg)
+        if getattr(messages[-1], "role", None) != "assistant":
+            return None, False
+        with self._queue_lock:
+            steering = self._steering.drain()
+            if steering:
+                run._taken.extend((self._steering, m) for m in steering)
+                return steering, True
+            follow_ups = self._follow_up.drain()
+            if follow_ups:
+                run._taken.extend((self._follow_up, m) for m in follow_ups)
+                return follow_ups, False
+        msg = "Cannot continue from message role: assistant"
+        raise ValueError(msg)
+
+    def _start(self, busy_message: str,
+               choose: Callable[[AgentRun], tuple[list[AgentMessage] | None, bool]]) -> AgentRun:
+        with self._run_lock:
+            if self._active is not None:
+                raise AgentBusyError(busy_message)
+            run = AgentRun(self)
+            prompts, skip_poll = choose(run)
+            self._active = run
+            state = self._state
+            state._is_streaming = True
+            state._streaming_message = None
+            state._error_message = None
+        run._thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+                                       name="piagent-run", daemon=True)
+        run._thread.start()
+        return run
+
+    def _finish_call(self, run: AgentRun, block: bool, timeout: float | None) -> AgentRun:
+        if not block and timeout is None:
+            return run
+        if not run.wait(timeout):
+            run.abort()
+            run.wait()
+            msg = f"The run did not finish within {timeout} seconds, so it was aborted."
+            raise TimeoutError(msg)
+        return run
+
+    def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
+        state = self._state
+        skip = [skip_initial_steering_poll]
+
+        def get_steering_messages() -> list[AgentMessage]:
+            if skip[0]:
+                skip[0] = False
+                return []
+            return self._take(run, self._steering)
+
+        prepare_next_turn = self.prepare_next_turn
+        next_turn = None
+        if prepare_next_turn is not None:
+            def next_turn(ctx: AgentTurnContext) -> AgentLoopTurnUpdate | None:
+                return prepare_next_turn(ctx, run.signal)
+
+        return AgentLoopConfig(
+            model=state.model,
+            convert_to_llm=self.convert_to_llm,
+            reasoning=None if state.thinking_level == "off" else state.thinking_level,
+            session_id=self.session_id,
+            api_key=self.api_key,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_retry_delay_ms=self.max_retry_delay_ms,
+            transform_context=self.transform_context,
+            get_api_key=self.get_api_key,
+            finish_turn=self.finish_turn,  # type: ignore[arg-type]
+            prepare_request=self.prepare_request,
+            prepare_next_turn=next_turn,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=lambda: self._take(run, self._follow_up),
+            tool_execution=self.tool_execution,
+            max_parallel_tools=self.max_parallel_tools,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+        )
+
+    def _take(self, run: AgentRun, source: PendingQueue) -> list[AgentMessage]:
+        with self._queue_lock:
+            taken = source.drain()
+            run._taken.extend((source, m) for m in taken)
+        return taken
+
+    def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
+                    skip_initial_steering_poll: bool) -> None:
+        """The run's worker thread: the loop, failure handling, settling."""
+        try:
+            state = self._state
+            context = AgentContext(list(state.messages), list(state.tools))
+            config = self._loop_config(run, skip_initial_steering_poll)
+            stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
+
+            def emit(event: AgentEvent) -> None:
+                self._process(run, event)
+
+            if prompts is None:
+                run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
+            else:
+                run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
+        except BaseException as exc:  # the run must end with agent_end, whatever failed
+            _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+            self._fail_run(run, exc)
+        finally:
+            self._restore_undelivered(run)
+            self._settle(run)
+
+    def _process(self, run: AgentRun, event: AgentEvent) -> None:
+        """The reducer, then every listener in order (a barrier for the loop)."""
+        state = self._state
+        kind = event.type
+        if kind == "message_update" or kind == "message_start":
+            state._streaming_message = event.message  # type: ignore[union-attr]
+        elif kind == "message_end":
+            message = event.message  # type: ignore[union-attr]
+            state._streaming_message = None
+            state._messages.append(message)
+            run._messages.append(message)
+            self._mark_delivered(run, message)
+        elif kind == "tool_execution_start":
+            state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
+        elif kind == "tool_execution_end":
+            state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
+        elif kind == "turn_end":
+            message = event.message  # type: ignore[union-attr]
+            if isinstance(message, AssistantMessage) and message.error_message:
+                state._error_message = message.error_message
+                run._error_message = message.error_message
+        elif kind == "agent_end":
+            state._streaming_message = None
+            self._restore_undelivered(run)  # before listeners, so they see the queues right
+        run._record(event)
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(event, run.signal)
+
+    def _mark_delivered(self, run: AgentRun, message: AgentMessage) -> None:
+        if not run._taken:
+            return
+        for _, taken in run._taken:
+            if taken is message:
+                run._delivered.add(id(taken))
+                return
+        if isinstance(message, SystemMessage):  # declare_tool_changes rewrote a queued one
+            for _, taken in run._taken:
+                if (isinstance(taken, SystemMessage) and id(taken) not in run._delivered
+                        and taken.content == message.content
+                        and taken.sections == message.sections
+                        and taken.timestamp == message.timestamp):
+                    run._delivered.add(id(taken))
+                    return
+
+    def _restore_undelivered(self, run: AgentRun) -> None:
+        """Queue input the run took but never delivered goes back to the front, in order."""
+        with self._queue_lock:
+            if run._restored:
+                return
+            run._restored = True
+            for source in (self._steering, self._follow_up):
+                lost = [m for q, m in run._taken if q is source and id(m) not in run._delivered]
+                if lost:
+                    source.restore_front(lost)
+
+    def _fail_run(self, run: AgentRun, error: BaseException) -> None:
+        """The seed's handleRunFailure: a synthetic assistant message closes the run."""
+        model = self._state.model
+        message = AssistantMessage(
+            content=[TextContent("")], api=model.api if model else "",
+            provider=model.provider if model else "", model=model.id if model else "",
+            stop_reason="aborted" if run.signal.aborted else "error",
+            error_message=str(error) or type(error).__name__)
+        for event in (MessageStartEvent(message), MessageEndEvent(message),
+                      TurnEndEvent(message, [])):
+            self._process_safely(run, event)
+        self._process_safely(run, AgentEndEvent(list(run._messages)))
+
+    def _process_safely(self, run: AgentRun, event: AgentEvent) -> None:
+        try:
+            self._process(run, event)
+        except Exception:  # the failure path must reach agent_end; the error is logged
+            _log.exception("A listener raised while the failed run was being closed")
+
+    def _settle(self, run: AgentRun) -> None:
+        state = self._state
+        with self._run_lock:
+            state._is_streaming = False
+            state._streaming_message = None
+            state._pending_tool_calls = frozenset()
+            self._active = None
+        run._close()
+        run._settled.set()
+
+
+def _as_message(message: str | AgentMessage) -> AgentMessage:
+    if isinstance(message, str):
+        return UserMessage(content=[TextContent(message)])
+    return message
+
+
+def _normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
+                     images: Sequence[ImageContent] | None) -> list[AgentMessage]:
+    if isinstance(input, str):
+        return [UserMessage(content=[TextContent(input), *(images or ())])]
+    if isinstance(input, (list, tuple)):
+        return list(input)
+    return [input]

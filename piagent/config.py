@@ -1,0 +1,172 @@
+"""The loop's inputs: ``AgentContext``, ``AgentLoopConfig`` and the hook types.
+
+Hooks that take a signal get it as their second argument; ``convert_to_llm``,
+``get_api_key`` and the queue getters take none. The loop calls ``prepare_next_turn(ctx)``
+(the ``Agent`` adds its signal when it wraps its own attribute).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from .messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, Usage
+from .stream import StreamOptions
+
+if TYPE_CHECKING:
+    from .abort import AbortSignal
+    from .models import Model
+    from .tools import AgentTool, AgentToolResult
+
+__all__ = [
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "AgentContext",
+    "AgentLoopConfig",
+    "AgentLoopTurnUpdate",
+    "AgentToolCallOutcome",
+    "AgentTurnContext",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "PrepareNextTurnContext",
+    "PrepareRequestContext",
+    "QueueMode",
+    "RequestUpdate",
+    "ToolExecutionMode",
+    "TurnDecision",
+]
+
+ToolExecutionMode: TypeAlias = Literal["parallel", "sequential"]
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+TurnDecision: TypeAlias = Literal["continue", "end"]
+
+
+@dataclass
+class AgentContext:
+    """A transcript and the tools the runtime can execute."""
+
+    messages: list[AgentMessage] = field(default_factory=list)
+    tools: list[AgentTool] = field(default_factory=list)
+
+
+@dataclass
+class BeforeToolCallContext:
+    """What ``before_tool_call`` sees. ``args`` are validated and may be changed in place."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    context: AgentContext
+
+
+@dataclass
+class BeforeToolCallResult:
+    """``block=True`` refuses the call with ``reason``; ``terminate`` then counts for the batch."""
+
+    block: bool = False
+    reason: str | None = None
+    terminate: bool = False
+
+
+@dataclass
+class AfterToolCallContext:
+    """What ``after_tool_call`` sees: the result before any override."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult
+    is_error: bool
+    context: AgentContext
+
+
+@dataclass
+class AfterToolCallResult:
+    """Each field that is not ``None`` replaces the result's field in full."""
+
+    content: list[Any] | None = None
+    details: Any = None
+    structured_content: Any = None
+    usage: Usage | None = None
+    is_error: bool | None = None
+    terminate: bool | None = None
+
+
+@dataclass
+class AgentTurnContext:
+    """A completed turn: its assistant message, tool results, context and the run's messages."""
+
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage]
+    context: AgentContext
+    new_messages: list[AgentMessage]
+
+
+PrepareNextTurnContext = AgentTurnContext
+
+
+@dataclass
+class AgentLoopTurnUpdate:
+    """What ``prepare_next_turn`` may replace before the next request (``None`` keeps)."""
+
+    context: AgentContext | None = None
+    messages: list[AgentMessage] | None = None
+    """Messages to append before the next request, with their normal events."""
+    model: Model | None = None
+    thinking_level: str | None = None
+
+
+@dataclass
+class PrepareRequestContext:
+    """What ``prepare_request`` sees just before a provider request."""
+
+    context: AgentContext
+    model: Model | None
+    thinking_level: str
+
+
+@dataclass
+class RequestUpdate:
+    """What ``prepare_request`` may replace; replacements persist for the rest of the run."""
+
+    context: AgentContext | None = None
+    model: Model | None = None
+    thinking_level: str | None = None
+
+
+@dataclass
+class AgentToolCallOutcome:
+    """The outcome of one tool call: the call, its final result, and whether it failed."""
+
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(kw_only=True)
+class AgentLoopConfig(StreamOptions):
+    """Everything the loop needs besides the context; also the stream options it sends.
+
+    ``model`` and ``convert_to_llm`` are required. Hooks must not raise: the ``Agent``
+    turns an exception into a failed run, the low-level ``agent_loop`` into an
+    ``AgentLoopError``. Hooks run on the run's worker thread, except ``after_tool_call``,
+    which runs on the tool's pool thread right after ``execute``.
+    """
+
+    model: Model | None
+    convert_to_llm: Callable[[list[AgentMessage]], Sequence[AgentMessage]]
+    transform_context: Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]] | None = None
+    get_api_key: Callable[[str], str | None] | None = None
+    finish_turn: Callable[[AgentTurnContext, AbortSignal], TurnDecision | None] | None = None
+    prepare_request: Callable[[PrepareRequestContext, AbortSignal], RequestUpdate | None] | None = None
+    prepare_next_turn: Callable[[AgentTurnContext], AgentLoopTurnUpdate | None] | None = None
+    get_steering_messages: Callable[[], Sequence[AgentMessage]] | None = None
+    get_follow_up_messages: Callable[[], Sequence[AgentMessage]] | None = None
+    tool_execution: ToolExecutionMode = "parallel"
+    max_parallel_tools: int | None = None
+    """How many tools may execute at once in a parallel batch; ``None``: no cap."""
+    before_tool_call: Callable[[BeforeToolCallContext, AbortSignal],
+                               BeforeToolCallResult | None] | None = None
+    after_tool_call: Callable[[AfterToolCallContext, AbortSignal],
+                              AfterToolCallResult | None] | None = None
