@@ -1,0 +1,226 @@
+"""parse_streaming_json: pi's rules for truncated tool-call arguments.
+
+Covers the documented cases one by one, every prefix of a hand-written corpus (escapes,
+surrogate pairs split mid-escape, unicode, exponents, literals, deep nesting), the same
+on random JSON objects (hypothesis), and arbitrary garbage (never raises).
+"""
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from piagent._partial_json import parse_streaming_json
+
+CORPUS = [
+    "{}",
+    '{"a": 1}',
+    '{"path": "/tmp/x.txt", "limit": 100, "offset": -20}',
+    '{"flag": true, "other": false, "nothing": null}',
+    '{"n": -1.25e-3, "m": 6.02E+23, "z": 0, "neg0": -0.0, "big": 123456789012345678901234567890}',
+    '{"s": "quote \\" backslash \\\\ slash \\/ controls \\b\\f\\n\\r\\t end"}',
+    '{"u": "\\u00e9t\\u00E9 \\u4e2d\\u6587 \\ud83d\\ude00 smile \\uD834\\uDD1E clef"}',
+    '{"lone": "\\ud800 then text", "lone2": "\\udc00"}',
+    '{"raw": "Grüße, 世界, 😀 and emoji 🎉"}',
+    '{"a": [1, 2, {"b": "x", "c": [[], {}, [[1]]]}], "d": {"e": {"f": {"g": null}}}}',
+    '{"list": ["a", "b", "c"], "empty": "", "nested": [{"k": [true, false, null]}]}',
+    '{\n  "pretty": {\n    "indent": [\n      1,\n      2\n    ]\n  },\n  "x": "y"\n}\n',
+    '  {"leading": "and trailing whitespace"}   ',
+    '{"edits": [{"old": "def f():\\n    pass", "new": "def f():\\n    return 1"}]}',
+    '{"nan": NaN, "inf": Infinity, "ninf": -Infinity}',
+    '{"deep": ' + "[" * 50 + "]" * 50 + "}",
+]
+
+
+def _compatible(partial: Any, final: Any) -> bool:
+    """True if ``partial`` is what a prefix of ``final``'s text may show."""
+    if isinstance(final, dict):
+        return isinstance(partial, dict) and all(
+            k in final and _compatible(v, final[k]) for k, v in partial.items()
+        )
+    if isinstance(final, list):
+        return (
+            isinstance(partial, list)
+            and len(partial) <= len(final)
+            and all(_compatible(p, f) for p, f in zip(partial, final, strict=False))
+        )
+    if isinstance(final, str):
+        return isinstance(partial, str) and final.startswith(partial)
+    if isinstance(final, bool) or final is None:
+        return partial is final
+    # a number: a prefix shows some number (12 of 123, -1.25 of -1.25e3)
+    return isinstance(partial, (int, float)) and not isinstance(partial, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that treats NaN as equal to NaN and keeps int/float apart."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _check_all_prefixes(doc: str) -> None:
+    final = json.loads(doc)
+    for end in range(len(doc) + 1):
+        result = parse_streaming_json(doc[:end])
+        assert isinstance(result, dict), doc[:end]
+        assert _compatible(result, final), (doc[:end], result)
+    assert _same(parse_streaming_json(doc), final)
+
+
+@pytest.mark.parametrize("doc", CORPUS)
+def test_every_prefix_of_corpus_gives_a_compatible_dict(doc: str) -> None:
+    """Each prefix returns a dict consistent with the final value; the whole gives it exactly."""
+    _check_all_prefixes(doc)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"path":"/tm', {"path": "/tm"}),
+        ('{"a":1,"pa', {"a": 1}),
+        ('{"a":1,"path"', {"a": 1}),
+        ('{"a":1,"path":', {"a": 1}),
+        ('{"a":', {}),
+        ('{"a":1,', {"a": 1}),
+        ('{"flag": f', {"flag": False}),
+        ('{"flag": tr', {"flag": True}),
+        ('{"v": nu', {"v": None}),
+        ('{"n": 12', {"n": 12}),
+        ('{"n": -1.25e', {"n": -1.25}),
+        ('{"n": -1.25e+', {"n": -1.25}),
+        ('{"n": 1.', {"n": 1}),
+        ('{"n": -', {}),
+        ('{"a":[1,2,{"b":"x', {"a": [1, 2, {"b": "x"}]}),
+        ('{"a":[1,2', {"a": [1, 2]}),
+        ('{"a":[', {"a": []}),
+        ('{"a":{', {"a": {}}),
+        ('{"s":"x\\', {"s": "x"}),
+        ('{"s":"x\\n', {"s": "x\n"}),
+        ('{"s":"x\\u00', {"s": "x"}),
+        ('{"s":"x\\u00e9', {"s": "xé"}),
+        ('{"s":"\\ud83d', {"s": ""}),
+        ('{"s":"\\ud83d\\', {"s": ""}),
+        ('{"s":"\\ud83d\\ude0', {"s": ""}),
+        ('{"s":"\\ud83d\\ude00', {"s": "😀"}),
+        ('{"s":"\\ud83d\\n', {"s": "\ud83d\n"}),
+        ('{"s":"line one\nline two', {"s": "line one\nline two"}),
+        ('{"s":"tab\there"}', {"s": "tab\there"}),
+        ('{"a": 1} trailing junk', {"a": 1}),
+        ('{"a": 1}}', {"a": 1}),
+        ('{"a": -Inf', {"a": float("-inf")}),
+        ("  \n", {}),
+        ("", {}),
+    ],
+)
+def test_documented_cases(text: str, expected: dict[str, Any]) -> None:
+    """The rules listed in providers.md §2.1, one per row."""
+    assert _same(parse_streaming_json(text), expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [None, "[1, 2", "[1, 2]", '"a string"', "42", "true", "null", '"{\\"a\\": 1}"'],
+)
+def test_non_object_top_level_gives_empty_dict(text: str | None) -> None:
+    """None and any top level that is not an object give {}."""
+    assert parse_streaming_json(text) == {}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a" 1}',
+        "{]",
+        "{'a': 1}",
+        '{"a": tx',
+        '{"a": 01}',
+        '{"a": 1.x}',
+        '{"a": "\\x"}',
+        '{"a": "\\u12g4"}',
+        '{"a": [1 2]}',
+        '{"a": 1 "b": 2}',
+        "nonsense",
+        '{"a": }',
+        "{,}",
+    ],
+)
+def test_malformed_text_gives_empty_dict(text: str) -> None:
+    """Text that is not a prefix of any JSON document gives {} (pi's behaviour)."""
+    assert parse_streaming_json(text) == {}
+
+
+def test_duplicate_keys_keep_the_last_like_json() -> None:
+    """A repeated key ends with json's answer (the last value), prefixes stay dicts."""
+    doc = '{"dup": 1, "dup": {"inner": 2}}'
+    assert all(isinstance(parse_streaming_json(doc[:i]), dict) for i in range(len(doc)))
+    assert parse_streaming_json(doc[:-1]) == {"dup": {"inner": 2}}
+    assert parse_streaming_json(doc) == {"dup": {"inner": 2}}
+
+
+def test_non_string_input_gives_empty_dict() -> None:
+    """Even a wrongly typed argument does not raise."""
+    assert parse_streaming_json(b'{"a": 1}') == {}  # type: ignore[arg-type]
+    assert parse_streaming_json(12) == {}  # type: ignore[arg-type]
+
+
+def test_deep_nesting_does_not_raise() -> None:
+    """Nesting deeper than the recursion limit is handled, complete or not."""
+    depth = 5000
+    partial = '{"a": ' + "[" * depth
+    result = parse_streaming_json(partial)
+    node = result["a"]
+    for _ in range(depth - 1):
+        node = node[0]
+    assert node == []
+    assert isinstance(parse_streaming_json(partial + "]" * depth + "}"), dict)
+
+
+def test_result_is_a_fresh_object_each_time() -> None:
+    """Callers may mutate the result."""
+    first = parse_streaming_json('{"a": [1]}')
+    first["a"].append(2)
+    assert parse_streaming_json('{"a": [1]}') == {"a": [1]}
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**20), max_value=10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    obj=st.dictionaries(st.text(max_size=8), _json_values, max_size=5),
+    ensure_ascii=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+)
+def test_every_prefix_of_random_objects(
+    obj: dict[str, Any], ensure_ascii: bool, indent: Any
+) -> None:
+    """Random objects, with and without \\u escapes (and surrogate pairs) and indentation."""
+    _check_all_prefixes(json.dumps(obj, ensure_ascii=ensure_ascii, indent=indent))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list('{}[]",:\\ u0123456789.eE+-tfnrlaseNIy\n')) | st.characters()
+    )
+)
+def test_never_raises_on_arbitrary_text(text: str) -> None:
+    """Any text at all gives a dict."""
+    assert isinstance(parse_streaming_json(text), dict)
