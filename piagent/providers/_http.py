@@ -434,11 +434,16 @@ def _error_details(body_text: str) -> tuple[str, str | None]:
     if not isinstance(err, dict):
         return body_text.strip(), None
     message = err.get("message") or data.get("message") or body_text.strip()
-    code = err.get("code") or err.get("type") or err.get("status")
+    # the most telling code: a name ("insufficient_quota", "UNAVAILABLE") over a number
+    names = [c for c in (err.get("code"), err.get("type"), err.get("status"))
+             if isinstance(c, str) and c and not c.isdigit()]
+    code = names[0] if names else None
+    if isinstance(code, int) and isinstance(err.get("status"), str):
+        code = err["status"]  # Google: the numeric code only repeats the HTTP status
     metadata = err.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
         message = f"{message} ({metadata['raw']})"  # OpenRouter's upstream error
-    return str(message), str(code) if code not in (None, "") else None
+    return str(message), code
 
 
 _STATUS_HINTS = {
@@ -613,6 +618,15 @@ class MessageBuilder:
             block = self.message.content[index]
             block.arguments = _as_object(parse_streaming_json(buffer))  # type: ignore[union-attr]
             self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+
+    def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
+        """Set the complete argument JSON (a provider's final ``.done``); no event."""
+        with self._lock:
+            if self._ended:
+                return
+            self._args[index] = arguments_json
+            block = self.message.content[index]
+            block.arguments = _as_object(parse_streaming_json(arguments_json))  # type: ignore[union-attr]
 
     def tool_arguments_json(self, index: int) -> str:
         """The argument JSON accumulated so far for the tool call at ``index``."""

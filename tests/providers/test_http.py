@@ -303,7 +303,7 @@ def test_format_http_error_variants():
     assert format_http_error("X", 400, "") == "X API error (400): (no body)"
     assert format_http_error("X", 503, '[{"error":{"code":503,"message":"busy",'
                                        '"status":"UNAVAILABLE"}}]') == (
-        "X API error (503, 503): busy. The provider had a server error; retry later.")
+        "X API error (503, UNAVAILABLE): busy. The provider had a server error; retry later.")
 
 
 # --- abort -----------------------------------------------------------------------------------

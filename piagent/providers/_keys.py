@@ -1,0 +1,65 @@
+"""API keys and display names per provider (shared by the adapters and ``__init__``)."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+__all__ = ["ENV_VARS", "is_local_url", "provider_label", "resolve_api_key"]
+
+ENV_VARS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "cerebras": ("CEREBRAS_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "zai": ("ZAI_API_KEY",),
+    "moonshot": ("MOONSHOT_API_KEY",),
+    "azure-openai": ("AZURE_OPENAI_API_KEY",),
+}
+"""Environment variables read, in order, when ``options.api_key`` is not given."""
+
+_LABELS = {
+    "openai": "OpenAI", "anthropic": "Anthropic", "google": "Google", "openrouter": "OpenRouter",
+    "groq": "Groq", "xai": "xAI", "cerebras": "Cerebras", "deepseek": "DeepSeek",
+    "mistral": "Mistral", "together": "Together", "fireworks": "Fireworks", "zai": "z.ai",
+    "moonshot": "Moonshot", "ollama": "Ollama", "vllm": "vLLM", "llamacpp": "llama.cpp",
+    "lmstudio": "LM Studio", "azure-openai": "Azure OpenAI",
+}
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"})
+
+
+def provider_label(provider: str) -> str:
+    """The name used in messages ("OpenAI", "Groq", or the provider id itself)."""
+    return _LABELS.get(provider, provider)
+
+
+def is_local_url(url: str) -> bool:
+    """True for servers on this machine or the local network (no key needed)."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.endswith(".local") or host.startswith(("192.168.", "10."))
+
+
+def resolve_api_key(provider: str, explicit: str | None) -> str | None:
+    """``explicit``, else the provider's environment variable, else ``None``."""
+    if explicit:
+        return explicit
+    for name in ENV_VARS.get(provider, ()):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def missing_key_message(provider: str) -> str:
+    """What to do when a provider that needs a key has none."""
+    names = " or ".join(ENV_VARS.get(provider, ()))
+    where = f"set {names}" if names else "set the provider's API key variable"
+    return (f"No API key for {provider_label(provider)}. Pass StreamOptions(api_key=...) "
+            f"or {where}.")

@@ -1,0 +1,188 @@
+"""pi-ai's ``transformMessages``: make a transcript safe to replay to one model.
+
+Every adapter runs it before converting messages to its wire format (providers.md §2.5,
+§2.6). It does not know any wire format; the adapters own that. It also holds the small
+system-message helpers the adapters share (leading prompt vs in-place updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..models import Model
+from ..transcript import (
+    get_current_system_message,
+    get_system_message_text,
+    render_system_message_update,
+)
+
+__all__ = [
+    "NO_RESULT_TEXT",
+    "is_same_model",
+    "leading_system_text",
+    "system_update_text",
+    "transform_messages",
+]
+
+NO_RESULT_TEXT = "No result provided"
+_IMAGE_OMITTED = "(image omitted: model does not support images)"
+_TOOL_IMAGE_OMITTED = "(tool image omitted: model does not support images)"
+
+
+def is_same_model(message: AssistantMessage, model: Model) -> bool:
+    """pi's "same model": same provider, api and model id."""
+    return (message.provider == model.provider and message.api == model.api
+            and message.model == model.id)
+
+
+def transform_messages(messages: Sequence[AgentMessage], model: Model,
+                       normalize_tool_call_id: Callable[[str], str] | None = None
+                       ) -> list[AgentMessage]:
+    """The transcript as ``model`` can take it (new objects only where something changed).
+
+    * errored or aborted assistant messages are dropped (replaying half a response breaks
+      most APIs; the model goes on from the last good state);
+    * a tool call with no result before the next assistant, user or system message (or the
+      end) gets a synthetic error result ``"No result provided"``;
+    * from another model: thinking becomes plain text (redacted thinking is dropped),
+      signatures are stripped and tool-call ids pass through ``normalize_tool_call_id``
+      (their results follow the rename); empty thinking is dropped;
+    * images become a text placeholder when the model takes no image input.
+    """
+    images_ok = "image" in model.input
+    renamed: dict[str, str] = {}
+    out: list[AgentMessage] = []
+    pending: list[ToolCall] = []  # tool calls still waiting for their results
+    answered: set[str] = set()
+
+    def flush_orphans() -> None:
+        for call in pending:
+            if call.id not in answered:
+                out.append(ToolResultMessage(
+                    tool_call_id=call.id, tool_name=call.name,
+                    content=[TextContent(NO_RESULT_TEXT)], is_error=True,
+                    timestamp=0))
+        pending.clear()
+        answered.clear()
+
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            flush_orphans()
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            message = _transform_assistant(message, model, normalize_tool_call_id, renamed)
+            pending.extend(b for b in message.content if isinstance(b, ToolCall))
+            out.append(message)
+        elif isinstance(message, ToolResultMessage):
+            new_id = renamed.get(message.tool_call_id)
+            if new_id is not None or (not images_ok and _has_image(message.content)):
+                message = ToolResultMessage(
+                    tool_call_id=new_id or message.tool_call_id, tool_name=message.tool_name,
+                    content=message.content if images_ok else
+                    _without_images(message.content, _TOOL_IMAGE_OMITTED),
+                    details=message.details, usage=message.usage, is_error=message.is_error,
+                    duration_ms=message.duration_ms, timestamp=message.timestamp)
+            answered.add(message.tool_call_id)
+            out.append(message)
+        elif isinstance(message, (UserMessage, SystemMessage)):
+            flush_orphans()
+            if (isinstance(message, UserMessage) and not images_ok
+                    and not isinstance(message.content, str) and _has_image(message.content)):
+                message = UserMessage(content=_without_images(message.content, _IMAGE_OMITTED),
+                                      timestamp=message.timestamp)
+            out.append(message)
+        else:
+            out.append(message)  # an application message convert_to_llm let through
+    flush_orphans()
+    return out
+
+
+def _transform_assistant(message: AssistantMessage, model: Model,
+                         normalize: Callable[[str], str] | None,
+                         renamed: dict[str, str]) -> AssistantMessage:
+    if is_same_model(message, model):
+        if not any(isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature
+                   for b in message.content):
+            return message
+        content: list[Any] = [b for b in message.content if not (
+            isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature)]
+    else:
+        content = []
+        for block in message.content:
+            if isinstance(block, ThinkingContent):
+                if block.redacted or not block.thinking.strip():
+                    continue
+                content.append(TextContent(block.thinking))
+            elif isinstance(block, TextContent):
+                content.append(TextContent(block.text) if block.text_signature else block)
+            elif isinstance(block, ToolCall):
+                new_id = normalize(block.id) if normalize is not None else block.id
+                if new_id != block.id:
+                    renamed[block.id] = new_id
+                if new_id != block.id or block.thought_signature:
+                    block = ToolCall(id=new_id, name=block.name, arguments=block.arguments)
+                content.append(block)
+            else:
+                content.append(block)
+    return AssistantMessage(content=content, api=message.api, provider=message.provider,
+                            model=message.model, usage=message.usage,
+                            stop_reason=message.stop_reason,
+                            error_message=message.error_message,
+                            thinking_level=message.thinking_level,
+                            timestamp=message.timestamp)
+
+
+def _has_image(content: Sequence[Any]) -> bool:
+    return any(isinstance(b, ImageContent) for b in content)
+
+
+def _without_images(content: Sequence[Any], placeholder: str) -> list[Any]:
+    out: list[Any] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            if out and isinstance(out[-1], TextContent) and out[-1].text == placeholder:
+                continue  # consecutive images collapse into one placeholder
+            out.append(TextContent(placeholder))
+        else:
+            out.append(block)
+    return out
+
+
+# --- system messages --------------------------------------------------------------------------
+
+
+def leading_system_text(messages: Sequence[AgentMessage]) -> tuple[str, int]:
+    """The prompt of the leading run of system messages, and how many there are.
+
+    Later system messages are mid-conversation updates (``system_update_text``).
+    """
+    count = 0
+    for message in messages:
+        if not isinstance(message, SystemMessage):
+            break
+        count += 1
+    if count == 0:
+        return "", 0
+    if count == 1:
+        return get_system_message_text(messages[0]), 1
+    return get_system_message_text(get_current_system_message(messages[:count])), count
+
+
+def system_update_text(message: SystemMessage) -> str:
+    """What a mid-conversation system message tells the model ("" for tool-only changes)."""
+    parts = [message.content] if message.content else []
+    if message.sections:
+        parts.append(render_system_message_update(message))
+    return "\n\n".join(parts)

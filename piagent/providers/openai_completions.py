@@ -1,0 +1,497 @@
+"""``openai-completions``: OpenAI Chat Completions and every compatible server.
+
+Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, Groq, DeepSeek, … differ in small ways;
+those are per-model ``compat`` flags (providers.md §3.6), detected from the provider and
+base URL and overridable with ``Model.compat`` (pi's camelCase keys or snake_case). This
+module only maps the wire format; transport, retries and abort live in ``_http``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..errors import ProviderError
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    StopReason,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..models import Model
+from ..stream import AssistantMessageEventStream, Context, StreamOptions
+from ..transcript import get_current_system_prompt, get_current_tools
+from ._http import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSERequest,
+    parse_event_json,
+    start_stream,
+)
+from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._transform import leading_system_text, system_update_text, transform_messages
+
+__all__ = ["OpenAICompat", "build_completions_request", "get_compat", "stream_openai_completions"]
+
+API = "openai-completions"
+_CLIENT = HttpClient(API)
+
+
+@dataclass(frozen=True)
+class OpenAICompat:
+    """How one OpenAI-compatible server differs from api.openai.com (pi's ``compat``)."""
+
+    supports_store: bool = True
+    supports_developer_role: bool = True
+    supports_reasoning_effort: bool = True
+    reasoning_effort_map: Mapping[str, str] = field(default_factory=dict)
+    supports_usage_in_streaming: bool = True
+    max_tokens_field: str = "max_completion_tokens"
+    requires_tool_result_name: bool = False
+    requires_assistant_after_tool_result: bool = False
+    requires_thinking_as_text: bool = False
+    thinking_format: str = "openai"
+    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together"""
+    supports_strict_mode: bool = True
+    supports_finish_reason: bool = True
+    requires_reasoning_content_on_assistant_messages: bool = False
+    supports_mid_convo_system_messages: bool = True
+
+
+_NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
+                 "together", "nvidia", "cloudflare", "groq", "mistral", "fireworks"}
+_KNOWN_CLOUD = _NON_STANDARD | {"openrouter", "azure-openai"}
+_LOCAL_PROVIDERS = {"ollama", "vllm", "llamacpp", "llama.cpp", "lmstudio", "sglang", "local"}
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _detect(model: Model) -> OpenAICompat:
+    provider, url = model.provider, model.base_url
+    if provider == "openai":
+        return OpenAICompat()  # wherever it points (a proxy, a test server): the reference
+    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD):
+        return OpenAICompat(supports_store=False, supports_developer_role=False,
+                            supports_reasoning_effort=False, supports_strict_mode=False)
+    compat = OpenAICompat()
+    if provider in _NON_STANDARD or "api.openai.com" not in url:
+        compat = replace(compat, supports_store=False, supports_developer_role=False)
+    if provider == "openrouter" or "openrouter.ai" in url:
+        compat = replace(compat, thinking_format="openrouter")
+    elif provider == "deepseek" or "deepseek.com" in url:
+        compat = replace(compat, max_tokens_field="max_tokens", thinking_format="deepseek",
+                         requires_reasoning_content_on_assistant_messages=True)
+    elif provider == "zai" or "z.ai" in url:
+        compat = replace(compat, max_tokens_field="max_tokens", thinking_format="zai")
+    elif provider in ("mistral", "chutes", "moonshot", "together", "nvidia"):
+        compat = replace(compat, max_tokens_field="max_tokens")
+        if provider == "mistral":
+            compat = replace(compat, requires_tool_result_name=True,
+                             requires_thinking_as_text=True)
+    elif provider == "groq" and model.id == "qwen/qwen3-32b":
+        levels = ("minimal", "low", "medium", "high", "xhigh", "max")
+        compat = replace(compat, reasoning_effort_map=dict.fromkeys(levels, "default"))
+    elif provider == "xai" or provider == "cerebras":
+        compat = replace(compat, supports_reasoning_effort=False)
+    return compat
+
+
+def get_compat(model: Model) -> OpenAICompat:
+    """The detected flags with ``model.compat`` applied on top."""
+    compat = _detect(model)
+    if not model.compat:
+        return compat
+    names = {f.name for f in fields(OpenAICompat)}
+    overrides: dict[str, Any] = {}
+    for key, value in model.compat.items():
+        name = _CAMEL.sub("_", key).lower()
+        if name in names:
+            overrides[name] = value
+    return replace(compat, **overrides)
+
+
+# --- the request ----------------------------------------------------------------------------
+
+
+def build_completions_request(model: Model, messages: Sequence[AgentMessage],
+                              options: StreamOptions, compat: OpenAICompat | None = None
+                              ) -> dict[str, Any]:
+    """The JSON body of ``POST {base_url}/chat/completions`` for a transformed transcript."""
+    compat = compat or get_compat(model)
+    body: dict[str, Any] = {"model": model.id, "messages": _wire_messages(model, messages, compat),
+                            "stream": True}
+    if compat.supports_usage_in_streaming:
+        body["stream_options"] = {"include_usage": True}
+    if compat.supports_store:
+        body["store"] = False
+    tools = get_current_tools(messages)
+    if tools:
+        wire_tools = []
+        for tool in tools:
+            function: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                        "parameters": tool.parameters or {"type": "object"}}
+            if compat.supports_strict_mode:
+                function["strict"] = False
+            wire_tools.append({"type": "function", "function": function})
+        body["tools"] = wire_tools
+    elif any(isinstance(m, ToolResultMessage) for m in messages):
+        body["tools"] = []  # LiteLLM-style proxies reject tool history without a tools list
+    if options.max_tokens:
+        body[compat.max_tokens_field] = options.max_tokens
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if model.reasoning:
+        _add_reasoning(body, options.reasoning, compat)
+    if options.sampling_params:
+        body.update(options.sampling_params)
+    return body
+
+
+def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat) -> None:
+    on = level is not None and level != "off"
+    fmt = compat.thinking_format
+    if fmt == "openrouter":
+        body["reasoning"] = {"effort": _effort(level, compat) if on else "none"}
+    elif fmt in ("zai", "deepseek"):
+        body["thinking"] = {"type": "enabled" if on else "disabled"}
+    elif fmt == "qwen":
+        body["enable_thinking"] = on
+    elif fmt == "qwen-chat-template":
+        body["chat_template_kwargs"] = {"enable_thinking": on}
+    elif fmt == "together":
+        body["reasoning"] = {"enabled": on}
+    elif on and compat.supports_reasoning_effort:
+        body["reasoning_effort"] = _effort(level, compat)
+
+
+def _effort(level: str | None, compat: OpenAICompat) -> str:
+    assert level is not None
+    if level in compat.reasoning_effort_map:
+        return compat.reasoning_effort_map[level]
+    return "high" if level in ("xhigh", "max") else level
+
+
+def _system_role(model: Model, compat: OpenAICompat) -> str:
+    return "developer" if model.reasoning and compat.supports_developer_role else "system"
+
+
+def _wire_messages(model: Model, messages: Sequence[AgentMessage],
+                   compat: OpenAICompat) -> list[dict[str, Any]]:
+    role = _system_role(model, compat)
+    out: list[dict[str, Any]] = []
+    if compat.supports_mid_convo_system_messages:
+        prompt, start = leading_system_text(messages)
+    else:
+        prompt, start = get_current_system_prompt(messages), 0
+    if prompt:
+        out.append({"role": role, "content": prompt})
+    images_ok = "image" in model.input
+    pending_images: list[dict[str, Any]] = []
+    for message in messages[start:]:
+        if pending_images and not isinstance(message, ToolResultMessage):
+            _flush_tool_images(out, pending_images, compat)
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.content, images_ok)})
+        elif isinstance(message, AssistantMessage):
+            wire = _assistant(message, compat)
+            if wire is not None:
+                out.append(wire)
+        elif isinstance(message, ToolResultMessage):
+            out.append(_tool_result(message, compat, pending_images if images_ok else None))
+        elif isinstance(message, SystemMessage) and compat.supports_mid_convo_system_messages:
+            text = system_update_text(message)
+            if text:
+                out.append({"role": role, "content": text})
+    if pending_images:
+        _flush_tool_images(out, pending_images, compat)
+    return out
+
+
+def _user_content(content: str | list[Any], images_ok: bool) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    if len(content) == 1 and isinstance(content[0], TextContent):
+        return content[0].text
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageContent) and images_ok:
+            parts.append({"type": "image_url", "image_url": {
+                "url": f"data:{block.mime_type};base64,{block.data}"}})
+    return parts
+
+
+def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any] | None:
+    texts: list[str] = []
+    thinking: list[str] = []
+    thinking_field: str | None = None
+    details: Any = None
+    calls: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                texts.append(block.text)
+        elif isinstance(block, ThinkingContent):
+            signature = block.thinking_signature
+            if signature and signature.startswith("["):
+                try:
+                    details = json.loads(signature)  # OpenRouter reasoning_details
+                except ValueError:
+                    details = None
+            elif signature:
+                thinking_field = signature
+            if block.thinking:
+                thinking.append(block.thinking)
+        elif isinstance(block, ToolCall):
+            calls.append({"id": block.id, "type": "function", "function": {
+                "name": block.name, "arguments": json.dumps(block.arguments, ensure_ascii=False)}})
+    if compat.requires_thinking_as_text and thinking:
+        texts.insert(0, "\n\n".join(thinking))
+        thinking = []
+    if not texts and not calls and not thinking:
+        return None
+    wire: dict[str, Any] = {"role": "assistant",
+                            "content": "".join(texts) if texts else None}
+    if calls:
+        wire["tool_calls"] = calls
+    if details is not None:
+        wire["reasoning_details"] = details
+    elif thinking and thinking_field in ("reasoning_content", "reasoning", "reasoning_text"):
+        wire[thinking_field] = "\n\n".join(thinking)
+    if compat.requires_reasoning_content_on_assistant_messages:
+        wire.setdefault("reasoning_content", "\n\n".join(thinking))
+    if wire["content"] is None and compat.requires_assistant_after_tool_result:
+        wire["content"] = ""
+    return wire
+
+
+def _tool_result(message: ToolResultMessage, compat: OpenAICompat,
+                 images: list[dict[str, Any]] | None) -> dict[str, Any]:
+    text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    has_image = False
+    for block in message.content:
+        if isinstance(block, ImageContent):
+            has_image = True
+            if images is not None:
+                images.append({"type": "image_url", "image_url": {
+                    "url": f"data:{block.mime_type};base64,{block.data}"}})
+    wire: dict[str, Any] = {"role": "tool", "tool_call_id": message.tool_call_id,
+                            "content": text or ("(see attached image)" if has_image else "")}
+    if compat.requires_tool_result_name:
+        wire["name"] = message.tool_name
+    return wire
+
+
+def _flush_tool_images(out: list[dict[str, Any]], images: list[dict[str, Any]],
+                       compat: OpenAICompat) -> None:
+    if compat.requires_assistant_after_tool_result:
+        out.append({"role": "assistant", "content": "I have processed the tool results."})
+    out.append({"role": "user", "content": [
+        {"type": "text", "text": "Attached image(s) from tool result:"}, *images]})
+    images.clear()
+
+
+_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _normalize_id(model: Model) -> Any:
+    def normalize(call_id: str) -> str:
+        if "|" in call_id:
+            joined = _ID_CHARS.sub("_", call_id.replace("|", "_"))
+            if len(joined) <= 40:
+                return joined
+            digest = hashlib.sha1(call_id.encode()).hexdigest()[:8]
+            return f"{joined[:31]}_{digest}"
+        if model.provider == "openai" and len(call_id) > 40:
+            return call_id[:40]
+        return call_id
+
+    return normalize
+
+
+# --- the response -----------------------------------------------------------------------------
+
+
+_STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
+                                        "tool_calls": "toolUse", "function_call": "toolUse"}
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
+def stream_openai_completions(model: Model | None, context: Context,
+                              options: StreamOptions | None = None
+                              ) -> AssistantMessageEventStream:
+    """The ``openai-completions`` stream function (a ``StreamFn``; never raises)."""
+    label = provider_label(model.provider) if model is not None else "OpenAI"
+    return start_stream(model, options, _run, context=context, client=_CLIENT, api=API,
+                        label=label)
+
+
+def _run(call: ProviderCall) -> None:
+    model = call.model
+    api_key = resolve_api_key(model.provider, call.options.api_key)
+    headers: dict[str, str] = {}
+    if api_key:
+        call.add_secret(api_key)
+        headers["Authorization"] = f"Bearer {api_key}"
+    elif model.provider in ("openai", "openrouter", "groq", "xai", "cerebras", "deepseek",
+                            "mistral", "together", "fireworks", "zai", "moonshot") \
+            and not is_local_url(model.base_url):
+        raise ProviderError(missing_key_message(model.provider), provider=model.provider)
+    headers.update(model.headers or {})
+    headers.update(call.options.headers or {})
+    compat = get_compat(model)
+    messages = transform_messages(call.messages, model, _normalize_id(model))
+    body = build_completions_request(model, messages, call.options, compat)
+    url = model.base_url.rstrip("/") + "/chat/completions"
+    state = _StreamState(call.out, call.label)
+    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+        for event in sse.events():
+            if event.data == "[DONE]":
+                break
+            if event.event == "error":  # Groq has sent these mid-stream
+                raise ProviderError(f"{call.label} stream error: {event.data[:4000]}",
+                                    provider=model.provider)
+            state.handle(parse_event_json(event, call.label))
+    state.finish(compat)
+
+
+class _StreamState:
+    """Maps chunks onto the builder (pi new: blocks stay open until the stream ends).
+
+    Thread safety: used only by the worker thread.
+    """
+
+    def __init__(self, out: MessageBuilder, label: str) -> None:
+        self.out = out
+        self.label = label
+        self.text: int | None = None
+        self.thinking: int | None = None
+        self.tools_by_index: dict[int, int] = {}
+        self.tools_by_id: dict[str, int] = {}
+        self.details: list[Any] = []
+        self.finish_reason: str | None = None
+
+    def handle(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        error = chunk.get("error")
+        if error is not None and not chunk.get("choices") or chunk.get("object") == "error":
+            raise ProviderError(f"{self.label} stream error: {_error_text(error or chunk)}")
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        for choice in chunk.get("choices") or ():
+            usage = usage or choice.get("usage")
+            delta = choice.get("delta") or {}
+            self._delta(delta)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish_reason = reason
+                if reason == "error" and error is not None:
+                    raise ProviderError(f"{self.label} stream error: {_error_text(error)}")
+            break  # only the first choice is used
+        if usage:
+            self._usage(usage, chunk)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        out = self.out
+        content = delta.get("content")
+        if content:
+            if self.text is None:
+                self.text = out.open_text()
+            out.add_text(self.text, content)
+        for name in _REASONING_FIELDS:
+            piece = delta.get(name)
+            if piece:
+                if self.thinking is None:
+                    self.thinking = out.open_thinking(signature=name)
+                out.add_thinking(self.thinking, piece)
+                break
+        details = delta.get("reasoning_details")
+        if isinstance(details, list):
+            self.details.extend(details)
+        for tool in delta.get("tool_calls") or ():
+            self._tool_delta(tool)
+
+    def _tool_delta(self, tool: dict[str, Any]) -> None:
+        out = self.out
+        call_id = tool.get("id") or ""
+        function = tool.get("function") or {}
+        name = function.get("name") or ""
+        fragment = function.get("arguments") or ""
+        if not isinstance(fragment, str):
+            fragment = json.dumps(fragment)  # some servers send the object itself
+        position = tool.get("index")
+        block: int | None = None
+        if call_id and call_id in self.tools_by_id:
+            block = self.tools_by_id[call_id]
+        elif isinstance(position, int) and position in self.tools_by_index:
+            block = self.tools_by_index[position]
+            existing = out.block(block).id
+            if call_id and existing and existing != call_id:
+                block = None  # same index, new id: a server numbering parallel calls badly
+        if block is None:
+            block = out.open_tool_call(call_id, name)
+            if isinstance(position, int):
+                self.tools_by_index[position] = block
+        current = out.block(block)
+        if call_id and not current.id:
+            current.id = call_id
+        if name and not current.name:
+            current.name = name
+        if call_id:
+            self.tools_by_id[call_id] = block
+        out.add_tool_arguments(block, fragment)
+
+    def _usage(self, usage: dict[str, Any], chunk: dict[str, Any]) -> None:
+        details = usage.get("prompt_tokens_details") or {}
+        cache_read = int(details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens")
+                         or usage.get("cached_tokens") or chunk.get("cached_tokens") or 0)
+        cache_write = int(details.get("cache_write_tokens") or 0)
+        prompt = int(usage.get("prompt_tokens") or 0)
+        output = int(usage.get("completion_tokens") or 0)
+        self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
+                           cache_read=cache_read, cache_write=cache_write)
+
+    def finish(self, compat: OpenAICompat) -> None:
+        out = self.out
+        if self.details:
+            signature = json.dumps(self.details)
+            if self.thinking is None:
+                self.thinking = out.open_thinking()
+            out.block(self.thinking).thinking_signature = signature
+        has_tools = bool(self.tools_by_index or self.tools_by_id)
+        reason = self.finish_reason
+        if reason is None:
+            if compat.supports_finish_reason:
+                msg = (f"The {self.label} stream ended without finish_reason (the connection "
+                       "closed early). Retry the request.")
+                raise ProviderError(msg)
+            reason = "tool_calls" if has_tools else "stop"
+        stop = _STOP_REASONS.get(reason)
+        if stop is None:
+            raise ProviderError(f"Provider finish_reason: {reason}")
+        if stop == "stop" and has_tools:
+            stop = "toolUse"  # some servers say "stop" after tool calls
+        out.close_open_blocks()
+        out.finish(stop)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        message = str(error.get("message") or json.dumps(error))
+        code = error.get("code") or error.get("type")
+        metadata = error.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("raw"):
+            message = f"{message} ({metadata['raw']})"
+        return f"{message} ({code})" if code and str(code) not in message else message
+    return str(error)

@@ -1,0 +1,327 @@
+"""``openai-responses``: the OpenAI Responses API (``POST {base_url}/responses``).
+
+Stateless (``store: false``): the whole history is sent every turn, with reasoning items
+replayed verbatim from their signatures (providers.md §4). Wire mapping only; transport,
+retries and abort live in ``_http``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ProviderError
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    StopReason,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..models import Model
+from ..stream import AssistantMessageEventStream, Context, StreamOptions
+from ..transcript import get_current_tools
+from ._http import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSERequest,
+    parse_event_json,
+    start_stream,
+)
+from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._transform import leading_system_text, system_update_text, transform_messages
+
+__all__ = ["build_responses_request", "stream_openai_responses"]
+
+API = "openai-responses"
+_CLIENT = HttpClient(API)
+_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_TIER_MULTIPLIER = {"flex": 0.5, "priority": 2.0}
+
+
+def build_responses_request(model: Model, messages: Sequence[AgentMessage],
+                            options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of a streaming ``POST /responses`` for a transformed transcript."""
+    body: dict[str, Any] = {"model": model.id, "input": _wire_input(model, messages),
+                            "stream": True, "store": False}
+    tools = get_current_tools(messages)
+    if tools:
+        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                          "parameters": t.parameters or {"type": "object"}, "strict": False}
+                         for t in tools]
+    if options.max_tokens:
+        body["max_output_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if options.session_id and options.cache_retention != "none":
+        body["prompt_cache_key"] = options.session_id
+    level = options.reasoning
+    if model.reasoning and level and level != "off":
+        effort = "high" if level in ("xhigh", "max") else level
+        body["reasoning"] = {"effort": effort, "summary": "auto"}
+        body["include"] = ["reasoning.encrypted_content"]
+    if options.sampling_params:
+        body.update(options.sampling_params)
+    return body
+
+
+def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+    role = "developer" if model.reasoning else "system"
+    items: list[dict[str, Any]] = []
+    prompt, start = leading_system_text(messages)
+    if prompt:
+        items.append({"role": role, "content": prompt})
+    for n, message in enumerate(messages[start:]):
+        if isinstance(message, UserMessage):
+            items.append({"role": "user", "content": _user_parts(message.content, model)})
+        elif isinstance(message, AssistantMessage):
+            _assistant_items(message, n, items)
+        elif isinstance(message, ToolResultMessage):
+            items.append(_tool_output(message, model))
+        elif isinstance(message, SystemMessage):
+            text = system_update_text(message)
+            if text:
+                items.append({"role": role, "content": text})
+    return items
+
+
+def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "input_text", "text": block.text})
+        elif isinstance(block, ImageContent) and "image" in model.input:
+            parts.append({"type": "input_image", "detail": "auto",
+                          "image_url": f"data:{block.mime_type};base64,{block.data}"})
+    return parts
+
+
+def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]]) -> None:
+    for k, block in enumerate(message.content):
+        if isinstance(block, ThinkingContent):
+            if block.thinking_signature:
+                try:
+                    items.append(json.loads(block.thinking_signature))  # the reasoning item
+                except ValueError:
+                    continue  # not ours (transform turns other models' thinking into text)
+        elif isinstance(block, TextContent):
+            item_id, phase = f"msg_{n}_{k}", None
+            if block.text_signature:
+                try:
+                    sig = json.loads(block.text_signature)
+                    item_id, phase = sig.get("id") or item_id, sig.get("phase")
+                except (ValueError, AttributeError):
+                    pass
+            if len(item_id) > 64:
+                item_id = "msg_" + hashlib.sha1(item_id.encode()).hexdigest()
+            item: dict[str, Any] = {
+                "type": "message", "role": "assistant", "id": item_id, "status": "completed",
+                "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
+            if phase:
+                item["phase"] = phase
+            items.append(item)
+        elif isinstance(block, ToolCall):
+            call_id, _, fc_id = block.id.partition("|")
+            item = {"type": "function_call", "call_id": call_id, "name": block.name,
+                    "arguments": json.dumps(block.arguments, ensure_ascii=False)}
+            if fc_id:
+                item["id"] = fc_id
+            items.append(item)
+
+
+def _tool_output(message: ToolResultMessage, model: Model) -> dict[str, Any]:
+    call_id = message.tool_call_id.partition("|")[0]
+    images = [b for b in message.content if isinstance(b, ImageContent)]
+    text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    if not images or "image" not in model.input:
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    return {"type": "function_call_output", "call_id": call_id,
+            "output": _user_parts(message.content, model)}
+
+
+def _normalize_id(call_id: str) -> str:
+    """Another model's tool-call id as a Responses ``call_id`` (no item id: not ours)."""
+    call = call_id.partition("|")[0]
+    return _ID_CHARS.sub("_", call)[:64].rstrip("_") or "call"
+
+
+# --- the response -----------------------------------------------------------------------------
+
+
+def stream_openai_responses(model: Model | None, context: Context,
+                            options: StreamOptions | None = None) -> AssistantMessageEventStream:
+    """The ``openai-responses`` stream function (a ``StreamFn``; never raises)."""
+    label = provider_label(model.provider) if model is not None else "OpenAI"
+    return start_stream(model, options, _run, context=context, client=_CLIENT, api=API,
+                        label=f"{label} Responses")
+
+
+def _run(call: ProviderCall) -> None:
+    model = call.model
+    api_key = resolve_api_key(model.provider, call.options.api_key)
+    headers: dict[str, str] = {}
+    if api_key:
+        call.add_secret(api_key)
+        headers["Authorization"] = f"Bearer {api_key}"
+    elif not is_local_url(model.base_url):
+        raise ProviderError(missing_key_message(model.provider), provider=model.provider)
+    headers.update(model.headers or {})
+    headers.update(call.options.headers or {})
+    messages = transform_messages(call.messages, model, _normalize_id)
+    body = build_responses_request(model, messages, call.options)
+    url = model.base_url.rstrip("/") + "/responses"
+    state = _StreamState(call.out, call.label)
+    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+        for event in sse.events():
+            data = parse_event_json(event, call.label)
+            if isinstance(data, dict) and state.handle(data):
+                break
+    state.finish()
+
+
+class _StreamState:
+    """Maps Responses events onto the builder, keyed by ``output_index``.
+
+    Thread safety: used only by the worker thread.
+    """
+
+    def __init__(self, out: MessageBuilder, label: str) -> None:
+        self.out = out
+        self.label = label
+        self.slots: dict[int, int] = {}  # output_index → content index
+        self.terminal: dict[str, Any] | None = None
+
+    def handle(self, data: dict[str, Any]) -> bool:
+        """Apply one event; True on the terminal one."""
+        kind = data.get("type")
+        out = self.out
+        if kind == "response.output_item.added":
+            item = data.get("item") or {}
+            item_type = item.get("type")
+            if item_type == "reasoning":
+                self.slots[data.get("output_index", -1)] = out.open_thinking()
+            elif item_type == "message":
+                self.slots[data.get("output_index", -1)] = out.open_text()
+            elif item_type == "function_call":
+                self.slots[data.get("output_index", -1)] = out.open_tool_call(
+                    f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", ""),
+                    item.get("arguments") or "")
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            index = self._slot(data)
+            if index is not None:
+                out.add_thinking(index, data.get("delta") or "")
+        elif kind == "response.reasoning_summary_part.done":
+            index = self._slot(data)
+            if index is not None:
+                out.add_thinking(index, "\n\n")
+        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+            index = self._slot(data)
+            if index is not None:
+                out.add_text(index, data.get("delta") or "")
+        elif kind == "response.function_call_arguments.delta":
+            index = self._slot(data)
+            if index is not None:
+                out.add_tool_arguments(index, data.get("delta") or "")
+        elif kind == "response.function_call_arguments.done":
+            index = self._slot(data)
+            full = data.get("arguments")
+            if index is not None and isinstance(full, str):
+                streamed = out.tool_arguments_json(index)
+                if full.startswith(streamed):
+                    if len(full) > len(streamed):
+                        out.add_tool_arguments(index, full[len(streamed):])
+                else:
+                    out.replace_tool_arguments(index, full)
+        elif kind == "response.output_item.done":
+            self._item_done(data)
+        elif kind in ("response.completed", "response.incomplete"):
+            self.terminal = data.get("response") or {}
+            return True
+        elif kind == "response.failed":
+            response = data.get("response") or {}
+            error = response.get("error") or {}
+            details = response.get("incomplete_details") or {}
+            if error:
+                text = f"{error.get('code', 'error')}: {error.get('message', '')}"
+            else:
+                text = f"incomplete: {details.get('reason', 'unknown')}"
+            raise ProviderError(f"{self.label} error: {text}")
+        elif kind == "error":
+            raise ProviderError(f"{self.label} error: Error Code {data.get('code')}: "
+                                f"{data.get('message')}")
+        return False
+
+    def _slot(self, data: dict[str, Any]) -> int | None:
+        return self.slots.get(data.get("output_index", -1))
+
+    def _item_done(self, data: dict[str, Any]) -> None:
+        index = self._slot(data)
+        if index is None or not self.out.is_open(index):
+            return
+        item = data.get("item") or {}
+        block = self.out.block(index)
+        item_type = item.get("type")
+        if item_type == "reasoning":
+            summaries = [s.get("text", "") for s in item.get("summary") or ()]
+            text = "\n\n".join(summaries) or "\n\n".join(
+                c.get("text", "") for c in item.get("content") or ())
+            if text:
+                block.thinking = text
+            block.thinking_signature = json.dumps(item)
+        elif item_type == "message":
+            parts = item.get("content") or ()
+            text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
+            if text:
+                block.text = text
+            signature: dict[str, Any] = {"v": 1, "id": item.get("id")}
+            if item.get("phase"):
+                signature["phase"] = item["phase"]
+            block.text_signature = json.dumps(signature)
+        elif item_type == "function_call" and not self.out.tool_arguments_json(index):
+            self.out.replace_tool_arguments(index, item.get("arguments") or "")
+        self.out.close_block(index)
+
+    def finish(self) -> None:
+        response = self.terminal
+        if response is None:
+            msg = (f"The {self.label} stream ended before a terminal response event (the "
+                   "connection closed early). Retry the request.")
+            raise ProviderError(msg)
+        usage = response.get("usage") or {}
+        if usage:
+            cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+            self.out.set_usage(input=max(int(usage.get("input_tokens") or 0) - cached, 0),
+                               output=int(usage.get("output_tokens") or 0), cache_read=cached,
+                               total_tokens=usage.get("total_tokens"))
+            multiplier = _TIER_MULTIPLIER.get(response.get("service_tier") or "")
+            if multiplier:
+                cost = self.out.message.usage.cost
+                cost.input *= multiplier
+                cost.output *= multiplier
+                cost.cache_read *= multiplier
+                cost.cache_write *= multiplier
+                cost.total *= multiplier
+        status = response.get("status") or "completed"
+        stop: StopReason = "stop"
+        if status == "incomplete":
+            reason = (response.get("incomplete_details") or {}).get("reason")
+            if reason != "max_output_tokens":
+                raise ProviderError(f"Response incomplete: {reason}")
+            stop = "length"
+        elif status in ("failed", "cancelled"):
+            raise ProviderError(f"{self.label} response {status}")
+        if stop == "stop" and self.out.message.tool_calls:
+            stop = "toolUse"
+        self.out.close_open_blocks()
+        self.out.finish(stop)

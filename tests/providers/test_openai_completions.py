@@ -1,0 +1,300 @@
+"""``openai-completions`` against a local server speaking Chat Completions SSE.
+
+Covers: the providers.md §3.5 stream byte for byte (events, tool-call argument deltas,
+usage and cost); reasoning fields; interleaved and index-less tool calls; finish-reason
+mapping and "ended without finish_reason"; in-stream errors (OpenAI, vLLM, OpenRouter,
+Groq ``event: error``); OpenRouter comment keep-alives; the request body (system/developer
+role, tools, history, compat flags, reasoning formats); API keys (option, env, missing,
+local servers); abort mid-stream through ``stream_simple``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from piagent.abort import AbortController
+from piagent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolDeclaration,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from piagent.models import Model, ModelCost
+from piagent.providers import stream_simple
+from piagent.providers.openai_completions import build_completions_request, get_compat
+from piagent.stream import Context, StreamOptions
+
+from .sse_script import WAIT, Reply, Stall, sse, sse_events
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KEY = "sk-completions-SECRET-1234567890"
+WEATHER = ToolDeclaration("get_weather", "Weather for a city",
+                          {"type": "object", "properties": {"city": {"type": "string"}}})
+
+
+def _model(server, **kw) -> Model:
+    kw.setdefault("provider", "openai")
+    return Model(id="gpt-4o-mini", api="openai-completions", base_url=server.url + "/v1", **kw)
+
+
+def _context(*messages) -> Context:
+    return Context([SystemMessage(content="Be brief.", tools_added=[WEATHER], timestamp=0),
+                    UserMessage(content="Weather in Paris?"), *messages])
+
+
+def _chunk(delta=None, finish=None, **extra):
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+    body.update(extra)
+    return body
+
+
+def _events_and_message(stream):
+    events = list(stream)
+    return events, stream.result(WAIT)
+
+
+def test_reference_stream_tool_call(sse_server, no_piagent_threads):
+    """The §3.5 stream gives pi's event sequence, arguments and usage."""
+    sse_server.add(Reply(body=[(FIXTURES / "completions_tool_call.sse").read_bytes()]))
+    model = _model(sse_server, cost=ModelCost(input=0.15, output=0.6, cache_read=0.075))
+    events, message = _events_and_message(stream_simple(model, _context(),
+                                                        StreamOptions(api_key=KEY)))
+    assert [e.type for e in events] == [
+        "start", "text_start", "text_delta", "toolcall_start", "toolcall_delta",
+        "toolcall_delta", "toolcall_delta", "text_end", "toolcall_end", "done"]
+    assert [e.delta for e in events if e.type == "toolcall_delta"] == [
+        "", '{"city":', '"Paris"}']
+    end = events[8]
+    assert (end.tool_call.id, end.tool_call.name, end.tool_call.arguments) == (
+        "call_abc123", "get_weather", {"city": "Paris"})
+    assert events[-1].reason == "toolUse"
+    assert message.text == "Checking the weather."
+    assert (message.api, message.provider, message.model) == (
+        "openai-completions", "openai", "gpt-4o-mini")
+    u = message.usage
+    assert (u.input, u.output, u.cache_read, u.cache_write, u.total_tokens) == (56, 25, 64, 0, 145)
+    assert u.cost.total == pytest.approx((56 * 0.15 + 25 * 0.6 + 64 * 0.075) / 1e6)
+    request = sse_server.requests[0]
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+    body = request.json
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": "Weather in Paris?"}]
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city",
+        "parameters": WEATHER.parameters, "strict": False}}]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "reasoning_text"])
+def test_reasoning_fields_become_thinking(sse_server, field):
+    sse_server.add(Reply(body=sse_events(
+        _chunk({field: "Need the tool."}), _chunk({"content": "Hi"}), _chunk(finish="stop"),
+        "[DONE]")))
+    message = stream_simple(_model(sse_server, provider="vllm"), _context()).result(WAIT)
+    thinking = message.content[0]
+    assert isinstance(thinking, ThinkingContent)
+    assert (thinking.thinking, thinking.thinking_signature) == ("Need the tool.", field)
+    assert message.text == "Hi" and message.stop_reason == "stop"
+
+
+def test_interleaved_parallel_tool_calls(sse_server):
+    """Deltas for two calls interleave by index; each call keeps its own arguments."""
+    def tc(index, args, **kw):
+        return _chunk({"tool_calls": [{"index": index, "function": {"arguments": args}, **kw}]})
+    sse_server.add(Reply(body=sse_events(
+        tc(0, "", id="a", type="function"), tc(1, '{"city":"Be', id="b"),
+        tc(0, '{"city":"Pa'), tc(1, 'rlin"}'), tc(0, 'ris"}'), _chunk(finish="tool_calls"))))
+    # names arrive late in a separate delta for call a
+    message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    calls = message.tool_calls
+    assert [(c.id, c.arguments) for c in calls] == [("a", {"city": "Paris"}),
+                                                   ("b", {"city": "Berlin"})]
+    assert message.stop_reason == "toolUse"
+
+
+def test_ollama_whole_calls_without_index_and_stop_reason(sse_server):
+    """Ollama-style: each call whole in one delta, no index, finish_reason "stop"."""
+    calls = [{"id": "call_1", "function": {"name": "get_weather", "arguments": '{"city":"A"}'}},
+             {"id": "call_2", "function": {"name": "get_weather", "arguments": '{"city":"B"}'}}]
+    sse_server.add(Reply(body=sse_events(_chunk({"tool_calls": calls}), _chunk(finish="stop"))))
+    model = Model(id="llama3.2", api="openai-completions", provider="ollama",
+                  base_url=sse_server.url + "/v1")
+    message = stream_simple(model, _context()).result(WAIT)
+    assert [(c.id, c.name, c.arguments) for c in message.tool_calls] == [
+        ("call_1", "get_weather", {"city": "A"}), ("call_2", "get_weather", {"city": "B"})]
+    assert message.stop_reason == "toolUse"
+    assert "Authorization" not in sse_server.requests[0].headers  # local: no key needed
+    body = sse_server.requests[0].json
+    assert "store" not in body
+    assert "strict" not in body["tools"][0]["function"]
+
+
+@pytest.mark.parametrize(("finish", "stop"), [("length", "length"), ("end", "stop")])
+def test_finish_reasons(sse_server, finish, stop):
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), _chunk(finish=finish))))
+    assert stream_simple(_model(sse_server), _context(),
+                         StreamOptions(api_key=KEY)).result(WAIT).stop_reason == stop
+
+
+def test_content_filter_is_an_error(sse_server):
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), _chunk(finish="content_filter"))))
+    message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert (message.stop_reason, message.error_message) == (
+        "error", "Provider finish_reason: content_filter")
+    assert message.text == "x"
+
+
+def test_stream_without_finish_reason(sse_server):
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), "[DONE]")))
+    message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert message.stop_reason == "error"
+    assert message.error_message.startswith("The OpenAI stream ended without finish_reason")
+
+
+def test_finish_reason_optional_by_compat(sse_server):
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}))))
+    model = _model(sse_server, compat={"supportsFinishReason": False})
+    assert stream_simple(model, _context(), StreamOptions(api_key=KEY)).result(WAIT).stop_reason == "stop"
+
+
+@pytest.mark.parametrize(("payload", "event", "expected"), [
+    ({"error": {"message": "Server overloaded", "type": "server_error"}}, None,
+     "OpenAI stream error: Server overloaded (server_error)"),
+    ({"object": "error", "message": "bad tool parser", "code": 400}, None,
+     "OpenAI stream error: bad tool parser (400)"),
+    ({"error": {"code": 502, "message": "Upstream failed", "metadata": {"raw": "timeout"}},
+      "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}, None,
+     "OpenAI stream error: Upstream failed (timeout) (502)"),
+    ({"error": {"message": "groq boom"}}, "error", 'OpenAI stream error: {"error": {"message": "groq boom"}}'),
+])
+def test_in_stream_errors(sse_server, payload, event, expected):
+    sse_server.add(Reply(body=[sse(_chunk({"content": "x"})), sse(payload, event=event)]))
+    message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert (message.stop_reason, message.error_message) == ("error", expected)
+
+
+def test_openrouter_comments_and_usage_cache_write(sse_server):
+    sse_server.add(Reply(body=[b": OPENROUTER PROCESSING\n\n", *sse_events(
+        _chunk({"content": "ok"}), _chunk(finish="stop"),
+        {"id": "c", "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 5,
+                                             "prompt_tokens_details": {"cached_tokens": 20,
+                                                                       "cache_write_tokens": 30}}},
+        "[DONE]")]))
+    model = _model(sse_server, provider="openrouter")
+    message = stream_simple(model, _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    u = message.usage
+    assert (u.input, u.cache_read, u.cache_write, u.output, u.total_tokens) == (50, 20, 30, 5, 105)
+
+
+def test_history_wire_format(sse_server):
+    """Assistant text joined, tool calls as JSON strings, results as role tool."""
+    assistant = AssistantMessage(
+        content=[ThinkingContent("plan", "reasoning_content"), TextContent("Let me "),
+                 TextContent("check."), ToolCall("call_1", "get_weather", {"city": "Paris"})],
+        api="openai-completions", provider="openai", model="gpt-4o-mini", stop_reason="toolUse")
+    result = ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])
+    body = build_completions_request(_model(sse_server), _context(assistant, result).messages,
+                                     StreamOptions())
+    assert body["messages"][2:] == [
+        {"role": "assistant", "content": "Let me check.", "reasoning_content": "plan",
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {
+             "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}]
+
+
+def test_mid_conversation_system_message_and_developer_role(sse_server):
+    model = _model(sse_server, reasoning=True, provider="vllm",
+                   compat={"supportsDeveloperRole": True, "supportsReasoningEffort": True})
+    messages = [*_context().messages, SystemMessage(content="Now answer in French.")]
+    body = build_completions_request(model, messages, StreamOptions(reasoning="high"))
+    assert [m["role"] for m in body["messages"]] == ["developer", "user", "developer"]
+    assert body["messages"][2]["content"] == "Now answer in French."
+    assert body["reasoning_effort"] == "high"
+    collapsed = build_completions_request(
+        _model(sse_server, provider="vllm", compat={"supportsMidConvoSystemMessages": False}),
+        messages,
+        StreamOptions())
+    assert collapsed["messages"] == [
+        {"role": "system", "content": "Be brief.\n\nNow answer in French."},
+        {"role": "user", "content": "Weather in Paris?"}]
+
+
+@pytest.mark.parametrize(("provider", "url", "level", "expected"), [
+    ("openrouter", "https://openrouter.ai/api/v1", "low", {"reasoning": {"effort": "low"}}),
+    ("openrouter", "https://openrouter.ai/api/v1", None, {"reasoning": {"effort": "none"}}),
+    ("deepseek", "https://api.deepseek.com", "high", {"thinking": {"type": "enabled"}}),
+    ("groq", "https://api.groq.com/openai/v1", "max", {"reasoning_effort": "high"}),
+])
+def test_reasoning_formats(provider, url, level, expected):
+    model = Model(id="r1", api="openai-completions", provider=provider, base_url=url,
+                  reasoning=True)
+    body = build_completions_request(model, [UserMessage(content="hi")],
+                                     StreamOptions(reasoning=level, max_tokens=100))
+    for key, value in expected.items():
+        assert body[key] == value
+    field = "max_tokens" if provider == "deepseek" else "max_completion_tokens"
+    assert body[field] == 100
+
+
+def test_compat_override_snake_and_camel():
+    model = Model(id="x", api="openai-completions", provider="openai",
+                  base_url="https://api.openai.com/v1",
+                  compat={"maxTokensField": "max_tokens", "requires_tool_result_name": True})
+    compat = get_compat(model)
+    assert compat.max_tokens_field == "max_tokens" and compat.requires_tool_result_name
+    assert compat.supports_developer_role  # detected default kept
+
+
+def test_api_key_from_environment(sse_server, monkeypatch):
+    monkeypatch.setenv("GROQ_API_KEY", KEY)
+    sse_server.add(Reply(status=401, content_type="application/json",
+                         body=[json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()]))
+    message = stream_simple(_model(sse_server, provider="groq"), _context()).result(WAIT)
+    assert sse_server.requests[0].headers["Authorization"] == f"Bearer {KEY}"
+    assert KEY not in message.error_message
+    assert message.error_message.startswith("Groq API error (401): bad key [redacted]")
+
+
+def test_missing_api_key_says_which_variable(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = Model(id="gpt-4o", api="openai-completions", provider="openai",
+                  base_url="https://api.openai.com/v1")
+    message = stream_simple(model, _context()).result(WAIT)
+    assert message.stop_reason == "error"
+    assert message.error_message == ("No API key for OpenAI. Pass StreamOptions(api_key=...) "
+                                     "or set OPENAI_API_KEY.")
+
+
+def test_abort_mid_stream_keeps_partial(sse_server, no_piagent_threads):
+    stall = Stall()
+    sse_server.add(Reply(body=[sse(_chunk({"content": "Hel"})), stall, sse(_chunk(finish="stop"))]))
+    controller = AbortController()
+    stream = stream_simple(_model(sse_server), _context(),
+                           StreamOptions(api_key=KEY, signal=controller.signal))
+    it = iter(stream)
+    assert [next(it).type for _ in range(3)] == ["start", "text_start", "text_delta"]
+    assert stall.reached.wait(WAIT)
+    controller.abort()
+    assert [e.type for e in it] == ["error"]
+    message = stream.result(WAIT)
+    assert (message.stop_reason, message.text) == ("aborted", "Hel")
+
+
+def test_errored_history_is_not_sent(sse_server):
+    """An aborted assistant message is left out; its orphan call never reaches the wire."""
+    broken = AssistantMessage(content=[ToolCall("x", "get_weather", {})], stop_reason="aborted",
+                              usage=Usage())
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), _chunk(finish="stop"))))
+    stream_simple(_model(sse_server), _context(broken), StreamOptions(api_key=KEY)).result(WAIT)
+    body = sse_server.requests[0].json
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
