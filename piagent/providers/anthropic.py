@@ -1,0 +1,456 @@
+"""The Anthropic Messages adapter (api ``anthropic-messages``): ``stream_anthropic``.
+
+Owns the wire mapping only: the request body built from a ``Context`` (system prompt,
+tools, messages, thinking, prompt caching via ``cache_control``) and the SSE event →
+pi event state machine (thinking with signatures, redacted thinking, ``input_json``
+deltas, cache usage). Transport, retries, abort and error formatting live in ``_http``;
+replay rules (skipped errored turns, orphan tool calls, cross-model thinking) in
+``_transform``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ProviderError
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolDeclaration,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..models import Model
+from ..stream import AssistantMessageEventStream, Context, StreamOptions
+from ..transcript import get_current_tools
+from ._http import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSEEvent,
+    SSERequest,
+    parse_event_json,
+    start_stream,
+)
+from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._transform import leading_system_text, system_update_text, transform_messages
+
+__all__ = ["build_anthropic_headers", "build_anthropic_request", "stream_anthropic"]
+
+API = "anthropic-messages"
+LABEL = "Anthropic"
+ANTHROPIC_VERSION = "2023-06-01"
+_CLIENT = HttpClient("anthropic")
+
+# pi's default thinking budgets (tokens) for models with budget-based thinking
+_DEFAULT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+_MIN_BUDGET = 1024  # the API's minimum budget_tokens, also kept free for the answer
+_ADAPTIVE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
+                    "xhigh": "max", "max": "max"}
+_CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
+_INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_REDACTED_TEXT = "[Reasoning redacted]"
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
+                 "max_tokens": "length", "tool_use": "toolUse"}
+
+
+def stream_anthropic(model: Model | None, context: Context,
+                     options: StreamOptions | None = None) -> AssistantMessageEventStream:
+    """Stream one response from the Anthropic Messages API (a ``StreamFn``).
+
+    The key comes from ``options.api_key``, else ``ANTHROPIC_API_KEY``. Never raises:
+    HTTP, stream and transport failures end the stream with an ``ErrorEvent`` whose
+    message never contains the key; an abort ends it ``"aborted"`` with the partial
+    content kept.
+    """
+    return start_stream(model, options, _run, context=context, client=_CLIENT, api=API,
+                        label=LABEL)
+
+
+# --- the request --------------------------------------------------------------------------
+
+
+def _normalize_tool_call_id(call_id: str) -> str:
+    """Anthropic ids must match ``^[a-zA-Z0-9_-]+$`` and be at most 64 characters."""
+    cleaned = _INVALID_ID_CHARS.sub("_", call_id)[:64]
+    return cleaned or "tool_call"
+
+
+def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
+                            options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of a streaming ``POST /v1/messages`` for a context's messages.
+
+    The transcript is first made safe to replay (``_transform.transform_messages``).
+    """
+    messages = transform_messages(messages, model, _normalize_tool_call_id)
+    cache = _cache_control(model, options)
+    system_prompt, leading = leading_system_text(messages)
+    tools = get_current_tools(messages)
+    rest = messages[leading:]
+    body: dict[str, Any] = {"model": model.id, "stream": True}
+    max_tokens = options.max_tokens or model.max_tokens
+    thinking = _thinking_config(model, options, max_tokens)
+    if thinking is not None:
+        config, max_tokens = thinking
+        body.update(config)
+    body["max_tokens"] = max_tokens
+    if system_prompt:
+        block: dict[str, Any] = {"type": "text", "text": system_prompt}
+        if cache is not None:
+            block["cache_control"] = cache
+        body["system"] = [block]
+    body["messages"] = _convert_messages(rest, cache)
+    if tools:
+        body["tools"] = _convert_tools(tools, cache)
+    if options.temperature is not None and thinking is None:
+        body["temperature"] = options.temperature
+    user_id = (options.metadata or {}).get("user_id")
+    if isinstance(user_id, str):
+        body["metadata"] = {"user_id": user_id}
+    return body
+
+
+def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
+    retention = options.cache_retention or os.environ.get("PI_CACHE_RETENTION") or "short"
+    if retention == "none":
+        return None
+    if retention == "long" and "api.anthropic.com" in model.base_url:
+        return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}
+
+
+def _is_adaptive(model: Model) -> bool:
+    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget."""
+    compat = model.compat or {}
+    if "adaptiveThinking" in compat:
+        return bool(compat["adaptiveThinking"])
+    found = _CLAUDE_VERSION.search(model.id)
+    if found is None or found.group(1) == "haiku":
+        return False
+    version = (int(found.group(2)), int(found.group(3) or 0))
+    # dated ids like claude-sonnet-4-20250514 have no minor version
+    if found.group(3) is not None and len(found.group(3)) > 2:
+        version = (version[0], 0)
+    return version >= (4, 6)
+
+
+def _thinking_config(model: Model, options: StreamOptions,
+                     max_tokens: int) -> tuple[dict[str, Any], int] | None:
+    level = options.reasoning
+    if not model.reasoning or not level or level == "off":
+        return None
+    if _is_adaptive(model):
+        effort = _ADAPTIVE_EFFORT.get(level, "high")
+        if effort == "max" and "opus" not in model.id:
+            effort = "high"
+        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, max_tokens
+    budgets = {**_DEFAULT_BUDGETS, **(options.thinking_budgets or {})}
+    budget = budgets.get(level, budgets["high"])
+    # pi's adjustMaxTokensForThinking: the budget comes on top of the answer's tokens, within
+    # the model's output limit, and leaves at least _MIN_BUDGET tokens for the answer
+    total = min(max_tokens + budget, max(model.max_tokens, max_tokens))
+    if total <= budget:
+        budget = total - _MIN_BUDGET
+    if budget < _MIN_BUDGET:  # too little room to think: answer without thinking
+        return None
+    return {"thinking": {"type": "enabled", "budget_tokens": budget}}, total
+
+
+def _convert_tools(tools: Sequence[ToolDeclaration],
+                   cache: dict[str, str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        schema = dict(tool.parameters) if tool.parameters else {}
+        schema.setdefault("type", "object")
+        if schema.get("type") == "object":
+            schema.setdefault("properties", {})
+        out.append({"name": tool.name, "description": tool.description,
+                    "input_schema": schema})
+    if out and cache is not None:
+        out[-1]["cache_control"] = cache
+    return out
+
+
+def _convert_messages(messages: Sequence[AgentMessage],
+                      cache: dict[str, str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    i, n = 0, len(messages)
+    while i < n:
+        message = messages[i]
+        if isinstance(message, UserMessage):
+            content = _user_content(message.content)
+            if content:
+                out.append({"role": "user", "content": content})
+        elif isinstance(message, AssistantMessage):
+            blocks = _assistant_blocks(message)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        elif isinstance(message, ToolResultMessage):
+            # consecutive tool results travel in one user message
+            results: list[dict[str, Any]] = []
+            while i < n and isinstance(messages[i], ToolResultMessage):
+                results.append(_tool_result_block(messages[i]))
+                i += 1
+            out.append({"role": "user", "content": results})
+            continue
+        elif isinstance(message, SystemMessage):
+            text = _system_update_text(message)
+            if text:
+                out.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        i += 1
+    if cache is not None and out and out[-1]["role"] == "user":
+        last = out[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = cache
+    return out
+
+
+def _system_update_text(message: SystemMessage) -> str:
+    text = system_update_text(message)
+    return f"<system_update>\n{text}\n</system_update>" if text else ""
+
+
+def _image_block(image: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type,
+                                        "data": image.data}}
+
+
+def _user_content(content: str | Sequence[Any]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content if content.strip() else ""
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            if block.text.strip():  # the API rejects empty text blocks
+                blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageContent):
+            blocks.append(_image_block(block))
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingContent):
+            if block.redacted:
+                if block.thinking_signature:
+                    blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
+            elif block.thinking_signature:
+                blocks.append({"type": "thinking", "thinking": block.thinking,
+                               "signature": block.thinking_signature})
+            elif block.thinking.strip():
+                # unsigned thinking (aborted stream, other provider) cannot be replayed as such
+                blocks.append({"type": "text", "text": block.thinking})
+        elif isinstance(block, ToolCall):
+            blocks.append({"type": "tool_use", "id": _normalize_tool_call_id(block.id),
+                           "name": block.name, "input": block.arguments})
+    return blocks
+
+
+def _tool_result_block(result: ToolResultMessage) -> dict[str, Any]:
+    texts = [b.text for b in result.content if isinstance(b, TextContent)]
+    images = [b for b in result.content if isinstance(b, ImageContent)]
+    content: str | list[dict[str, Any]]
+    if not images:
+        content = "\n".join(texts)
+    else:
+        content = [{"type": "text", "text": t} for t in texts if t.strip()]
+        if not content:
+            content.append({"type": "text", "text": "(see attached image)"})
+        content.extend(_image_block(image) for image in images)
+    block: dict[str, Any] = {"type": "tool_result",
+                             "tool_use_id": _normalize_tool_call_id(result.tool_call_id),
+                             "content": content}
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str | None,
+                            body: dict[str, Any]) -> dict[str, str]:
+    """The request headers: key, API version, betas, then model and option headers."""
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    if api_key:
+        headers["x-api-key"] = api_key
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        # lets budget-thinking models think between tool calls
+        headers["anthropic-beta"] = "interleaved-thinking-2025-05-14"
+    headers.update(model.headers or {})
+    headers.update(options.headers or {})
+    return headers
+
+
+# --- the response -------------------------------------------------------------------------
+
+
+def _run(call: ProviderCall) -> None:
+    api_key = resolve_api_key("anthropic", call.options.api_key)
+    if api_key:
+        call.add_secret(api_key)
+    elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
+        raise _provider_error(missing_key_message("anthropic"))
+    body = build_anthropic_request(call.model, call.messages, call.options)
+    headers = build_anthropic_headers(call.model, call.options, api_key, body)
+    url = call.model.base_url.rstrip("/") + "/v1/messages"
+    state = _StreamState(call.out, call.label)
+    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+        # read to the end (nothing follows message_stop) so the connection can be reused
+        for event in sse.events():
+            if not state.stopped:
+                state.handle(event)
+    state.finish()
+
+
+def _provider_error(message: str) -> ProviderError:
+    return ProviderError(message, provider="anthropic")
+
+
+class _StreamState:
+    """Maps Anthropic's SSE events onto the ``MessageBuilder``.
+
+    Thread safety: used only by the worker thread running ``_run``.
+    """
+
+    def __init__(self, out: MessageBuilder, label: str) -> None:
+        self.out = out
+        self.label = label
+        self.blocks: dict[int, int] = {}  # provider block index → content index
+        self.started = False
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.stop_details: Any = None
+        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+
+    def handle(self, event: SSEEvent) -> None:
+        """Apply one event."""
+        if event.event == "ping":
+            return
+        data = parse_event_json(event, self.label)
+        if not isinstance(data, dict):
+            return
+        kind = data.get("type") or event.event
+        if kind == "content_block_delta":
+            self._delta(data)
+        elif kind == "content_block_start":
+            self._block_start(data)
+        elif kind == "content_block_stop":
+            index = self.blocks.get(data.get("index", -1))
+            if index is not None:
+                self.out.close_block(index)
+        elif kind == "message_start":
+            self.started = True
+            message = data.get("message") or {}
+            self._usage(message.get("usage") or {})
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            if delta.get("stop_reason"):
+                self.stop_reason = delta["stop_reason"]
+                self.stop_details = delta.get("stop_details")
+            self._usage(data.get("usage") or {})
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            raise _provider_error(_stream_error_text(data))
+
+    def _block_start(self, data: dict[str, Any]) -> None:
+        block = data.get("content_block") or {}
+        btype = block.get("type")
+        out = self.out
+        if btype == "text":
+            index = out.open_text()
+            if block.get("text"):
+                out.add_text(index, block["text"])
+        elif btype == "thinking":
+            index = out.open_thinking(block.get("signature") or None)
+            if block.get("thinking"):
+                out.add_thinking(index, block["thinking"])
+        elif btype == "redacted_thinking":
+            index = out.open_thinking(block.get("data") or "", redacted=True)
+            if not out.ended:
+                out.block(index).thinking = _REDACTED_TEXT
+        elif btype == "tool_use":
+            initial = block.get("input")
+            arguments = json.dumps(initial) if isinstance(initial, dict) and initial else ""
+            index = out.open_tool_call(block.get("id") or "", block.get("name") or "",
+                                       arguments)
+        else:
+            return  # server tools and other block kinds are not part of pi's message
+        self.blocks[data.get("index", len(self.blocks))] = index
+
+    def _delta(self, data: dict[str, Any]) -> None:
+        index = self.blocks.get(data.get("index", -1))
+        if index is None or self.out.ended:
+            return
+        delta = data.get("delta") or {}
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            self.out.add_text(index, delta.get("text") or "")
+        elif dtype == "thinking_delta":
+            self.out.add_thinking(index, delta.get("thinking") or "")
+        elif dtype == "input_json_delta":
+            self.out.add_tool_arguments(index, delta.get("partial_json") or "")
+        elif dtype == "signature_delta":
+            block = self.out.block(index)
+            if isinstance(block, ThinkingContent):
+                block.thinking_signature = (block.thinking_signature or "") + (
+                    delta.get("signature") or "")
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        # each field is overwritten only when present (proxies omit the input counts)
+        fields = (("input_tokens", "input"), ("output_tokens", "output"),
+                  ("cache_read_input_tokens", "cache_read"),
+                  ("cache_creation_input_tokens", "cache_write"))
+        changed = False
+        for wire, ours in fields:
+            value = usage.get(wire)
+            if isinstance(value, int):
+                self.usage[ours] = value
+                changed = True
+        if changed:
+            self.out.set_usage(**self.usage)
+
+    def finish(self) -> None:
+        self.out.close_open_blocks()
+        if not self.stopped:
+            where = "message_stop" if self.started else "message_start"
+            raise _provider_error(f"Anthropic stream ended before {where}. Retry the request.")
+        if self.stop_reason is None:
+            raise _provider_error("Anthropic stream ended without a stop reason. "
+                                  "Retry the request.")
+        mapped = _STOP_REASONS.get(self.stop_reason)
+        if mapped is None:
+            raise _provider_error(self._stop_error_text())
+        self.out.finish(mapped)  # type: ignore[arg-type]
+
+    def _stop_error_text(self) -> str:
+        reason = self.stop_reason
+        if reason == "refusal":
+            details = self.stop_details if isinstance(self.stop_details, dict) else {}
+            explanation = details.get("explanation")
+            return str(explanation) if explanation else "The model refused to complete the request"
+        if reason == "sensitive":
+            return "The response was stopped because it was flagged as sensitive"
+        return f"Unhandled stop reason: {reason}"
+
+
+def _stream_error_text(data: dict[str, Any]) -> str:
+    error = data.get("error")
+    if isinstance(error, dict):
+        etype = error.get("type") or "error"
+        message = error.get("message") or json.dumps(error)
+        return f"Anthropic stream error ({etype}): {message}"
+    return f"Anthropic stream error: {json.dumps(data)[:500]}"
