@@ -54,7 +54,7 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 
 def now_ms() -> int:
     """The current wall-clock time in epoch milliseconds, pi's timestamp unit."""
-    return time.time_ns() // 1_000_000
+    return round(time.time() * 1000)
 
 
 # --- content blocks -------------------------------------------------------------------
@@ -429,7 +429,7 @@ def register_message_type(role: str, cls: type) -> type:
 
     def encode(message: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"role": role}
-        out.update(message.to_dict(encode_json=False))
+        out.update(message.to_dict(encode_json=True))
         return out
 
     def decode(data: Mapping[str, Any]) -> Any:

@@ -212,7 +212,13 @@ def _chunks(text: str, size: int) -> list[str]:
 
 
 def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, AssistantMessageEvent]]:
-    """Events building ``partial`` block by block, ending with the final message's event."""
+    """Events building ``partial`` block by block, ending with the final message's event.
+
+    A failure with no content fails before any output, as a provider's rejected request does.
+    """
+    if final.stop_reason in ("error", "aborted") and not final.content:
+        yield final, ErrorEvent(final.stop_reason, final)
+        return
     partial = AssistantMessage(content=[], api=final.api, provider=final.provider,
                                model=final.model, usage=Usage(), stop_reason="stop",
                                timestamp=final.timestamp)

@@ -1,0 +1,207 @@
+"""Messages: pi's JSON keys, exact round trips (property-based), dispatch on role/type."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from piagent import (
+    AssistantMessage,
+    Cost,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolDeclaration,
+    ToolResultMessage,
+    UnknownMessageTypeError,
+    Usage,
+    UserMessage,
+    message_from_dict,
+    message_to_dict,
+    messages_from_json,
+    messages_to_json,
+    register_message_type,
+)
+
+# --- exact JSON keys -------------------------------------------------------------------
+
+
+def test_assistant_message_uses_pi_keys() -> None:
+    message = AssistantMessage(
+        content=[TextContent("hi", text_signature="sig"), ThinkingContent("hmm", "ts", True),
+                 ToolCall("call_1", "read", {"path": "a.txt"}, thought_signature="th")],
+        api="openai-completions", provider="openai", model="gpt-4o",
+        usage=Usage(1, 2, 3, 4, 10, Cost(0.1, 0.2, 0.3, 0.4, 1.0)), stop_reason="toolUse",
+        error_message="e", thinking_level="high", timestamp=123)
+    assert message_to_dict(message) == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "hi", "textSignature": "sig"},
+            {"type": "thinking", "thinking": "hmm", "thinkingSignature": "ts", "redacted": True},
+            {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "a.txt"},
+             "thoughtSignature": "th"},
+        ],
+        "api": "openai-completions", "provider": "openai", "model": "gpt-4o",
+        "usage": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4, "totalTokens": 10,
+                  "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0.3, "cacheWrite": 0.4,
+                           "total": 1.0}},
+        "stopReason": "toolUse", "errorMessage": "e", "thinkingLevel": "high", "timestamp": 123,
+    }
+
+
+def test_tool_result_and_user_and_system_use_pi_keys() -> None:
+    result = ToolResultMessage("call_1", "read", [TextContent("x"), ImageContent("AAA", "image/png")],
+                               details={"n": 1}, is_error=True, duration_ms=7, timestamp=5)
+    assert message_to_dict(result) == {
+        "role": "toolResult", "toolCallId": "call_1", "toolName": "read",
+        "content": [{"type": "text", "text": "x"},
+                    {"type": "image", "data": "AAA", "mimeType": "image/png"}],
+        "details": {"n": 1}, "isError": True, "durationMs": 7, "timestamp": 5}
+    assert message_to_dict(UserMessage("hello", timestamp=9)) == {
+        "role": "user", "content": "hello", "timestamp": 9}
+    system = SystemMessage("base", sections={"a": "1", "b": None},
+                           tools_added=[ToolDeclaration("read", "Read", {"type": "object"})],
+                           tools_removed=["old"], timestamp=0)
+    assert message_to_dict(system) == {
+        "role": "system", "content": "base", "sections": {"a": "1", "b": None},
+        "toolsAdded": [{"name": "read", "description": "Read", "parameters": {"type": "object"}}],
+        "toolsRemoved": [{"name": "old"}], "timestamp": 0}
+
+
+def test_tools_removed_loads_from_both_forms() -> None:
+    for removed in (["a", "b"], [{"name": "a"}, {"name": "b"}]):
+        loaded = message_from_dict({"role": "system", "content": "", "toolsRemoved": removed,
+                                    "timestamp": 1})
+        assert loaded.tools_removed == ["a", "b"]
+
+
+def test_optional_fields_are_left_out() -> None:
+    data = message_to_dict(AssistantMessage(timestamp=1))
+    assert "errorMessage" not in data and "thinkingLevel" not in data
+    assert "details" not in message_to_dict(ToolResultMessage(timestamp=1))
+
+
+def test_timestamp_defaults_to_now_in_epoch_ms() -> None:
+    with freeze_time("2026-01-02 03:04:05.678"):
+        assert UserMessage("x").timestamp == 1767323045678
+        assert AssistantMessage().timestamp == 1767323045678
+
+
+# --- dispatch ----------------------------------------------------------------------------
+
+
+def test_decoding_dispatches_on_role_not_shape() -> None:
+    # a user message shaped like an assistant one is still a user message
+    loaded = message_from_dict({"role": "user", "content": [], "stopReason": "stop",
+                                "timestamp": 1})
+    assert isinstance(loaded, UserMessage)
+
+
+def test_unknown_role_and_type_raise_clear_errors() -> None:
+    with pytest.raises(UnknownMessageTypeError, match="register_message_type"):
+        message_from_dict({"role": "nope", "timestamp": 1})
+    with pytest.raises(UnknownMessageTypeError, match="'video'"):
+        message_from_dict({"role": "user", "content": [{"type": "video"}], "timestamp": 1})
+
+
+class Level(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@dataclasses.dataclass
+class Artifact:
+    title: str
+    body_text: str = ""
+    level: Level = Level.LOW
+    tags: list[str] = dataclasses.field(default_factory=list)
+    timestamp: int = 0
+    role: str = "artifact"
+
+
+def test_registered_application_message_round_trips() -> None:
+    register_message_type("artifact", Artifact)
+    message = Artifact("Plan", "step 1", Level.HIGH, ["a"], 42)
+    data = message_to_dict(message)
+    assert data["role"] == "artifact" and data["bodyText"] == "step 1"
+    assert message_from_dict(json.loads(json.dumps(data))) == message
+
+
+def test_unregistered_application_message_cannot_be_serialised() -> None:
+    @dataclasses.dataclass
+    class Secret:
+        role: str = "secret"
+
+    with pytest.raises(UnknownMessageTypeError, match="register_message_type"):
+        message_to_dict(Secret())
+
+
+def test_standard_roles_cannot_be_registered() -> None:
+    with pytest.raises(ValueError, match="standard message role"):
+        register_message_type("user", Artifact)
+
+
+def test_assistant_helpers() -> None:
+    message = AssistantMessage([TextContent("a"), ToolCall("1", "t", {}), TextContent("b")])
+    assert message.text == "ab"
+    assert [c.id for c in message.tool_calls] == ["1"]
+
+
+# --- property-based round trip -----------------------------------------------------------
+
+text = st.text(max_size=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | text,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
+    max_leaves=8)
+json_objects = st.dictionaries(text, json_values, max_size=4)
+maybe_text = st.none() | text
+stamps = st.integers(0, 2**41)
+money = st.floats(0, 1000, allow_nan=False)
+
+texts = st.builds(TextContent, text, maybe_text)
+images = st.builds(ImageContent, text, st.sampled_from(["image/png", "image/jpeg"]))
+thinking = st.builds(ThinkingContent, text, maybe_text, st.booleans())
+calls = st.builds(ToolCall, text, text, json_objects, maybe_text)
+usages = st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6),
+                   st.integers(0, 10**6), st.integers(0, 10**7),
+                   st.builds(Cost, money, money, money, money, money))
+declarations = st.builds(ToolDeclaration, text, text, json_objects)
+
+messages = st.one_of(
+    st.builds(SystemMessage, text, st.none() | st.dictionaries(text, maybe_text, max_size=3),
+              st.none() | st.lists(declarations, max_size=2), st.none() | st.lists(text, max_size=2),
+              stamps),
+    st.builds(UserMessage, text | st.lists(texts | images, max_size=3), stamps),
+    st.builds(AssistantMessage, st.lists(texts | thinking | calls, max_size=4), text, text, text,
+              usages, st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
+              maybe_text, st.none() | st.sampled_from(["off", "low", "high"]), stamps),
+    st.builds(ToolResultMessage, text, text, st.lists(texts | images, max_size=3), json_values,
+              st.none() | usages, st.booleans(), st.none() | st.integers(0, 10**6), stamps),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages)
+def test_every_message_round_trips_exactly(message: Any) -> None:
+    assert message_from_dict(json.loads(json.dumps(message_to_dict(message)))) == message
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(messages, max_size=6))
+def test_transcripts_round_trip_through_json(transcript: list[Any]) -> None:
+    assert messages_from_json(messages_to_json(transcript)) == transcript
+
+
+def test_messages_from_json_rejects_non_arrays() -> None:
+    with pytest.raises(ValueError, match="JSON array"):
+        messages_from_json('{"role": "user"}')
