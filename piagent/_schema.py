@@ -20,11 +20,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
-import jsonschema
-import referencing.exceptions
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # jsonschema loads on first compile, keeping `import piagent` cheap
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 __all__ = ["CompiledSchema", "compile_count", "compile_schema", "format_error_text"]
 
@@ -66,6 +67,8 @@ class CompiledSchema:
         validator = self.validator
         if validator is None:
             return []
+        import referencing.exceptions
+
         out: list[tuple[str, str]] = []
         try:
             for error in validator.iter_errors(instance):
@@ -108,6 +111,9 @@ def _compile(schema: Any) -> CompiledSchema:
     if not isinstance(schema, (dict, bool)):
         _log.warning("Skipping argument validation: the schema is not a dict: %r", schema)
         return CompiledSchema(schema, None, _clone, None)
+    import jsonschema
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=jsonschema.Draft7Validator)
     try:
         cls.check_schema(schema)  # type: ignore[arg-type]  # boolean schemas are valid
