@@ -1,0 +1,85 @@
+"""The bundled catalogue, ``get_model``/``get_models`` and ``stream_simple`` dispatch."""
+
+from __future__ import annotations
+
+import pytest
+
+from piagent.messages import AssistantMessage, TextContent, UserMessage
+from piagent.models import Model
+from piagent.providers import (
+    get_model,
+    get_models,
+    get_providers,
+    register_api,
+    stream_simple,
+)
+from piagent.stream import AssistantMessageEventStream, Context, DoneEvent, StreamOptions
+
+
+def test_main_vendors_have_priced_models():
+    assert {"openai", "anthropic", "google", "groq", "openrouter"} <= set(get_providers())
+    sonnet = get_model("anthropic", "claude-sonnet-4-5")
+    assert (sonnet.api, sonnet.base_url, sonnet.reasoning, sonnet.input) == (
+        "anthropic-messages", "https://api.anthropic.com", True, ("text", "image"))
+    assert (sonnet.cost.input, sonnet.cost.output, sonnet.cost.cache_read,
+            sonnet.cost.cache_write) == (3, 15, 0.3, 3.75)
+    flash = get_model("google", "gemini-2.5-flash")
+    assert (flash.cost.input, flash.cost.output, flash.context_window) == (0.3, 2.5, 1048576)
+    groq = get_model("groq", "llama-3.3-70b-versatile")
+    assert (groq.api, groq.cost.input, groq.cost.output) == ("openai-completions", 0.59, 0.79)
+    for provider in get_providers():
+        for model in get_models(provider):
+            assert model.cost.input > 0 and model.cost.output > 0, model.id
+            assert model.api in ("openai-completions", "openai-responses",
+                                 "anthropic-messages", "google-generative-ai")
+
+
+def test_get_model_returns_fresh_objects():
+    a = get_model("openai", "gpt-4o-mini")
+    a.max_tokens = 1
+    assert get_model("openai", "gpt-4o-mini").max_tokens == 16384
+
+
+def test_unknown_lookups_explain():
+    with pytest.raises(LookupError, match="Unknown provider 'nope'. Known providers: "):
+        get_model("nope", "x")
+    with pytest.raises(LookupError, match="Unknown model 'gpt-0' for provider 'openai'"):
+        get_model("openai", "gpt-0")
+    assert get_models("nope") == []
+
+
+def test_stream_simple_without_model():
+    message = stream_simple(None, Context([])).result(5)
+    assert message.stop_reason == "error"
+    assert "Pass a model" in message.error_message
+
+
+def test_stream_simple_unknown_api():
+    model = Model(id="x", api="carrier-pigeon", provider="p", base_url="http://x")
+    message = stream_simple(model, Context([])).result(5)
+    assert message.stop_reason == "error"
+    assert message.error_message.startswith("No stream function is registered for api "
+                                            "'carrier-pigeon'")
+    assert "register_api" in message.error_message
+
+
+def test_register_api_dispatches():
+    seen = []
+
+    def fn(model, context, options):
+        seen.append((model.id, options))
+        stream = AssistantMessageEventStream()
+        stream.push(DoneEvent("stop", AssistantMessage(content=[TextContent("hi")])))
+        return stream
+
+    register_api("test-echo", fn)
+    model = Model(id="e", api="test-echo", provider="p", base_url="http://x")
+    assert stream_simple(model, Context([UserMessage(content="x")])).result(5).text == "hi"
+    assert seen[0][0] == "e" and isinstance(seen[0][1], StreamOptions)
+
+
+def test_lazy_anthropic_and_google_registration():
+    from piagent.providers import get_api
+
+    assert get_api("anthropic-messages") is not None
+    assert get_api("google-generative-ai") is not None

@@ -1,0 +1,159 @@
+"""``openai-responses`` against a local server speaking Responses SSE.
+
+Covers: the providers.md §4.4 stream (reasoning summary, text, function call, usage,
+signatures, ``call|item`` ids); terminal events (incomplete → length or error, failed,
+``error``); a stream without a terminal event; ``.done`` arguments that extend the deltas;
+the request body (reasoning items replayed verbatim, messages with ids, function calls and
+outputs, developer role, tools); the service-tier cost multiplier.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from piagent.messages import (
+    SystemMessage,
+    TextContent,
+    ToolDeclaration,
+    ToolResultMessage,
+    UserMessage,
+)
+from piagent.models import Model, ModelCost
+from piagent.providers import stream_simple
+from piagent.stream import Context, StreamOptions
+
+from .sse_script import WAIT, Reply, sse
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KEY = "sk-responses-SECRET-0987654321"
+TOOL = ToolDeclaration("get_weather", "Weather", {"type": "object"})
+
+
+def _model(server, **kw) -> Model:
+    return Model(id="gpt-5-mini", api="openai-responses", provider="openai",
+                 base_url=server.url + "/v1", reasoning=True, **kw)
+
+
+def _context(*messages) -> Context:
+    return Context([SystemMessage(content="Be brief.", tools_added=[TOOL], timestamp=0),
+                    UserMessage(content="Weather in Paris?"), *messages])
+
+
+def _ev(kind, **data):
+    return sse({"type": kind, **data}, event=kind)
+
+
+def _run(server, body, **kw):
+    server.add(Reply(body=body))
+    stream = stream_simple(_model(server, **kw), _context(),
+                           StreamOptions(api_key=KEY, reasoning="medium"))
+    events = list(stream)
+    return events, stream.result(WAIT)
+
+
+def test_reference_stream(sse_server, no_piagent_threads):
+    body = [(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]
+    events, message = _run(sse_server, body, cost=ModelCost(input=0.25, output=2.0,
+                                                            cache_read=0.025))
+    assert [e.type for e in events] == [
+        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
+        "text_start", "text_delta", "text_end", "toolcall_start", "toolcall_delta",
+        "toolcall_delta", "toolcall_end", "done"]
+    assert [e.delta for e in events if e.type == "thinking_delta"] == [
+        "Need the weather tool.", "\n\n"]
+    thinking, text, call = message.content
+    assert thinking.thinking == "Need the weather tool."
+    assert json.loads(thinking.thinking_signature)["encrypted_content"] == "gAAAAB-opaque"
+    assert json.loads(text.text_signature) == {"v": 1, "id": "msg_1"}
+    assert (call.id, call.name, call.arguments) == ("call_1|fc_1", "get_weather",
+                                                    {"city": "Paris"})
+    assert message.stop_reason == "toolUse"
+    u = message.usage
+    assert (u.input, u.output, u.cache_read, u.total_tokens) == (172, 90, 128, 390)
+    assert u.cost.total == pytest.approx((172 * 0.25 + 90 * 2.0 + 128 * 0.025) / 1e6)
+    request = sse_server.requests[0]
+    assert request.path == "/v1/responses"
+    sent = request.json
+    assert sent["store"] is False and sent["stream"] is True
+    assert sent["reasoning"] == {"effort": "medium", "summary": "auto"}
+    assert sent["include"] == ["reasoning.encrypted_content"]
+    assert sent["input"] == [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    assert sent["tools"] == [{"type": "function", "name": "get_weather", "description": "Weather",
+                              "parameters": {"type": "object"}, "strict": False}]
+
+
+def test_history_replays_items(sse_server):
+    """The previous turn's reasoning item, message id and call ids go back verbatim."""
+    sse_server.add(Reply(body=[(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]))
+    first = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    result = ToolResultMessage("call_1|fc_1", "get_weather", [TextContent("Sunny")])
+    sse_server.add(Reply(body=[_ev("response.completed", response={"status": "completed"})]))
+    stream_simple(_model(sse_server), _context(first, result),
+                  StreamOptions(api_key=KEY)).result(WAIT)
+    items = sse_server.requests[1].json["input"][2:]
+    assert items[0]["type"] == "reasoning" and items[0]["encrypted_content"] == "gAAAAB-opaque"
+    assert items[1] == {"type": "message", "role": "assistant", "id": "msg_1",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": "Checking.",
+                                     "annotations": []}]}
+    assert items[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_1",
+                        "name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert items[3] == {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
+
+
+def test_done_arguments_extend_deltas(sse_server):
+    body = [_ev("response.output_item.added", output_index=0,
+                item={"id": "fc_9", "type": "function_call", "call_id": "c9", "name": "f",
+                      "arguments": ""}),
+            _ev("response.function_call_arguments.delta", output_index=0, delta='{"a":'),
+            _ev("response.function_call_arguments.done", output_index=0, arguments='{"a":1}'),
+            _ev("response.output_item.done", output_index=0,
+                item={"id": "fc_9", "type": "function_call", "call_id": "c9", "name": "f",
+                      "arguments": '{"a":1}'}),
+            _ev("response.completed", response={"status": "completed"})]
+    events, message = _run(sse_server, body)
+    assert [e.delta for e in events if e.type == "toolcall_delta"] == ['{"a":', "1}"]
+    assert message.tool_calls[0].arguments == {"a": 1}
+
+
+@pytest.mark.parametrize(("terminal", "stop", "error"), [
+    (_ev("response.incomplete", response={
+        "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}),
+     "length", None),
+    (_ev("response.incomplete", response={
+        "status": "incomplete", "incomplete_details": {"reason": "content_filter"}}),
+     "error", "Response incomplete: content_filter"),
+    (_ev("response.failed", response={"status": "failed", "error": {
+        "code": "server_error", "message": "The server had an error"}}),
+     "error", "OpenAI Responses error: server_error: The server had an error"),
+    (_ev("error", code="rate_limit_exceeded", message="Slow down", param=None),
+     "error", "OpenAI Responses error: Error Code rate_limit_exceeded: Slow down"),
+])
+def test_terminal_events(sse_server, terminal, stop, error):
+    body = [_ev("response.output_item.added", output_index=0,
+                item={"id": "m", "type": "message", "content": []}),
+            _ev("response.output_text.delta", output_index=0, delta="par"), terminal]
+    _events, message = _run(sse_server, body)
+    assert (message.stop_reason, message.error_message) == (stop, error)
+    assert message.text == "par"
+
+
+def test_stream_without_terminal_event(sse_server):
+    body = [_ev("response.created", response={"status": "in_progress"})]
+    _events, message = _run(sse_server, body)
+    assert message.stop_reason == "error"
+    assert message.error_message.startswith(
+        "The OpenAI Responses stream ended before a terminal response event")
+
+
+def test_flex_tier_halves_cost(sse_server):
+    body = [_ev("response.completed", response={
+        "status": "completed", "service_tier": "flex",
+        "usage": {"input_tokens": 1_000_000, "output_tokens": 0, "total_tokens": 1_000_000}})]
+    _events, message = _run(sse_server, body, cost=ModelCost(input=2.0))
+    assert message.usage.cost.total == pytest.approx(1.0)

@@ -1,0 +1,106 @@
+"""``transform_messages`` and the system-message helpers (providers.md §2.5–§2.6)."""
+
+from __future__ import annotations
+
+from piagent.messages import (
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from piagent.models import Model
+from piagent.providers._transform import (
+    leading_system_text,
+    system_update_text,
+    transform_messages,
+)
+
+MODEL = Model(id="m1", api="openai-completions", provider="p", base_url="http://x")
+
+
+def _assistant(*content, model="m1", stop="toolUse"):
+    return AssistantMessage(content=list(content), api="openai-completions", provider="p",
+                            model=model, stop_reason=stop)
+
+
+def _result(call_id, text="ok"):
+    return ToolResultMessage(call_id, "t", [TextContent(text)])
+
+
+def test_unchanged_transcript_keeps_objects():
+    messages = [SystemMessage(content="s"), UserMessage(content="hi"),
+                _assistant(ToolCall("a", "t", {})), _result("a"), _assistant(TextContent("done"))]
+    out = transform_messages(messages, MODEL)
+    assert all(x is y for x, y in zip(out, messages, strict=True))
+
+
+def test_errored_and_aborted_assistants_are_dropped():
+    messages = [UserMessage(content="hi"), _assistant(TextContent("x"), stop="error"),
+                _assistant(TextContent("y"), stop="aborted"), UserMessage(content="again")]
+    assert [m.role for m in transform_messages(messages, MODEL)] == ["user", "user"]
+
+
+def test_orphan_tool_calls_get_synthetic_results():
+    """Before the next user message, system message, assistant message, and at the end."""
+    messages = [_assistant(ToolCall("a", "t", {}), ToolCall("b", "t", {})), _result("a"),
+                UserMessage(content="next"),
+                _assistant(ToolCall("c", "t", {})), SystemMessage(content="update"),
+                _assistant(ToolCall("d", "t", {})), _assistant(ToolCall("e", "t", {}))]
+    out = transform_messages(messages, MODEL)
+    shape = [(m.role, getattr(m, "tool_call_id", None)) for m in out]
+    assert shape == [("assistant", None), ("toolResult", "a"), ("toolResult", "b"),
+                     ("user", None), ("assistant", None), ("toolResult", "c"),
+                     ("system", None), ("assistant", None), ("toolResult", "d"),
+                     ("assistant", None), ("toolResult", "e")]
+    synthetic = out[2]
+    assert (synthetic.is_error, synthetic.text, synthetic.tool_name) == (
+        True, "No result provided", "t")
+
+
+def test_other_model_thinking_becomes_text_and_ids_are_renamed():
+    other = _assistant(ThinkingContent("I think", "sig"), ThinkingContent("", "x", redacted=True),
+                       ThinkingContent("  "), TextContent("Hi", text_signature="ts"),
+                       ToolCall("call|item", "t", {"a": 1}, thought_signature="s"), model="other")
+    messages = [other, _result("call|item")]
+    out = transform_messages(messages, MODEL, lambda i: i.replace("|", "_"))
+    assistant, result = out
+    assert [(type(b).__name__, getattr(b, "text", None)) for b in assistant.content] == [
+        ("TextContent", "I think"), ("TextContent", "Hi"), ("ToolCall", None)]
+    assert assistant.content[1].text_signature is None
+    call = assistant.content[2]
+    assert (call.id, call.thought_signature, call.arguments) == ("call_item", None, {"a": 1})
+    assert result.tool_call_id == "call_item"
+    assert other.content[4].id == "call|item"  # the caller's message is untouched
+
+
+def test_same_model_thinking_kept_and_empty_dropped():
+    signed_empty = ThinkingContent("", "encrypted")
+    message = _assistant(signed_empty, ThinkingContent(""), TextContent("x"), stop="stop")
+    (out,) = transform_messages([message], MODEL)
+    assert out.content == [signed_empty, TextContent("x")]
+
+
+def test_images_become_placeholders_for_text_only_models():
+    user = UserMessage(content=[TextContent("look"), ImageContent("AAA", "image/png"),
+                                ImageContent("BBB", "image/png")])
+    (out,) = transform_messages([user], MODEL)
+    assert out.content == [TextContent("look"),
+                           TextContent("(image omitted: model does not support images)")]
+    vision = Model(id="m1", api="openai-completions", provider="p", base_url="http://x",
+                   input=("text", "image"))
+    assert transform_messages([user], vision)[0] is user
+
+
+def test_system_helpers():
+    messages = [SystemMessage(content="a"), SystemMessage(content="b", sections={"x": "X"}),
+                UserMessage(content="hi")]
+    assert leading_system_text(messages) == ("a\n\nb\n\nX", 2)
+    assert leading_system_text([UserMessage(content="hi")]) == ("", 0)
+    update = SystemMessage(content="more", sections={"rules": "R", "old": None})
+    assert system_update_text(update) == ('more\n\nUpdated system prompt section "rules":\n\nR'
+                                          '\n\nRemoved system prompt section "old".')
+    assert system_update_text(SystemMessage(tools_removed=["t"])) == ""
