@@ -21,6 +21,7 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
+    StopReason,
     SystemMessage,
     TextContent,
     ThinkingContent,
@@ -59,8 +60,9 @@ _ADAPTIVE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": 
 _CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _REDACTED_TEXT = "[Reasoning redacted]"
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
-                 "max_tokens": "length", "tool_use": "toolUse"}
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
+    "tool_use": "toolUse"}
 
 
 def stream_anthropic(model: Model | None, context: Context,
@@ -434,7 +436,7 @@ class _StreamState:
         mapped = _STOP_REASONS.get(self.stop_reason)
         if mapped is None:
             raise _provider_error(self._stop_error_text())
-        self.out.finish(mapped)  # type: ignore[arg-type]
+        self.out.finish(mapped)
 
     def _stop_error_text(self) -> str:
         reason = self.stop_reason

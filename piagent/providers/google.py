@@ -20,6 +20,7 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
+    StopReason,
     SystemMessage,
     TextContent,
     ThinkingContent,
@@ -63,7 +64,7 @@ _LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH
            "xhigh": "HIGH", "max": "HIGH"}
 _PRO_LEVELS = {"minimal": "LOW", "low": "LOW", "medium": "HIGH", "high": "HIGH",
                "xhigh": "HIGH", "max": "HIGH"}
-_FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
+_FINISH_REASONS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _tool_call_counter = itertools.count(1)  # generated ids; next() on a count is atomic in CPython
 
 
@@ -396,7 +397,7 @@ class _StreamState:
             raise ProviderError(msg, provider="google")
         if mapped == "stop" and self.out.message.tool_calls:
             mapped = "toolUse"  # Gemini says STOP even when the turn ends with calls
-        self.out.finish(mapped)  # type: ignore[arg-type]
+        self.out.finish(mapped)
 
 
 def _count(usage: dict[str, Any], key: str) -> int:

@@ -13,6 +13,7 @@ mid-conversation system messages, replay of thinking and redacted thinking).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -29,6 +30,7 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.models import Model, ModelCost
+from piagent.providers import get_model, stream_simple
 from piagent.providers.anthropic import build_anthropic_request, stream_anthropic
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
 
@@ -315,7 +317,8 @@ def test_stream_without_message_stop(sse_server):
 
 def test_empty_stream(sse_server):
     message = _result(sse_server, [PING])
-    assert message.error_message == "Anthropic stream ended before message_start. Retry the request."
+    assert message.error_message == ("Anthropic stream ended before message_start. "
+                                     "Retry the request.")
 
 
 def test_stream_without_stop_reason(sse_server):
@@ -445,7 +448,8 @@ def test_request_url_headers_and_body(sse_server):
         "system": [{"type": "text", "text": "You are terse.",
                     "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": [
-            {"type": "text", "text": "Weather in Paris?", "cache_control": {"type": "ephemeral"}}]}],
+            {"type": "text", "text": "Weather in Paris?",
+             "cache_control": {"type": "ephemeral"}}]}],
         "tools": [{"name": "get_weather", "description": "Weather for a city.",
                    "input_schema": WEATHER.parameters, "cache_control": {"type": "ephemeral"}}],
         "temperature": 0.2,
@@ -614,3 +618,21 @@ def test_images_dropped_for_text_only_models():
     assert body["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": "look"},
         {"type": "text", "text": "(image omitted: model does not support images)"}]}]
+
+
+def test_stream_simple_dispatches_a_catalogue_model(sse_server):
+    """The catalogue's model, pointed at the local server, goes through stream_simple."""
+    model = replace(get_model("anthropic", "claude-sonnet-4-5"), base_url=sse_server.url)
+    sse_server.add(Reply(body=EXAMPLE))
+    message = stream_simple(model, _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert message.stop_reason == "toolUse"
+    assert message.usage.cost.total == pytest.approx((150 + 1275 + 360) / 1e6)
+
+
+def test_crlf_line_endings(sse_server):
+    """The same stream with CRLF line endings parses identically."""
+    sse_server.add(Reply(body=[chunk.replace(b"\n", b"\r\n") for chunk in EXAMPLE]))
+    message = _stream(sse_server).result(WAIT)
+    assert message.stop_reason == "toolUse"
+    assert message.content[0].thinking_signature == "EqQBCkgIARABGAIiQFakeSignature=="
+    assert message.tool_calls[0].arguments == {"city": "Paris"}

@@ -13,6 +13,7 @@ function declarations, function responses, images, thought signatures, thinking 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -29,6 +30,7 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.models import Model, ModelCost
+from piagent.providers import get_model, stream_simple
 from piagent.providers.google import build_google_request, stream_google
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
 
@@ -214,7 +216,8 @@ def test_stream_without_finish_reason(sse_server):
     stream = _stream(sse_server)
     assert [e.type for e in stream][-2:] == ["text_end", "error"]
     message = stream.result(WAIT)
-    assert message.error_message == "Google stream ended without a finish reason. Retry the request."
+    assert message.error_message == ("Google stream ended without a finish reason. "
+                                     "Retry the request.")
     assert message.text == "I'll check both cities."
 
 
@@ -301,7 +304,8 @@ def test_api_key_from_environment(sse_server, monkeypatch, variable):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.setenv(variable, "env-SECRET-gkey")
-    body = b'{"error":{"code":403,"message":"denied for env-SECRET-gkey","status":"PERMISSION_DENIED"}}'
+    body = (b'{"error":{"code":403,"message":"denied for env-SECRET-gkey",'
+            b'"status":"PERMISSION_DENIED"}}')
     sse_server.add(Reply(status=403, content_type="application/json", body=[body]))
     message = stream_google(_model(sse_server), _context(), StreamOptions()).result(WAIT)
     assert sse_server.requests[0].headers["x-goog-api-key"] == "env-SECRET-gkey"
@@ -469,3 +473,12 @@ def test_thinking_budget_override_and_non_reasoning_model():
     plain = build_google_request(_model(id="gemini-2.0-flash", reasoning=False),
                                  [UserMessage(content="u")], StreamOptions(reasoning="high"))
     assert "generationConfig" not in plain
+
+
+def test_stream_simple_dispatches_a_catalogue_model(sse_server):
+    """The catalogue's model, pointed at the local server, goes through stream_simple."""
+    model = replace(get_model("google", "gemini-2.5-flash"), base_url=sse_server.url + "/v1beta")
+    sse_server.add(Reply(body=EXAMPLE))
+    message = stream_simple(model, _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert message.stop_reason == "toolUse"
+    assert [c.arguments for c in message.tool_calls] == [{"city": "Paris"}, {"city": "Berlin"}]
