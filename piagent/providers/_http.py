@@ -628,6 +628,23 @@ class MessageBuilder:
             block = self.message.content[index]
             block.arguments = _as_object(parse_streaming_json(arguments_json))  # type: ignore[union-attr]
 
+    def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
+        """Set (or extend) the provider signature of the block at ``index``; no event.
+
+        Text: ``text_signature``; thinking: ``thinking_signature``; tool call:
+        ``thought_signature``.
+        """
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            attr = ("text_signature" if isinstance(block, TextContent) else
+                    "thinking_signature" if isinstance(block, ThinkingContent) else
+                    "thought_signature")
+            if append:
+                signature = (getattr(block, attr) or "") + signature
+            setattr(block, attr, signature)
+
     def tool_arguments_json(self, index: int) -> str:
         """The argument JSON accumulated so far for the tool call at ``index``."""
         return self._args.get(index, "")
