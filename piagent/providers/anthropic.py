@@ -382,7 +382,7 @@ class _StreamState:
                 out.add_thinking(index, block["thinking"])
         elif btype == "redacted_thinking":
             index = out.open_thinking(block.get("data") or "", redacted=True)
-            if not out.ended:
+            if not out.ended:  # visible placeholder text; pi sends no delta for it
                 out.block(index).thinking = _REDACTED_TEXT
         elif btype == "tool_use":
             initial = block.get("input")
@@ -406,10 +406,7 @@ class _StreamState:
         elif dtype == "input_json_delta":
             self.out.add_tool_arguments(index, delta.get("partial_json") or "")
         elif dtype == "signature_delta":
-            block = self.out.block(index)
-            if isinstance(block, ThinkingContent):
-                block.thinking_signature = (block.thinking_signature or "") + (
-                    delta.get("signature") or "")
+            self.out.set_signature(index, delta.get("signature") or "", append=True)
 
     def _usage(self, usage: dict[str, Any]) -> None:
         # each field is overwritten only when present (proxies omit the input counts)

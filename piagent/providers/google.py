@@ -345,12 +345,8 @@ class _StreamState:
                     out.add_thinking(self.current, text)
                 else:
                     out.add_text(self.current, text)
-            if signature and not out.ended:
-                block = out.block(self.current)
-                if isinstance(block, ThinkingContent):
-                    block.thinking_signature = signature
-                else:
-                    block.text_signature = signature
+            if signature:  # the last one of a block wins; never moved to another block
+                out.set_signature(self.current, signature)
         elif isinstance(part.get("functionCall"), dict):
             self._close_current()
             call = part["functionCall"]
@@ -360,8 +356,8 @@ class _StreamState:
                 call_id = f"{name}_{now_ms()}_{next(_tool_call_counter)}"
             self.call_ids.add(call_id)
             index = out.open_tool_call(call_id, name)
-            if signature and not out.ended:
-                out.block(index).thought_signature = signature
+            if signature:
+                out.set_signature(index, signature)
             args = call.get("args")
             out.add_tool_arguments(index, json.dumps(args if isinstance(args, dict) else {}))
             out.close_block(index)
