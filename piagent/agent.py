@@ -43,6 +43,7 @@ from .messages import (
     ImageContent,
     SystemMessage,
     TextContent,
+    ToolResultMessage,
     UserMessage,
 )
 from .models import Model
@@ -63,6 +64,7 @@ Listener = Callable[[AgentEvent, AbortSignal], Any]
 
 _WAIT_SLICE = 0.05  # seconds: blocking waits wake this often so Ctrl-C arrives promptly
 _LLM_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
+_LLM_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolResultMessage})
 
 _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
                 "messages, or wait for completion.")
@@ -72,7 +74,8 @@ _BUSY_RESET = "Agent is already processing. Wait for completion before resetting
 
 def default_convert_to_llm(messages: list[AgentMessage]) -> list[AgentMessage]:
     """Keep the messages a model understands: system, user, assistant and toolResult."""
-    return [m for m in messages if getattr(m, "role", None) in _LLM_ROLES]
+    return [m for m in messages
+            if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES]
 
 
 class AgentState:

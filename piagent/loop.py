@@ -287,7 +287,8 @@ class _Run:
         view = messages
         if config.transform_context is not None:
             view = config.transform_context(view, signal)
-        llm_context = Context(list(config.convert_to_llm(view)))
+        llm_messages = config.convert_to_llm(view)
+        llm_context = Context(llm_messages if isinstance(llm_messages, list) else list(llm_messages))
         api_key = None
         if config.get_api_key is not None and config.model is not None:
             api_key = config.get_api_key(config.model.provider)
