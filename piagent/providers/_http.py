@@ -122,6 +122,7 @@ DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 _READ_SIZE = 65536  # one read1() call; large reads keep sseclient's buffering linear
 _ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
 _MESSAGE_BODY_LIMIT = 4000  # characters of a provider body quoted in a message (pi's cap)
+_DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
 _IDLE_SESSIONS = 8  # idle sessions kept per client
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _USER_AGENT = f"piagent/{__version__}"
@@ -370,16 +371,36 @@ class SSEResponse:
         """Bytes after the last complete event that formed no event, decoded; often ""."""
         return self._source.tail.decode("utf-8", errors="replace").strip()
 
-    def close(self) -> None:
+    def close(self, *, reuse: bool = False) -> None:
+        """Close the response; ``reuse``: first read the rest (briefly) to keep the connection."""
         self._call.tracker.detach()
+        if reuse and not (self._call.signal is not None and self._call.signal.aborted):
+            self._release_for_reuse()
         self.response.close()
+
+    def _release_for_reuse(self) -> None:
+        # An adapter stops at its terminal event (e.g. "[DONE]"), usually just before the
+        # chunked body's terminator. Reading that (with a short timeout, so a server that
+        # keeps the stream open cannot hold us) hands the connection back to the pool;
+        # closing an unfinished response would drop it and the next turn would reconnect.
+        raw = self.response.raw
+        connection = getattr(raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is None:
+            return  # already released: the body was read to the end
+        sock.settimeout(_DRAIN_TIMEOUT_S)
+        try:
+            raw.read(decode_content=True)  # reading to the end releases the connection
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # more data or silence after the terminal event: close() drops the connection
+            _log.debug("Not reusing the %s connection: %s", self._call.label, exc)
 
     def __enter__(self) -> SSEResponse:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        self.close(reuse=exc_type is None)
 
 
 def json_dumps(value: Any) -> bytes:

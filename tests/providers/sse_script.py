@@ -150,6 +150,8 @@ class ScriptedServer:
 
             def setup(self) -> None:
                 super().setup()
+                # like real servers: no Nagle delay between the small event writes
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with server._lock:
                     server._sockets.add(self.connection)
 
