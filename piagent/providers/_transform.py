@@ -68,6 +68,8 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
     answered: set[str] = set()
 
     def flush_orphans() -> None:
+        if not pending:
+            return
         for call in pending:
             if call.id not in answered:
                 out.append(ToolResultMessage(
@@ -83,7 +85,9 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
             if message.stop_reason in ("error", "aborted"):
                 continue
             message = _transform_assistant(message, model, normalize_tool_call_id, renamed)
-            pending.extend(b for b in message.content if isinstance(b, ToolCall))
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    pending.append(block)
             out.append(message)
         elif isinstance(message, ToolResultMessage):
             new_id = renamed.get(message.tool_call_id)
@@ -113,8 +117,10 @@ def _transform_assistant(message: AssistantMessage, model: Model,
                          normalize: Callable[[str], str] | None,
                          renamed: dict[str, str]) -> AssistantMessage:
     if is_same_model(message, model):
-        if not any(isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature
-                   for b in message.content):
+        for b in message.content:  # the common case: nothing to drop, keep the object
+            if isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature:
+                break
+        else:
             return message
         content: list[Any] = [b for b in message.content if not (
             isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature)]
