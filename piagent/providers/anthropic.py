@@ -310,10 +310,10 @@ def _run(call: ProviderCall) -> None:
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     state = _StreamState(call.out, call.label)
     with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
-        # read to the end (nothing follows message_stop) so the connection can be reused
         for event in sse.events():
-            if not state.stopped:
-                state.handle(event)
+            state.handle(event)
+            if state.stopped:
+                break  # leaving the block drains the body's end, keeping the connection
     state.finish()
 
 
