@@ -636,3 +636,17 @@ def test_crlf_line_endings(sse_server):
     assert message.stop_reason == "toolUse"
     assert message.content[0].thinking_signature == "EqQBCkgIARABGAIiQFakeSignature=="
     assert message.tool_calls[0].arguments == {"city": "Paris"}
+
+
+def test_sequential_requests_reuse_the_connection(sse_server):
+    sse_server.add(Reply(body=_text_stream("one")), Reply(body=_text_stream("two")))
+    assert _stream(sse_server).result(WAIT).text == "one"
+    assert _stream(sse_server).result(WAIT).text == "two"
+    assert sse_server.requests[0].peer == sse_server.requests[1].peer
+
+
+def test_server_holding_the_stream_open_after_message_stop(sse_server):
+    """The message is complete at message_stop, even if the server never closes."""
+    sse_server.add(Reply(body=[*_text_stream("held"), Stall()]))
+    message = _stream(sse_server).result(WAIT)
+    assert (message.stop_reason, message.text) == ("stop", "held")

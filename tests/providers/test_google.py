@@ -482,3 +482,10 @@ def test_stream_simple_dispatches_a_catalogue_model(sse_server):
     message = stream_simple(model, _context(), StreamOptions(api_key=KEY)).result(WAIT)
     assert message.stop_reason == "toolUse"
     assert [c.arguments for c in message.tool_calls] == [{"city": "Paris"}, {"city": "Berlin"}]
+
+
+def test_sequential_requests_reuse_the_connection(sse_server):
+    sse_server.add(Reply(body=_text("one")), Reply(body=_text("two")))
+    assert _stream(sse_server).result(WAIT).text == "one"
+    assert _stream(sse_server).result(WAIT).text == "two"
+    assert sse_server.requests[0].peer == sse_server.requests[1].peer
