@@ -1,0 +1,104 @@
+"""The agent behind both chat examples (Flask and Django): one slow tool and a model.
+
+Offline by default: ``offline_stream_fn`` scripts the model with ``ScriptedStreamFn``. It
+answers a message by calling ``count_slowly`` (a tool that reports progress through
+``on_update`` and waits on its ``signal``, so Stop works mid-tool), acknowledges a
+steering message, and sums up the tool's result. ``make_agent("openai/gpt-4o-mini")``
+uses a real provider instead, with the key from the provider's environment variable.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from piagent.abort import AbortSignal
+from piagent.agent import Agent
+from piagent.messages import (
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
+from piagent.models import Model
+from piagent.stream import AssistantMessageEventStream, Context, StreamFn, StreamOptions
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
+
+SYSTEM_PROMPT = ("You are a friendly assistant in a chat demo. When asked to count, call "
+                 "count_slowly. Keep answers short.")
+DEFAULT_COUNT = 8
+
+
+def make_count_tool(step_s: float = 0.5) -> AgentTool:
+    """``count_slowly(n)``: counts to ``n``, one step every ``step_s`` seconds."""
+
+    @tool
+    def count_slowly(n: int, signal: AbortSignal, on_update: ToolUpdateFn) -> AgentToolResult:
+        """Count from 1 to n slowly, reporting each number as progress.
+
+        Args:
+            n: the number to count to (1 to 100).
+        """
+        n = max(1, min(n, 100))
+        for i in range(1, n + 1):
+            if signal.wait(step_s):  # sleeps, but wakes at once when the run is aborted
+                return AgentToolResult(content=[TextContent(f"Stopped at {i - 1} of {n}.")],
+                                       details={"step": i - 1, "of": n}, is_error=True)
+            on_update(AgentToolResult(content=[TextContent(f"Counted {i} of {n}")],
+                                      details={"step": i, "of": n}))
+        return AgentToolResult(content=[TextContent(f"Counted to {n}.")],
+                               details={"step": n, "of": n})
+
+    return count_slowly
+
+
+def _text_of(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(b.text for b in content if isinstance(b, TextContent))
+
+
+def _reply(context: Context) -> AssistantMessage:
+    """What the scripted model says, given the conversation so far."""
+    messages = [m for m in context.messages if m.role != "system"]
+    last = messages[-1] if messages else None
+    before = messages[-2] if len(messages) > 1 else None
+    if isinstance(last, ToolResultMessage):
+        return assistant_text(f"Done: {_text_of(last)} Anything else?")
+    if isinstance(last, UserMessage) and isinstance(before, ToolResultMessage):
+        return assistant_text(f"You steered me: \u201c{_text_of(last)}\u201d. Noted! The "
+                              f"count said: {_text_of(before)}")
+    asked = _text_of(last) if last is not None else ""
+    found = re.search(r"\d+", asked)
+    n = int(found.group()) if found else DEFAULT_COUNT
+    return assistant_tool_calls(("count_slowly", {"n": n}),
+                                text=f"Sure! Counting to {n} slowly, watch the progress. ")
+
+
+def offline_stream_fn(chunk_delay: float = 0.03) -> StreamFn:
+    """A scripted model that streams word by word (``chunk_delay`` between deltas)."""
+
+    def stream(model: Model | None, context: Context,
+               options: StreamOptions) -> AssistantMessageEventStream:
+        return ScriptedStreamFn([_reply(context)], chunk_delay=chunk_delay)(
+            model, context, options)
+
+    return stream
+
+
+def make_agent(model: str | None = None, *, step_s: float = 0.5,
+               chunk_delay: float = 0.03) -> Agent:
+    """The demo agent: offline unless ``model`` ("provider/model-id") is given."""
+    tools = [make_count_tool(step_s)]
+    if model is None:
+        return Agent(system_prompt=SYSTEM_PROMPT, model=ScriptedStreamFn().model, tools=tools,
+                     stream_fn=offline_stream_fn(chunk_delay))
+    from piagent.providers import get_model
+
+    provider, _, model_id = model.partition("/")
+    if not model_id:
+        msg = f"--model must look like provider/model-id (e.g. openai/gpt-4o-mini), got {model!r}"
+        raise SystemExit(msg)
+    return Agent(system_prompt=SYSTEM_PROMPT, model=get_model(provider, model_id), tools=tools)
