@@ -197,6 +197,14 @@ def test_bare_json_error_tail(sse_server):
     assert message.usage.input == 120
 
 
+def test_non_json_tail(sse_server):
+    """Text after the last event that is neither SSE nor JSON is quoted in the message."""
+    message = _result(sse_server, [EXAMPLE[0], b"<html>502 Bad Gateway</html>\n"])
+    assert message.error_message == (
+        "Google stream ended without a finish reason; it ended with text that is not an "
+        "event: '<html>502 Bad Gateway</html>'")
+
+
 def test_error_object_in_a_data_event(sse_server):
     body = [sse({"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}})]
     message = _result(sse_server, body)
