@@ -318,3 +318,35 @@ def test_file_tools_stay_inside_their_folder(tmp_path):
     assert calculator.execute("c5", {"expression": "0.1 * 3"}, signal, updates.append) \
         .content[0].text == "0.3"
     assert "(UTC)" in current_time.execute("c6", {}, signal, updates.append).content[0].text
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_proxy_serves_until_interrupted():
+    """``piagent proxy`` binds, prints its URL, refuses a request without the token, and
+    stops cleanly on SIGINT."""
+    import json
+    import signal
+    import urllib.error
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "piagent", "proxy", "--port", "0",
+                             "--token", "s3cret"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("piagent proxy on http://127.0.0.1:"), line
+        url = line.split()[3]
+        request = urllib.request.Request(url, data=json.dumps({}).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=WAIT)
+        assert info.value.code == 401
+        info.value.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(WAIT)
+        proc.stdout.close()
+        proc.stderr.close()
