@@ -1,0 +1,30 @@
+"""The benchmark suite runs end to end in --quick mode and writes every section."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SECTIONS = ("per_turn", "loop_alone", "abort", "steer", "imports", "memory", "many_agents")
+
+
+@pytest.mark.timeout(150)
+def test_quick_benchmarks_write_every_section(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out",
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
+    for section in (*SECTIONS, "meta", "targets"):
+        assert results.get(section), f"section {section!r} is missing or empty"
+    assert set(results["per_turn"]) == {"20x4_instant", "5x8_sleep100", "100x1_instant"}
+    assert results["many_agents"]["finished"] == results["many_agents"]["agents"]
+    assert results["abort"]["stalled_stream"] and results["abort"]["waiting_tool"]
+    assert all(t["value"] is not None for t in results["targets"])
+    markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
+    assert "## Targets" in markdown and "## 6. Many agents" in markdown
