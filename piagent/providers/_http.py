@@ -41,14 +41,18 @@ builder's lock).
 from __future__ import annotations
 
 import email.utils
+import inspect
 import itertools
 import json
 import logging
+import os
+import queue
 import random
 import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -56,6 +60,7 @@ from typing import Any
 
 import requests
 import requests.adapters
+import requests.utils
 import sseclient
 import urllib3
 import urllib3.connection
@@ -77,6 +82,8 @@ from ..messages import (
 )
 from ..models import Model, calculate_cost
 from ..stream import (
+    _END,
+    AssistantMessageEvent,
     AssistantMessageEventStream,
     Context,
     DoneEvent,
@@ -210,7 +217,10 @@ class _TrackingAdapter(requests.adapters.HTTPAdapter):
 
 
 def _new_session() -> requests.Session:
-    session = requests.Session()  # trust_env stays True: proxies and CA bundles from env
+    session = requests.Session()
+    # The environment (proxies, CA bundle) is read once per origin by HttpClient.environment:
+    # requests re-reads os.environ on every request, which costs more than a whole turn.
+    session.trust_env = False
     adapter = _TrackingAdapter()
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -230,8 +240,26 @@ class HttpClient:
     def __init__(self, name: str, session_factory: Callable[[], requests.Session] = _new_session):
         self.name = name
         self._session_factory = session_factory
-        self._idle_lock = threading.Lock()  # guards _idle
+        self._idle_lock = threading.Lock()  # guards _idle and _environment
         self._idle: list[requests.Session] = []
+        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
+
+    def environment(self, url: str) -> tuple[dict[str, str], bool | str]:
+        """Proxies and TLS verification for ``url`` from the environment, as requests would
+        read them with ``trust_env`` (``HTTPS_PROXY``, ``NO_PROXY``, ``REQUESTS_CA_BUNDLE``,
+        ``CURL_CA_BUNDLE``); read once per origin."""
+        parts = urllib.parse.urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        with self._idle_lock:
+            cached = self._environment.get(origin)
+        if cached is None:
+            proxies = dict(requests.utils.get_environ_proxies(url))
+            verify: bool | str = (os.environ.get("REQUESTS_CA_BUNDLE")
+                                  or os.environ.get("CURL_CA_BUNDLE") or True)
+            cached = (proxies, verify)
+            with self._idle_lock:
+                self._environment[origin] = cached
+        return cached
 
     def checkout(self) -> requests.Session:
         """An idle session, or a new one."""
@@ -851,10 +879,12 @@ class ProviderCall:
         """One POST: the accepted stream, or why it failed and whether to retry."""
         assert self._session is not None
         provider = self.model.provider
+        proxies, verify = self.client.environment(request.url)
         _tls.tracker = self.tracker
         try:
             response = self._session.post(request.url, data=body, headers=headers,
-                                          stream=True, timeout=request.timeout)
+                                          stream=True, timeout=request.timeout,
+                                          proxies=proxies, verify=verify)
         except requests.RequestException as exc:
             self.tracker.detach()
             self.raise_if_aborted()
@@ -915,35 +945,44 @@ class ProviderCall:
 
 
 def start_stream(model: Model | None, options: StreamOptions | None,
-                 run: Callable[[ProviderCall], None], *, context: Context, client: HttpClient,
-                 api: str, label: str) -> AssistantMessageEventStream:
-    """Run ``run`` on a new worker thread and return its event stream at once.
+                 run: Callable[[ProviderCall], Iterator[None] | None], *, context: Context,
+                 client: HttpClient, api: str, label: str) -> AssistantMessageEventStream:
+    """Return the event stream of one provider call at once; never raises.
 
-    Never raises: a missing model, an exception from ``run`` and an abort all end the
-    stream with an ``ErrorEvent``. ``label`` names the provider in messages ("OpenAI").
+    ``run`` is the adapter's wire mapping. Written as a generator (a bare ``yield`` after
+    each wire event), it runs lazily on the thread that consumes the stream: no thread is
+    started and no event crosses threads, which is what the agent loop wants. A plain
+    function runs on a new worker thread instead. A missing model, an exception from
+    ``run`` and an abort all end the stream with an ``ErrorEvent``. ``label`` names the
+    provider in messages ("OpenAI").
     """
-    stream = AssistantMessageEventStream()
     options = options if options is not None else StreamOptions()
+    lazy = inspect.isgeneratorfunction(run)
     if model is None:
+        stream = AssistantMessageEventStream()
         _fail_without_model(stream, api)
         return stream
-    out = MessageBuilder(model, stream, api=api)
     signal = options.signal
     if signal is not None and signal.aborted:
-        out.fail(_abort_text(signal), aborted=True)
+        stream = AssistantMessageEventStream()
+        MessageBuilder(model, stream, api=api).fail(_abort_text(signal), aborted=True)
         return stream
+    stream = _LazyStream() if lazy else AssistantMessageEventStream()
+    out = MessageBuilder(model, stream, api=api)
     call = ProviderCall(model, context, options, out, client, label)
     unregister: Callable[[], None] = _noop
 
     def on_abort() -> None:
-        # on the aborting thread: deliver the final event first, then wake the worker
+        # on the aborting thread: deliver the final event first, then wake the reader
         assert signal is not None
         out.fail(_abort_text(signal), aborted=True)
         call.abort_transport()
 
-    def worker() -> None:
+    def body() -> Iterator[None]:
         try:
-            run(call)
+            steps = run(call)
+            if steps is not None:
+                yield from steps
             if not out.ended:
                 msg = f"The {label} adapter returned without finishing the message."
                 raise ProviderResponseError(msg, provider=model.provider)
@@ -954,7 +993,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
                 out.fail(_abort_text(signal), aborted=True)
             else:
                 out.fail(call.redact(str(exc)))
-        except Exception as exc:  # the worker thread's top level: becomes the error message
+        except Exception as exc:  # the reader's top level: becomes the error message
             if signal is not None and signal.aborted:
                 out.fail(_abort_text(signal), aborted=True)
             else:
@@ -967,10 +1006,86 @@ def start_stream(model: Model | None, options: StreamOptions | None,
 
     if signal is not None:
         unregister = signal.on_abort(on_abort)
-    thread = threading.Thread(target=worker, name=f"piagent-{api}-{next(_thread_ids)}",
-                              daemon=True)
-    thread.start()
+    if isinstance(stream, _LazyStream):
+        stream.drive(body(), signal)
+    else:
+        thread = threading.Thread(target=lambda: _exhaust(body()),
+                                  name=f"piagent-{api}-{next(_thread_ids)}", daemon=True)
+        thread.start()
     return stream
+
+
+def _exhaust(steps: Iterator[None]) -> None:
+    for _ in steps:
+        pass
+
+
+class _LazyStream(AssistantMessageEventStream):
+    """An event stream whose producer runs on the consumer's thread, one wire event a step.
+
+    Iterating (or ``result()``) advances the adapter until it has queued events, then yields
+    them. An abort from another thread pushes the final event and shuts the socket, which
+    wakes the consumer's blocked read. Thread safety: one consumer at a time; ``_steps_lock``
+    guards the producer generator.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._steps: Iterator[None] | None = None
+        self._signal: AbortSignal | None = None
+        self._steps_lock = threading.Lock()
+
+    def drive(self, steps: Iterator[None], signal: AbortSignal | None) -> None:
+        self._steps = steps
+        self._signal = signal
+
+    def _advance(self, *, to_end: bool = False) -> bool:
+        """Run the producer one step (or to its end); False once it has finished."""
+        with self._steps_lock:
+            steps = self._steps
+            if steps is None:
+                return False
+            if to_end and self._signal is not None and self._signal.aborted:
+                self._steps = None
+                close = getattr(steps, "close", None)
+                if close is not None:
+                    close()  # unwinds the adapter: response closed, callbacks removed
+                return False
+            try:
+                if to_end:
+                    for _ in steps:
+                        pass
+                else:
+                    next(steps)
+                    return True
+            except StopIteration:
+                pass
+            self._steps = None
+            return False
+
+    def __iter__(self) -> Iterator[AssistantMessageEvent]:
+        get = self._queue.get
+        get_nowait = self._queue.get_nowait
+        while True:
+            try:
+                item = get_nowait()
+            except queue.Empty:
+                if self._advance():
+                    continue
+                item = get()  # the producer has finished: its final events are queued
+            if item is _END:
+                self._queue.put(_END)
+                self._advance(to_end=True)
+                return
+            if item.type == "done" or item.type == "error":
+                self._advance(to_end=True)  # let the adapter release the connection first
+            yield item
+
+    def result(self, timeout: float | None = None) -> AssistantMessage:
+        while not self.has_result() and self._advance():
+            pass
+        self._advance(to_end=True)
+        return super().result(timeout)
 
 
 def _noop() -> None:

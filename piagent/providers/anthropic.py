@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -299,7 +299,7 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
 # --- the response -------------------------------------------------------------------------
 
 
-def _run(call: ProviderCall) -> None:
+def _run(call: ProviderCall) -> Iterator[None]:
     api_key = resolve_api_key("anthropic", call.options.api_key)
     if api_key:
         call.add_secret(api_key)
@@ -314,6 +314,7 @@ def _run(call: ProviderCall) -> None:
             state.handle(event)
             if state.stopped:
                 break  # leaving the block drains the body's end, keeping the connection
+            yield  # hand the queued events to the consumer
     state.finish()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -269,7 +269,7 @@ def _tool_result_parts(result: ToolResultMessage, with_ids: bool,
 # --- the response -------------------------------------------------------------------------
 
 
-def _run(call: ProviderCall) -> None:
+def _run(call: ProviderCall) -> Iterator[None]:
     options = call.options
     model = call.model
     api_key = resolve_api_key("google", options.api_key)
@@ -287,6 +287,7 @@ def _run(call: ProviderCall) -> None:
     with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
         for event in sse.events():
             state.handle(parse_event_json(event, call.label))
+            yield  # hand the queued events to the consumer
         tail = sse.trailing_text
     state.finish(tail)
 

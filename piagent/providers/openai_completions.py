@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -337,7 +337,7 @@ def stream_openai_completions(model: Model | None, context: Context,
                         label=label)
 
 
-def _run(call: ProviderCall) -> None:
+def _run(call: ProviderCall) -> Iterator[None]:
     model = call.model
     api_key = resolve_api_key(model.provider, call.options.api_key)
     headers: dict[str, str] = {}
@@ -363,6 +363,7 @@ def _run(call: ProviderCall) -> None:
                 raise ProviderError(f"{call.label} stream error: {event.data[:4000]}",
                                     provider=model.provider)
             state.handle(parse_event_json(event, call.label))
+            yield  # hand the queued events to the consumer
     state.finish(compat)
 
 

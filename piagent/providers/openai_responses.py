@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -167,7 +167,7 @@ def stream_openai_responses(model: Model | None, context: Context,
                         label=f"{label} Responses")
 
 
-def _run(call: ProviderCall) -> None:
+def _run(call: ProviderCall) -> Iterator[None]:
     model = call.model
     api_key = resolve_api_key(model.provider, call.options.api_key)
     headers: dict[str, str] = {}
@@ -187,6 +187,7 @@ def _run(call: ProviderCall) -> None:
             data = parse_event_json(event, call.label)
             if isinstance(data, dict) and state.handle(data):
                 break
+            yield  # hand the queued events to the consumer
     state.finish()
 
 
