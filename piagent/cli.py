@@ -113,11 +113,12 @@ class EventPrinter:
     """
 
     def __init__(self, out: TextIO, *, style: Style | None = None, echo_prompt: bool = False,
-                 show_thinking: bool = True) -> None:
+                 show_thinking: bool = True, show_usage: bool = False) -> None:
         self.out = out
         self.style = style or Style()
         self.echo_prompt = echo_prompt
         self.show_thinking = show_thinking
+        self.show_usage = show_usage
         self.lock = threading.RLock()
         self._at_line_start = True
         self._seen_assistant = False
@@ -206,6 +207,10 @@ class EventPrinter:
                 self.line(style.error("aborted: ") + (message.error_message or "Operation aborted"))
             elif message.stop_reason == "length":
                 self.line(style.dim("(the response hit the output token limit)"))
+            usage = message.usage
+            if self.show_usage and (usage.input or usage.output):
+                cost = f", ${usage.cost.total:.4f}" if usage.cost.total else ""
+                self.line(style.dim(f"({usage.input} tokens in, {usage.output} out{cost})"))
         elif role == "system":
             parts = []
             if message.tools_added:
@@ -412,7 +417,7 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     agent = Agent(system_prompt=args.system, model=model, tools=tools,
                   get_api_key=(lambda provider: api_key) if api_key else None)
     style = Style.for_stream(out)
-    printer = EventPrinter(out, style=style)
+    printer = EventPrinter(out, style=style, show_usage=True)
     agent.subscribe(printer)
     where = f" at {model.base_url}" if args.base_url else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
@@ -501,7 +506,7 @@ def _parser() -> argparse.ArgumentParser:
     proxy = commands.add_parser(
         "proxy", help="serve the provider proxy (keys stay on this machine)",
         description="Serve piagent.proxy.ProxyApp with the standard library's WSGI server.")
-    proxy.add_argument("--port", type=int, default=8765)
+    proxy.add_argument("--port", type=int, default=8787, help="default 8787; 0 picks a free port")
     proxy.add_argument("--host", default="127.0.0.1")
     proxy.add_argument("--token", help="the bearer token clients must send "
                                        "(default: $PIAGENT_PROXY_TOKEN)")

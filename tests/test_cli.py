@@ -350,3 +350,33 @@ def test_proxy_serves_until_interrupted():
             proc.wait(WAIT)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_printer_shows_usage_thinking_and_tool_changes():
+    from piagent import Cost, TextContent, ThinkingContent, Usage, UserMessage
+
+    answer = assistant_text("Four.")
+    answer.content.insert(0, ThinkingContent("2 + 2 is 4"))
+    answer.usage = Usage(input=12, output=3, total_tokens=15, cost=Cost(total=0.0021))
+    scripted = ScriptedStreamFn([answer, assistant_text("ok")])
+
+    @tool
+    def calc(expression: str) -> str:
+        """Compute.
+
+        Args:
+            expression: What to compute.
+        """
+        return "4"
+
+    agent = Agent(model=scripted.model, stream_fn=scripted)
+    out = io.StringIO()
+    agent.subscribe(EventPrinter(out, show_usage=True, echo_prompt=True))
+    agent.prompt("2 + 2?")
+    agent.state.tools = [calc]
+    agent.prompt([UserMessage([TextContent("again")])])
+    text = out.getvalue()
+    assert "you> 2 + 2?" in text
+    assert "(thinking) 2 + 2 is 4\nassistant> Four.\n" in text
+    assert "(12 tokens in, 3 out, $0.0021)" in text
+    assert "[system] tools added: calc" in text
