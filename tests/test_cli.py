@@ -141,18 +141,10 @@ def test_chat_text_typed_during_a_run_becomes_a_steering_message():
         release.wait(WAIT)
         return "slow done"
 
-    def release_after(value):
-        def step():
-            assert started.wait(WAIT)
-            return value
-        return step
-
     scripted = ScriptedStreamFn([
         assistant_tool_calls(("slow", {})),
-        lambda context, options: assistant_text("Steer seen: " + context.messages[-1].text
-                                                if hasattr(context.messages[-1], "text")
-                                                else "Steer seen: "
-                                                + context.messages[-1].content[0].text),
+        lambda context, options: assistant_text(
+            "Steer seen: " + context.messages[-1].content[0].text),
     ])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[slow])
 
@@ -185,13 +177,13 @@ def test_chat_ctrl_c_aborts_the_run_not_the_program():
         return "stopped"
 
     scripted = ScriptedStreamFn([assistant_tool_calls(("wait_forever", {})),
-                                 assistant_text("never used"), assistant_text("still here")])
+                                 assistant_text("still here")])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[wait_forever])
     code, out = _chat(agent, ["go", _after(started, KeyboardInterrupt()),
                               _idle(agent, "are you there?"), _idle(agent, "/quit")])
     assert code == 0
     assert "aborted: Aborted by the user (Ctrl-C)" in out
-    assert "assistant> still here" in out or "assistant> never used" in out
+    assert "assistant> still here" in out  # the aborted run made no further request
 
 
 def test_chat_follow_up_reset_and_unknown_command():
