@@ -281,6 +281,8 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
 
     def prompt_marker(event: Any, signal: Any) -> None:
         if event.type == "agent_end":
+            if agent.has_queued_messages():  # typed just after the loop's last poll
+                say(style.dim("(queued messages will go with your next message)"))
             printer.write(style.user("you> "))
 
     def start(text: str) -> None:
