@@ -23,6 +23,16 @@ from piagent.web import SSE_HEADERS, django_response, flask_response, sse_events
 WAIT = 5.0
 
 
+@pytest.fixture(autouse=True)
+def _no_piagent_threads_left():
+    """Every run a test starts has settled, and its threads are gone, when it ends."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name.startswith("piagent-"):
+            thread.join(WAIT)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("piagent-")] == []
+
+
 def _frames(data: bytes) -> list[dict[str, Any]]:
     out = []
     for frame in data.decode().split("\n\n"):

@@ -441,17 +441,17 @@ class ProxyServer:
 
 def serve_proxy(app: Callable[..., Iterable[bytes]], host: str = "127.0.0.1",
                 port: int = 8787, *, ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``app`` (usually a ``ProxyApp``) until interrupted; for ``piagent proxy``.
+    """Serve ``app`` (usually a ``ProxyApp``) on the calling thread; for ``piagent proxy``.
 
     ``ready(url)`` is called once the socket is bound (the CLI prints the URL there).
-    KeyboardInterrupt stops the server cleanly (live streams are aborted) and returns.
+    On KeyboardInterrupt the server shuts down cleanly (live streams are aborted, request
+    threads joined) and the KeyboardInterrupt propagates to the caller. ``OSError`` from
+    binding (port in use, permission) propagates unchanged.
     """
     server = ProxyServer(app, host, port)
     try:
         if ready is not None:
             ready(server.url)
         server.serve_forever()
-    except KeyboardInterrupt:
-        _log.info("Proxy server on %s interrupted; shutting down", server.url)
     finally:
         server.close()
