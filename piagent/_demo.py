@@ -346,10 +346,14 @@ def run_demo(out: TextIO, *, delay: float = 0.02, pause: float = 0.08,
                 steered.wait(5)
 
         def user() -> None:
-            if tools_running.wait(30):
-                out.write(style.user(f"you (typing while tools run)> {STEER}") + "\n")
-                agent.steer(STEER)
-            steered.set()
+            try:
+                if tools_running.wait(30):
+                    agent.steer(STEER)
+                    out.write(style.user(f"you (typing while tools run)> {STEER}") + "\n")
+            except OSError:  # the output went away (a closed pipe); the run notices too
+                pass
+            finally:
+                steered.set()
 
         agent.subscribe(on_event)
         typist = threading.Thread(target=user, name="piagent-demo-user", daemon=True)

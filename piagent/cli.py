@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -125,6 +126,8 @@ class EventPrinter:
         self._streamed_text = False
         self._tool_numbers: dict[str, int] = {}  # this batch's call ids -> display numbers
         self._tool_count = 0
+        self._batch_started: float | None = None  # monotonic time of the batch's first start
+        self._batch_durations: list[int] = []
 
     # plumbing
 
@@ -162,6 +165,16 @@ class EventPrinter:
 
     def _on_turn_start(self, event: Any) -> None:
         self._tool_numbers = {}  # call ids need only be unique within one message
+        self._batch_started = None
+        self._batch_durations = []
+
+    def _on_turn_end(self, event: Any) -> None:
+        durations = self._batch_durations
+        if self._batch_started is not None and len(durations) > 1:
+            wall = (time.monotonic() - self._batch_started) * 1000
+            self.line(self.style.dim(
+                f"  ({len(durations)} tools in {wall:.0f} ms; one after another they would "
+                f"take {sum(durations)} ms)"))
 
     def _on_message_start(self, event: Any) -> None:
         if getattr(event.message, "role", None) == "assistant":
@@ -233,6 +246,8 @@ class EventPrinter:
         return self._tool_numbers[tool_call_id]
 
     def _on_tool_execution_start(self, event: Any) -> None:
+        if self._batch_started is None:
+            self._batch_started = time.monotonic()
         number = self._number(event.tool_call_id)
         self.line(self.style.tool(f"  [{number}] {event.tool_name}({_format_args(event.args)})"))
 
@@ -244,6 +259,8 @@ class EventPrinter:
         self.line(self.style.dim(f"  [{number}] {event.tool_name}: {_one_line(text, 80)}"))
 
     def _on_tool_execution_end(self, event: Any) -> None:
+        if event.duration_ms is not None:
+            self._batch_durations.append(event.duration_ms)
         number = self._number(event.tool_call_id)
         result = event.result
         text = _one_line(_content_text(getattr(result, "content", None)), 80)
@@ -529,3 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.write("\ninterrupted\n")
         return 130
+    except BrokenPipeError:  # e.g. `piagent demo | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
