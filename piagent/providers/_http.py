@@ -111,6 +111,7 @@ __all__ = [
     "SSERequest",
     "SSEResponse",
     "format_http_error",
+    "arguments_json",
     "json_dumps",
     "parse_event_json",
     "redact",
@@ -431,9 +432,19 @@ class SSEResponse:
         self.close(reuse=exc_type is None)
 
 
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def arguments_json(arguments: Any) -> str:
+    """A tool call's arguments as JSON text (one shared encoder: ``json.dumps`` with
+    non-default options builds a new encoder per call, a cost per historical tool call)."""
+    return _ARGUMENTS_ENCODER.encode(arguments)
+
+
 def json_dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, the encoding used for every request body."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _BODY_ENCODER.encode(value).encode("utf-8")
 
 
 def parse_event_json(event: SSEEvent, label: str) -> Any:

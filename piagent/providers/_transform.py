@@ -7,6 +7,9 @@ system-message helpers the adapters share (leading prompt vs in-place updates).
 
 from __future__ import annotations
 
+import functools
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -192,3 +195,54 @@ def system_update_text(message: SystemMessage) -> str:
     if message.sections:
         parts.append(render_system_message_update(message))
     return "\n\n".join(parts)
+
+
+class WireCache:
+    """Converted (wire) forms of transcript messages, reused across requests by identity.
+
+    A conversation re-sends its whole history every turn; converting each old message again
+    makes a turn's cost grow with the transcript. An entry is reused only for the same
+    message object whose content list, blocks and their fields are still the same objects
+    (so replacing a block or assigning ``block.text`` is seen; mutating a tool call's
+    ``arguments`` dict in place is not — replace the dict instead). Entries go away with
+    their messages. Cached values are shared: callers must not mutate them.
+
+    Thread safety: every method may be called from any thread (``_lock`` guards
+    ``_entries``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], Any]] = {}
+
+    def get(self, message: Any, variant: Any, build: Callable[[Any], Any]) -> Any:
+        """``build(message)``, or the value built earlier for this message and ``variant``."""
+        key = id(message)
+        stamp = (variant, *_stamp(message))
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is not None and entry[0]() is message and entry[1] == stamp:
+            return entry[2]
+        value = build(message)
+        try:
+            ref = weakref.ref(message, functools.partial(self._forget, key))
+        except TypeError:  # an object that cannot be weakly referenced is not cached
+            return value
+        with self._lock:
+            self._entries[key] = (ref, stamp, value)
+        return value
+
+    def _forget(self, key: int, _ref: object = None) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+
+def _stamp(message: Any) -> tuple[Any, ...]:
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        return (id(content),)
+    parts: list[Any] = [id(content), len(content)]
+    for block in content:
+        parts.append(id(block))
+        parts.extend(map(id, block.__dict__.values()))
+    return tuple(parts)

@@ -43,7 +43,7 @@ from ._http import (
     start_stream,
 )
 from ._keys import is_local_url, missing_key_message, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
+from ._transform import WireCache, leading_system_text, system_update_text, transform_messages
 
 __all__ = ["build_anthropic_headers", "build_anthropic_request", "stream_anthropic"]
 
@@ -182,6 +182,9 @@ def _convert_tools(tools: Sequence[ToolDeclaration],
     return out
 
 
+_ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks (never mutated later)
+
+
 def _convert_messages(messages: Sequence[AgentMessage],
                       cache: dict[str, str] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -193,7 +196,7 @@ def _convert_messages(messages: Sequence[AgentMessage],
             if content:
                 out.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message)
+            blocks = _ASSISTANT_WIRE.get(message, None, _assistant_blocks)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
         elif isinstance(message, ToolResultMessage):

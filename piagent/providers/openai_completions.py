@@ -36,11 +36,12 @@ from ._http import (
     MessageBuilder,
     ProviderCall,
     SSERequest,
+    arguments_json,
     parse_event_json,
     start_stream,
 )
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
+from ._transform import WireCache, leading_system_text, system_update_text, transform_messages
 
 __all__ = ["OpenAICompat", "build_completions_request", "get_compat", "stream_openai_completions"]
 
@@ -196,6 +197,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
     if prompt:
         out.append({"role": role, "content": prompt})
     images_ok = "image" in model.input
+    variant = repr(compat)  # the cache key of these settings (compat holds dicts: no hash)
     pending_images: list[dict[str, Any]] = []
     for message in messages[start:]:
         if pending_images and not isinstance(message, ToolResultMessage):
@@ -203,7 +205,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": _user_content(message.content, images_ok)})
         elif isinstance(message, AssistantMessage):
-            wire = _assistant(message, compat)
+            wire = _ASSISTANT_WIRE.get(message, variant, lambda m: _assistant(m, compat))
             if wire is not None:
                 out.append(wire)
         elif isinstance(message, ToolResultMessage):
@@ -215,6 +217,9 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
     if pending_images:
         _flush_tool_images(out, pending_images, compat)
     return out
+
+
+_ASSISTANT_WIRE = WireCache()  # an assistant message's wire dict, per compat settings
 
 
 def _user_content(content: str | list[Any], images_ok: bool) -> str | list[dict[str, Any]]:
@@ -255,7 +260,7 @@ def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any
                 thinking.append(block.thinking)
         elif isinstance(block, ToolCall):
             calls.append({"id": block.id, "type": "function", "function": {
-                "name": block.name, "arguments": json.dumps(block.arguments, ensure_ascii=False)}})
+                "name": block.name, "arguments": arguments_json(block.arguments)}})
     if compat.requires_thinking_as_text and thinking:
         texts.insert(0, "\n\n".join(thinking))
         thinking = []

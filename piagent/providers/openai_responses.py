@@ -34,6 +34,7 @@ from ._http import (
     MessageBuilder,
     ProviderCall,
     SSERequest,
+    arguments_json,
     parse_event_json,
     start_stream,
 )
@@ -134,7 +135,7 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
         elif isinstance(block, ToolCall):
             call_id, _, fc_id = block.id.partition("|")
             item = {"type": "function_call", "call_id": call_id, "name": block.name,
-                    "arguments": json.dumps(block.arguments, ensure_ascii=False)}
+                    "arguments": arguments_json(block.arguments)}
             if fc_id:
                 item["id"] = fc_id
             items.append(item)

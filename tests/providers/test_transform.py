@@ -104,3 +104,31 @@ def test_system_helpers():
     assert system_update_text(update) == ('more\n\nUpdated system prompt section "rules":\n\nR'
                                           '\n\nRemoved system prompt section "old".')
     assert system_update_text(SystemMessage(tools_removed=["t"])) == ""
+
+
+def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
+    import gc
+
+    from piagent.messages import AssistantMessage, TextContent, ToolCall
+    from piagent.providers._transform import WireCache
+
+    cache = WireCache()
+    builds: list[str] = []
+
+    def build(message: AssistantMessage) -> str:
+        builds.append(message.text)
+        return message.text
+
+    message = AssistantMessage([TextContent("a"), ToolCall("1", "t", {"x": 1})])
+    assert cache.get(message, "v1", build) == "a"
+    assert cache.get(message, "v1", build) == "a"
+    assert builds == ["a"]  # the second request reused the conversion
+    assert cache.get(message, "v2", build) == "a"  # other settings: converted again
+    message.content[0].text = "b"  # assigning a field is seen
+    assert cache.get(message, "v2", build) == "b"
+    message.content[0] = TextContent("c")  # so is replacing a block
+    assert cache.get(message, "v2", build) == "c"
+    assert builds == ["a", "a", "b", "c"]
+    del message
+    gc.collect()
+    assert cache._entries == {}  # entries go away with their messages
