@@ -97,6 +97,8 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
     tool = next((t for t in tools if t.name == tool_call.name), None)
     if tool is None:
         return _Immediate(error_result(f"Tool {tool_call.name} not found"))
+    if signal.aborted:  # an aborted run prepares nothing and runs no hook
+        return _Immediate(error_result(_ABORTED))
     try:
         arguments = tool_call.arguments
         if tool.prepare_arguments is not None:
@@ -190,7 +192,18 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal, tools)
     if isinstance(prepared, _Immediate):
         return AgentToolCallOutcome(tool_call, prepared.result, True)
-    executed = execute_prepared(prepared, signal, on_update or (lambda _partial: None))
+    # as in a batch, updates sent after execute() returned are ignored
+    gate = threading.Lock()
+    accepting = True
+
+    def forward(partial: Any) -> None:
+        with gate:
+            if accepting and on_update is not None:
+                on_update(partial)
+
+    executed = execute_prepared(prepared, signal, forward)
+    with gate:
+        accepting = False
     done = finalize(context, assistant_message, prepared, executed, config, signal)
     return AgentToolCallOutcome(tool_call, done.result, done.is_error)
 

@@ -131,13 +131,19 @@ class _LoopStream(EventStream[AgentEvent, list[AgentMessage]]):
             worker.join()
 
     def __iter__(self) -> Any:
-        yield from super().__iter__()
+        try:
+            yield from super().__iter__()
+        except Exception:  # the loop failed: its worker is finishing, wait for it
+            self._join()
+            raise
         self._join()
 
     def result(self, timeout: float | None = None) -> list[AgentMessage]:
-        value = super().result(timeout)
-        self._join()
-        return value
+        try:
+            return super().result(timeout)
+        finally:
+            if self.has_result():  # ended (or failed), not timed out
+                self._join()
 
 
 def _start_worker(body: Callable[[Emit], list[AgentMessage]]) -> _LoopStream:
@@ -235,10 +241,12 @@ class _Run:
                                                            request.thinking_level)
 
                 message = self._stream_assistant_response()
+                if message is None:  # aborted before the request could start
+                    return self._close_aborted(turn_open=True)
                 self.new_messages.append(message)
                 if message.stop_reason in ("error", "aborted"):
                     last_turn = AgentTurnContext(message, [], self.context, self.new_messages)
-                    if config.finish_turn is not None:
+                    if config.finish_turn is not None and not signal.aborted:
                         config.finish_turn(last_turn, signal)  # observes; decision ignored
                     emit(TurnEndEvent(message, []))
                     emit(AgentEndEvent(list(self.new_messages)))
@@ -256,7 +264,7 @@ class _Run:
                 last_turn = AgentTurnContext(message, tool_results, self.context,
                                              self.new_messages)
                 decision = (_decision(config.finish_turn(last_turn, signal))
-                            if config.finish_turn is not None else None)
+                            if config.finish_turn is not None and not signal.aborted else None)
                 emit(TurnEndEvent(message, list(tool_results)))
                 if decision == "end":
                     emit(AgentEndEvent(list(self.new_messages)))
@@ -279,11 +287,14 @@ class _Run:
         emit(AgentEndEvent(list(self.new_messages)))
         return None
 
-    def _stream_assistant_response(self) -> AssistantMessage:
-        """Ask the model; keep the streaming message as the context's last entry."""
+    def _stream_assistant_response(self) -> AssistantMessage | None:
+        """Ask the model; keep the streaming message as the context's last entry.
+
+        Returns ``None``, having asked nothing, when the signal is aborted before the request.
+        """
         config, signal, emit, messages = self.config, self.signal, self.emit, self.context.messages
         if signal.aborted:
-            return self._synthetic_aborted()
+            return None
         view = messages
         if config.transform_context is not None:
             view = config.transform_context(view, signal)
@@ -293,7 +304,7 @@ class _Run:
         if config.get_api_key is not None and config.model is not None:
             api_key = config.get_api_key(config.model.provider)
         if signal.aborted:  # never start a provider request with an aborted signal
-            return self._synthetic_aborted()
+            return None
         options = StreamOptions(**{name: getattr(config, name) for name in _STREAM_OPTION_FIELDS})
         options.api_key = api_key or config.api_key
         options.signal = signal

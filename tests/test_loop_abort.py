@@ -1,0 +1,365 @@
+"""Abort in the low-level loop: no request with an aborted signal, no polls, no more hooks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from piagent import (
+    AbortController,
+    AbortSignal,
+    AgentContext,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentTool,
+    AgentToolResult,
+    AssistantMessage,
+    SystemMessage,
+    TextContent,
+    UserMessage,
+    agent_loop,
+    run_agent_loop,
+)
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from piagent.transcript import to_tool_declaration
+
+pytestmark = pytest.mark.usefixtures("no_thread_leak")
+
+PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
+               "required": ["path"]}
+
+
+class Recorder:
+    def __init__(self, on_event: Callable[[AgentEvent], None] | None = None) -> None:
+        self.events: list[Any] = []
+        self.on_event = on_event
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for e in self.events:
+            if e.type == "message_update":
+                continue
+            if e.type in ("message_start", "message_end"):
+                m = e.message
+                out.append((e.type, m.role, getattr(m, "tool_call_id", None) or
+                            getattr(m, "stop_reason", None) or ""))
+            elif e.type.startswith("tool_execution_"):
+                out.append((e.type, e.tool_call_id))
+            else:
+                out.append((e.type,))
+        return out
+
+
+class Hooks:
+    """Every hook of the loop, logging its calls (and optionally acting in one of them)."""
+
+    def __init__(self, act: dict[str, Callable[[], Any]] | None = None) -> None:
+        self.log: list[str] = []
+        self.act = act or {}
+        self.steering: list[Any] = []
+        self.follow_ups: list[Any] = []
+
+    def _call(self, name: str, value: Any = None) -> Any:
+        self.log.append(name)
+        if name in self.act:
+            out = self.act[name]()
+            if out is not None:
+                return out
+        return value
+
+    def config(self, fn: ScriptedStreamFn, **kwargs: Any) -> AgentLoopConfig:
+        return AgentLoopConfig(
+            model=fn.model,
+            convert_to_llm=lambda ms: self._call("convert_to_llm") or list(ms),
+            transform_context=lambda ms, s: self._call("transform_context") or ms,
+            prepare_request=lambda ctx, s: self._call("prepare_request"),
+            prepare_next_turn=lambda ctx: self._call("prepare_next_turn"),
+            get_api_key=lambda provider: self._call("get_api_key"),
+            get_steering_messages=lambda: self._drain("get_steering_messages", self.steering),
+            get_follow_up_messages=lambda: self._drain("get_follow_up_messages",
+                                                       self.follow_ups),
+            finish_turn=lambda turn, s: self._call("finish_turn"),
+            before_tool_call=lambda ctx, s: self._call("before_tool_call"),
+            **kwargs)
+
+    def _drain(self, name: str, queue: list[Any]) -> list[Any]:
+        self._call(name)
+        return [queue.pop(0)] if queue else []
+
+
+def make_tool(execute: Callable[..., Any] | None = None, name: str = "read") -> AgentTool:
+    def default(*args: Any) -> AgentToolResult:
+        return AgentToolResult(content=[TextContent("ok")])
+
+    return AgentTool(name, "Read a file", PATH_SCHEMA, execute or default)
+
+
+def context_for(*tools: AgentTool) -> AgentContext:
+    head = SystemMessage("", tools_added=[to_tool_declaration(t) for t in tools], timestamp=0)
+    return AgentContext([head], list(tools))
+
+
+def closing_rows(reason: str = "aborted") -> list[tuple[Any, ...]]:
+    return [("message_start", "assistant", reason), ("message_end", "assistant", reason),
+            ("turn_end",), ("agent_end",)]
+
+
+# --- before any request ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reason", "text"), [(None, "Operation aborted"),
+                                              ("user pressed Esc", "user pressed Esc")])
+def test_an_aborted_signal_never_starts_a_request(reason: str | None, text: str) -> None:
+    controller = AbortController()
+    controller.abort(reason)
+    hooks = Hooks()
+    hooks.steering.append(UserMessage("queued"))
+    fn = ScriptedStreamFn([assistant_text("never")])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], AgentContext(), hooks.config(fn), rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert fn.call_count == 0
+    assert hooks.log == []  # no queue polled, no hook run
+    assert hooks.steering  # still queued
+    assert rec.rows() == [("agent_start",), ("turn_start",), ("message_start", "user", ""),
+                          ("message_end", "user", ""), *closing_rows()]
+    final = new[-1]
+    assert isinstance(final, AssistantMessage)
+    assert (final.stop_reason, final.error_message, final.thinking_level) == (
+        "aborted", text, "off")
+    assert rec.events[-1].messages == new and rec.events[-2].message is final
+
+
+@pytest.mark.parametrize("where", ["prepare_request", "transform_context"])
+def test_an_abort_inside_request_preparation_stops_the_request(where: str) -> None:
+    controller = AbortController()
+    hooks = Hooks({where: controller.abort})
+    fn = ScriptedStreamFn([assistant_text("never")])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], AgentContext(), hooks.config(fn), rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert fn.call_count == 0
+    assert rec.rows()[-4:] == closing_rows()
+    assert [m.role for m in new] == ["user", "assistant"]
+    assert "finish_turn" not in hooks.log and "get_follow_up_messages" not in hooks.log
+    if where == "prepare_request":
+        assert "transform_context" not in hooks.log
+
+
+def test_an_abort_during_injection_stops_before_the_next_message() -> None:
+    controller = AbortController()
+    hooks = Hooks()
+    hooks.steering.extend([UserMessage("s1"), UserMessage("s2")])
+
+    def listener(event: AgentEvent) -> None:
+        if event.type == "message_end" and getattr(event.message, "content", None) == "s1":
+            controller.abort()
+
+    fn = ScriptedStreamFn([assistant_text("never")])
+    config = hooks.config(fn)
+    config.get_steering_messages = lambda: [hooks.steering.pop(0) for _ in
+                                            list(hooks.steering)]  # "all" mode
+    rec = Recorder(listener)
+    new = run_agent_loop([UserMessage("go")], AgentContext(), config, rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert [getattr(m, "content", None) for m in new[:2]] == ["go", "s1"]
+    assert fn.call_count == 0 and "prepare_request" not in hooks.log
+    assert rec.rows()[-4:] == closing_rows()
+
+
+# --- during a run ------------------------------------------------------------------------
+
+
+def test_an_abort_during_a_tool_ends_the_run_without_polls_or_requests() -> None:
+    """The seed's pitfall, fixed: no steering poll, no request after the aborted batch."""
+    controller = AbortController()
+    hooks = Hooks()
+
+    def execute(*args: Any) -> AgentToolResult:
+        hooks.steering.append(UserMessage("typed during the tool"))
+        controller.abort("stop")
+        return AgentToolResult(content=[TextContent("partial")])
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("no")])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute)), hooks.config(fn),
+                         rec, signal=controller.signal, stream_fn=fn)
+    assert fn.call_count == 1
+    assert hooks.steering  # the steer is not polled, so it is not recorded before an abort
+    after_abort = hooks.log[hooks.log.index("before_tool_call") + 1:]
+    assert "get_steering_messages" not in after_abort
+    for hook in ("finish_turn", "prepare_next_turn", "prepare_request", "transform_context",
+                 "get_follow_up_messages"):
+        assert hook not in after_abort
+    assert rec.rows()[-9:] == [
+        ("tool_execution_end", "call_1"),
+        ("message_start", "toolResult", "call_1"), ("message_end", "toolResult", "call_1"),
+        ("turn_end",), ("turn_start",), *closing_rows()]
+    assert new[-1].error_message == "stop"  # type: ignore[union-attr]
+    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+
+
+def test_an_abort_in_prepare_next_turn_closes_the_opened_turn() -> None:
+    controller = AbortController()
+    hooks = Hooks({"prepare_next_turn": lambda: (controller.abort(), AgentLoopTurnUpdate(
+        messages=[UserMessage("prepared")]))[1]})
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("no")])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert fn.call_count == 1
+    after = hooks.log[hooks.log.index("prepare_next_turn") + 1:]
+    assert after == []  # no re-poll, no request hooks
+    assert rec.rows()[-6:] == [("turn_end",), ("turn_start",), *closing_rows()]
+    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+
+
+def test_an_abort_while_streaming_is_a_hard_exit() -> None:
+    controller = AbortController()
+
+    def listener(event: AgentEvent) -> None:
+        if event.type == "message_update":
+            controller.abort()
+
+    ran: list[str] = []
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}))])
+    rec = Recorder(listener)
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(lambda *a: ran.append("x"))),
+                         AgentLoopConfig(model=fn.model, convert_to_llm=list), rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert ran == [] and fn.call_count == 1
+    final = new[-1]
+    assert isinstance(final, AssistantMessage) and final.stop_reason == "aborted"
+    assert final.error_message == "Operation aborted"
+    assert rec.rows()[-3:] == closing_rows()[1:]
+
+
+def test_an_abort_during_preflight_prepares_no_sibling_and_no_hook() -> None:
+    controller = AbortController()
+    hooks = Hooks({"before_tool_call": controller.abort})
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
+                                                ("read", {"path": "b"})), assistant_text("no")])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
+                         signal=controller.signal, stream_fn=fn)
+    assert hooks.log.count("before_tool_call") == 1
+    tool_rows = [r for r in rec.rows() if r[0].startswith("tool_") or r[1:2] == ("toolResult",)]
+    assert tool_rows == [("tool_execution_start", "call_1"), ("tool_execution_end", "call_1"),
+                         ("message_start", "toolResult", "call_1"),
+                         ("message_end", "toolResult", "call_1")]
+    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+
+
+def test_an_abort_before_preflight_runs_no_tool_hook() -> None:
+    controller = AbortController()
+    hooks = Hooks()
+
+    def listener(event: AgentEvent) -> None:
+        if event.type == "message_end" and event.message.role == "assistant":
+            controller.abort()
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
+                                                ("read", {"path": "b"})), assistant_text("no")])
+    rec = Recorder(listener)
+    run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
+                   signal=controller.signal, stream_fn=fn)
+    assert "before_tool_call" not in hooks.log and "finish_turn" not in hooks.log
+    assert fn.call_count == 1
+    ends = [e for e in rec.events if e.type == "tool_execution_end"]
+    assert [(e.tool_call_id, e.result.content[0].text) for e in ends] == [
+        ("call_1", "Operation aborted")]
+
+
+def test_orphan_tool_calls_are_left_after_an_aborted_sequential_batch() -> None:
+    controller = AbortController()
+    ran: list[str] = []
+
+    def execute(tool_call_id: str, *args: Any) -> AgentToolResult:
+        ran.append(tool_call_id)
+        controller.abort()
+        return AgentToolResult(content=[TextContent("first")])
+
+    fn = ScriptedStreamFn([assistant_tool_calls(*[("read", {"path": p}) for p in "abc"])])
+    rec = Recorder()
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+                         AgentLoopConfig(model=fn.model, convert_to_llm=list,
+                                         tool_execution="sequential"),
+                         rec, signal=controller.signal, stream_fn=fn)
+    assert ran == ["call_1"]
+    assert [r for r in rec.rows() if r[0].startswith("tool_")] == [
+        ("tool_execution_start", "call_1"), ("tool_execution_end", "call_1")]
+    assistant = new[1]
+    assert isinstance(assistant, AssistantMessage) and len(assistant.tool_calls) == 3
+    assert [getattr(m, "tool_call_id", m.role) for m in new] == [
+        "user", "assistant", "call_1", "assistant"]
+
+
+def test_a_parallel_call_not_started_before_the_abort_is_not_executed() -> None:
+    controller = AbortController()
+    ran: list[str] = []
+    started = threading.Event()
+
+    def execute(tool_call_id: str, params: Any, signal: AbortSignal,
+                on_update: Callable[[Any], None]) -> AgentToolResult:
+        ran.append(tool_call_id)
+        controller.abort()
+        started.set()
+        return AgentToolResult(content=[TextContent("one")])
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
+                                                ("read", {"path": "b"}))])
+    rec = Recorder()
+    run_agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+                   AgentLoopConfig(model=fn.model, convert_to_llm=list, max_parallel_tools=1),
+                   rec, signal=controller.signal, stream_fn=fn)
+    assert started.is_set() and ran == ["call_1"]
+    ends = {e.tool_call_id: e for e in rec.events if e.type == "tool_execution_end"}
+    assert ends["call_2"].is_error
+    assert ends["call_2"].result.content[0].text == "Operation aborted"
+
+
+def test_finish_turn_continue_makes_no_request_after_an_abort() -> None:
+    controller = AbortController()
+    fn = ScriptedStreamFn([assistant_text("one"), assistant_text("two")])
+
+    def finish_turn(turn: Any, signal: AbortSignal) -> str:
+        controller.abort()
+        return "continue"
+
+    rec = Recorder()
+    run_agent_loop([UserMessage("go")], AgentContext(), AgentLoopConfig(
+        model=fn.model, convert_to_llm=list, finish_turn=finish_turn), rec,
+        signal=controller.signal, stream_fn=fn)
+    assert fn.call_count == 1
+    assert rec.rows()[-2:] == [("turn_end",), ("agent_end",)]
+
+
+def test_agent_loop_abort_from_another_thread_settles_the_stream() -> None:
+    controller = AbortController()
+    entered = threading.Event()
+
+    def execute(tool_call_id: str, params: Any, signal: AbortSignal,
+                on_update: Callable[[Any], None]) -> AgentToolResult:
+        entered.set()
+        assert signal.wait(5)  # a long tool that honours the signal
+        return AgentToolResult(content=[TextContent("cancelled")], is_error=True)
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("no")])
+    stream = agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+                        AgentLoopConfig(model=fn.model, convert_to_llm=list),
+                        signal=controller.signal, stream_fn=fn)
+    assert entered.wait(5)
+    controller.abort()
+    new = stream.result(5)
+    assert fn.call_count == 1
+    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+    assert new[-1].stop_reason == "aborted"  # type: ignore[union-attr]
