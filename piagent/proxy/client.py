@@ -4,7 +4,8 @@ The proxy (``ProxyApp``, or pi's TypeScript server) keeps the provider keys. The
 POSTs the model, the context and the serialisable options, reads pi's proxy events
 (assistant events without ``partial``) and rebuilds the partial message itself, as pi's
 ``proxy.ts`` does. The transport (sessions, abort by socket shutdown, SSE parsing) is the
-providers' ``_http`` module; this module owns only the proxy's request and event mapping.
+providers' ``_http`` module, run lazily on the thread that consumes the stream (as the
+providers are); this module owns only the proxy's request and event mapping.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import http
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,9 +98,9 @@ def stream_proxy(model: Model | None, context: Context,
     request = SSERequest(url=url, body=body, headers=headers, timeout=options.timeout,
                          max_retries=0)
 
-    def run(call: ProviderCall) -> None:
+    def run(call: ProviderCall) -> Iterator[None]:
         call.add_secret(options.auth_token)
-        _run(call, request)
+        yield from _run(call, request)
 
     return start_stream(model, options, run, context=context, client=_CLIENT, api=model.api,
                         label=_LABEL)
@@ -109,8 +110,12 @@ def _run_unreachable(call: ProviderCall) -> None:  # start_stream fails a missin
     raise ProviderError("No model was given to stream_proxy.")
 
 
-def _run(call: ProviderCall, request: SSERequest) -> None:
-    """The worker: POST, then apply each proxy event to the message being rebuilt."""
+def _run(call: ProviderCall, request: SSERequest) -> Iterator[None]:
+    """POST, then apply each proxy event to the message being rebuilt.
+
+    A generator: ``start_stream`` runs it lazily on the thread that consumes the stream,
+    one wire event per step, so no thread is started per request.
+    """
     try:
         sse = call.open_sse(request)
     except ProviderError as exc:
@@ -129,6 +134,7 @@ def _run(call: ProviderCall, request: SSERequest) -> None:
                 raise ProviderResponseError(msg) from exc
             if isinstance(data, dict) and rebuilder.apply(data):
                 return
+            yield
     raise ProviderResponseError(CLOSED_EARLY)
 
 

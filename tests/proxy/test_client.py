@@ -221,17 +221,42 @@ class _Blocking:
         return assistant_text("too late")
 
 
+class _Reader:
+    """Consumes a stream on its own thread (the request is sent once someone reads)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.ended = threading.Event()
+        # owner: the test; joined in join()
+        self._thread = threading.Thread(target=self._read, name="test-proxy-reader")
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for _ in self.stream:
+                pass
+        finally:
+            self.ended.set()
+
+    def join(self) -> None:
+        self._thread.join(WAIT)
+        assert not self._thread.is_alive()
+
+
 def test_abort_ends_the_stream_promptly_and_aborts_upstream(serve):
     upstream = _Blocking()
     fn = ScriptedStreamFn([upstream])
     server = serve(fn)
     controller = AbortController()
     stream = stream_proxy(MODEL, CONTEXT, _options(server.url, signal=controller.signal))
+    reader = _Reader(stream)  # blocked in a socket read while the upstream waits
     assert upstream.started.wait(WAIT)
     began = time.monotonic()
     controller.abort()
     result = stream.result(WAIT)
     elapsed = time.monotonic() - began
+    assert reader.ended.wait(WAIT)
+    reader.join()
     assert result.stop_reason == "aborted"
     assert result.error_message == "Request was aborted"
     assert elapsed < 1.0

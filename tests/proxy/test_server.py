@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -284,7 +285,6 @@ def test_unterminated_stream_fn_ends_with_an_error_event(serve):
 
 def test_close_aborts_live_streams_and_refuses_new_ones(serve):
     started_signals: list[AbortSignal] = []
-    import threading
     started = threading.Event()
 
     def waits(context, options):
@@ -297,9 +297,16 @@ def test_close_aborts_live_streams_and_refuses_new_ones(serve):
     server = serve(fn)
     stream = stream_proxy(fn.model, Context([UserMessage("hi")]),
                           ProxyStreamOptions(proxy_url=server.url, auth_token=TOKEN))
+    results = []
+    # owner: this test; joined below (the request is sent once the stream is read)
+    reader = threading.Thread(target=lambda: results.append(stream.result(WAIT)),
+                              name="test-proxy-reader")
+    reader.start()
     assert started.wait(WAIT)
     server.app.close()
-    result = stream.result(WAIT)
+    reader.join(WAIT)
+    assert not reader.is_alive()
+    [result] = results
     assert result.stop_reason == "aborted"
     assert result.error_message == "The proxy server is shutting down"
     assert started_signals[0].aborted
