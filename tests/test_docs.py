@@ -77,7 +77,16 @@ def offline(monkeypatch, tmp_path):
             raise OSError(msg)
         return real_connect(sock, address)
 
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host not in (None, "127.0.0.1", "::1", "localhost"):
+            msg = f"documentation examples must run offline; a block looked up {host!r}"
+            raise OSError(msg)
+        return real_getaddrinfo(host, *args, **kwargs)
+
     monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.chdir(tmp_path)
     # set_default_stream_fn(None), undone afterwards: no block may fall back to a provider
     monkeypatch.setattr(piagent.stream, "_default_stream_fn", None)
