@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .messages import AgentMessage, SystemMessage, ToolDeclaration, now_ms
-from .transcript import ToolStateChanges, get_tool_state_changes, to_tool_declaration
+from .transcript import (
+    ToolStateChanges,
+    apply_tool_changes,
+    get_tool_state_changes,
+    to_tool_declaration,
+)
 
 
 class ToolDeclarations:
@@ -38,7 +43,7 @@ class ToolDeclarations:
         declared = self._declared
         for message in messages[self._seen:]:
             if isinstance(message, SystemMessage):
-                _fold(declared, message)
+                apply_tool_changes(declared, message)
         self._seen = len(messages)
         self._last = messages[-1] if messages else None
         return declared
@@ -63,17 +68,10 @@ class ToolDeclarations:
                 system_index = index
                 break
         declared = dict(self._replay(messages))
-        if system_index >= 0:
-            for index, message in enumerate(pending):
-                if isinstance(message, SystemMessage):
-                    if index == system_index:
-                        _fold(declared, message, tools=False)
-                    else:
-                        _fold(declared, message)
-        else:
-            for message in pending:
-                if isinstance(message, SystemMessage):
-                    _fold(declared, message)
+        for index, message in enumerate(pending):
+            # the last pending system message's tool fields are intent, replaced below
+            if isinstance(message, SystemMessage) and index != system_index:
+                apply_tool_changes(declared, message)
         changes = _changes(list(declared.values()), self.executable(tools))
         if system_index >= 0:
             target = pending[system_index]
@@ -93,16 +91,6 @@ class ToolDeclarations:
         insert_at = next((i for i, m in enumerate(pending) if not isinstance(m, SystemMessage)),
                          len(pending))
         return [*pending[:insert_at], update, *pending[insert_at:]]
-
-
-def _fold(declared: dict[str, ToolDeclaration], message: SystemMessage, *, tools: bool = True) -> None:
-    if not tools:
-        return
-    for name in message.tools_removed or ():
-        declared.pop(name, None)
-    for declaration in message.tools_added or ():
-        declared.pop(declaration.name, None)
-        declared[declaration.name] = declaration
 
 
 def _changes(previous: list[ToolDeclaration], current: list[ToolDeclaration]) -> ToolStateChanges:

@@ -49,11 +49,11 @@ def create_initial_system_message(
                          tools_added=list(tools) if tools else None, timestamp=0)
 
 
-def _apply_tool_changes(current: dict[str, ToolDeclaration], message: SystemMessage) -> None:
+def apply_tool_changes(current: dict[str, ToolDeclaration], message: SystemMessage) -> None:
+    """Fold one system message's tool changes into ``current`` (removals first)."""
     for name in message.tools_removed or ():
         current.pop(name, None)
     for declaration in message.tools_added or ():
-        current.pop(declaration.name, None)  # a re-added tool moves to the end
         current[declaration.name] = declaration
 
 
@@ -62,7 +62,7 @@ def get_current_tools(messages: Iterable[AgentMessage]) -> list[ToolDeclaration]
     current: dict[str, ToolDeclaration] = {}
     for message in messages:
         if isinstance(message, SystemMessage):
-            _apply_tool_changes(current, message)
+            apply_tool_changes(current, message)
     return list(current.values())
 
 
@@ -84,7 +84,7 @@ def get_current_system_message(messages: Iterable[AgentMessage]) -> SystemMessag
                 sections.pop(name, None)
             else:
                 sections[name] = value
-        _apply_tool_changes(tools, message)
+        apply_tool_changes(tools, message)
     if timestamp is None and not tools:
         return None
     return SystemMessage(

@@ -90,3 +90,10 @@ def test_to_tool_declaration_copies_parameters() -> None:
     declaration = to_tool_declaration(ToolDeclaration("t", "d", params))
     params["properties"]["x"]["type"] = "string"
     assert declaration.parameters["properties"]["x"]["type"] == "integer"
+
+
+def test_redeclaring_without_removal_keeps_the_tool_in_place() -> None:
+    messages = [SystemMessage(tools_added=[decl("a"), decl("b")], timestamp=0),
+                SystemMessage(tools_added=[decl("a", "v2")])]
+    assert [(t.name, t.description) for t in get_current_tools(messages)] == [
+        ("a", "v2"), ("b", "")]
