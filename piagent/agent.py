@@ -158,9 +158,11 @@ class AgentRun:
         self._closed = False
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
-        # queue input taken by this run: (queue, message), in the order taken
+        # queue input taken by this run: (queue, message), in the order taken. Delivery is
+        # tracked per taking (one message object may be queued twice): _undelivered maps
+        # id(message) to the indexes in _taken not yet delivered, oldest first
         self._taken: list[tuple[PendingQueue, AgentMessage]] = []
-        self._delivered: set[int] = set()
+        self._undelivered: dict[int, list[int]] = {}
         self._restored = False
 
     @property
@@ -228,6 +230,12 @@ class AgentRun:
             yield from batch
 
     # --- called by the Agent on the worker thread -------------------------------------
+
+    def _took(self, source: PendingQueue, messages: list[AgentMessage]) -> None:
+        """Record queue input taken by this run (under the Agent's queue lock)."""
+        for message in messages:
+            self._undelivered.setdefault(id(message), []).append(len(self._taken))
+            self._taken.append((source, message))
 
     def _record(self, event: AgentEvent) -> None:
         with self._events_cond:
@@ -448,8 +456,7 @@ class Agent:
         With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
         """
         prompts = _normalise_input(input, images)
-        run = self._start(_BUSY_PROMPT, lambda run: (prompts, False))
-        return self._finish_call(run, block, timeout)
+        return self._call(_BUSY_PROMPT, lambda run: (prompts, False), block, timeout)
 
     def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Continue from the transcript (a retry after an error, or queued input).
@@ -457,8 +464,7 @@ class Agent:
         With a user or tool-result tail the loop continues as is. With an assistant tail
         the queued steering (else follow-up) messages are run as a prompt.
         """
-        run = self._start(_BUSY_CONTINUE, self._continue_input)
-        return self._finish_call(run, block, timeout)
+        return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
 
     def stream(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None) -> AgentEventIterator:
@@ -501,41 +507,57 @@ class Agent:
         with self._queue_lock:
             steering = self._steering.drain()
             if steering:
-                run._taken.extend((self._steering, m) for m in steering)
+                run._took(self._steering, steering)
                 return steering, True
             follow_ups = self._follow_up.drain()
             if follow_ups:
-                run._taken.extend((self._follow_up, m) for m in follow_ups)
+                run._took(self._follow_up, follow_ups)
                 return follow_ups, False
         msg = "Cannot continue from message role: assistant"
         raise ValueError(msg)
 
-    def _start(self, busy_message: str,
-               choose: Callable[[AgentRun], tuple[list[AgentMessage] | None, bool]]) -> AgentRun:
+    def _call(self, busy_message: str,
+              choose: Callable[[AgentRun], tuple[list[AgentMessage] | None, bool]],
+              block: bool, timeout: float | None) -> AgentRun:
+        """Start a run, then wait for it as asked.
+
+        A ``KeyboardInterrupt`` anywhere after the worker thread was created (``Thread.start``
+        waits for the new thread, so Ctrl-C often lands there) aborts the run and waits for
+        it to settle, as one during the wait does; a second one escapes at once.
+        """
+        run = AgentRun(self)
+        try:
+            self._start(run, busy_message, choose)
+            if not block and timeout is None:
+                return run
+            settled = run._wait(timeout)
+        except KeyboardInterrupt:
+            if run._thread is not None:
+                run.abort()
+                run._wait(None)
+            raise
+        if not settled:
+            run.abort()
+            run.wait()
+            msg = f"The run did not finish within {timeout} seconds, so it was aborted."
+            raise TimeoutError(msg)
+        return run
+
+    def _start(self, run: AgentRun, busy_message: str,
+               choose: Callable[[AgentRun], tuple[list[AgentMessage] | None, bool]]) -> None:
         with self._run_lock:
             if self._active is not None:
                 raise AgentBusyError(busy_message)
-            run = AgentRun(self)
             prompts, skip_poll = choose(run)
             self._active = run
             state = self._state
             state._is_streaming = True
             state._streaming_message = None
             state._error_message = None
-        run._thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
-                                       name="piagent-run", daemon=True)
-        run._thread.start()
-        return run
-
-    def _finish_call(self, run: AgentRun, block: bool, timeout: float | None) -> AgentRun:
-        if not block and timeout is None:
-            return run
-        if not run.wait(timeout):
-            run.abort()
-            run.wait()
-            msg = f"The run did not finish within {timeout} seconds, so it was aborted."
-            raise TimeoutError(msg)
-        return run
+        thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+                                  name="piagent-run", daemon=True)
+        run._thread = thread
+        thread.start()
 
     def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         state = self._state
@@ -578,7 +600,7 @@ class Agent:
     def _take(self, run: AgentRun, source: PendingQueue) -> list[AgentMessage]:
         with self._queue_lock:
             taken = source.drain()
-            run._taken.extend((source, m) for m in taken)
+            run._took(source, taken)
         return taken
 
     def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
@@ -635,20 +657,22 @@ class Agent:
             listener(event, run.signal)
 
     def _mark_delivered(self, run: AgentRun, message: AgentMessage) -> None:
-        if not run._taken:
+        if not run._undelivered:
             return
-        for _, taken in run._taken:
-            if taken is message:
-                run._delivered.add(id(taken))
-                return
-        if isinstance(message, SystemMessage):  # declare_tool_changes rewrote a queued one
-            for _, taken in run._taken:
-                if (isinstance(taken, SystemMessage) and id(taken) not in run._delivered
-                        and taken.content == message.content
+        if isinstance(message, SystemMessage) and id(message) not in run._undelivered:
+            # declare_tool_changes may have rewritten a queued system message: match it
+            for first, *_ in run._undelivered.values():
+                taken = run._taken[first][1]
+                if (isinstance(taken, SystemMessage) and taken.content == message.content
                         and taken.sections == message.sections
                         and taken.timestamp == message.timestamp):
-                    run._delivered.add(id(taken))
-                    return
+                    message = taken
+                    break
+        pending = run._undelivered.get(id(message))
+        if pending:  # the oldest undelivered taking of this message is now delivered
+            del pending[0]
+            if not pending:
+                del run._undelivered[id(message)]
 
     def _restore_undelivered(self, run: AgentRun) -> None:
         """Queue input the run took but never delivered goes back to the front, in order."""
@@ -656,8 +680,10 @@ class Agent:
             if run._restored:
                 return
             run._restored = True
+            left = [run._taken[i] for i in sorted(i for indexes in run._undelivered.values()
+                                                  for i in indexes)]
             for source in (self._steering, self._follow_up):
-                lost = [m for q, m in run._taken if q is source and id(m) not in run._delivered]
+                lost = [m for q, m in left if q is source]
                 if lost:
                     source.restore_front(lost)
 
