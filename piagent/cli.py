@@ -170,8 +170,10 @@ class EventPrinter:
 
     def _on_turn_end(self, event: Any) -> None:
         durations = self._batch_durations
-        if self._batch_started is not None and len(durations) > 1:
-            wall = (time.monotonic() - self._batch_started) * 1000
+        if self._batch_started is None or len(durations) < 2:
+            return
+        wall = (time.monotonic() - self._batch_started) * 1000
+        if sum(durations) > wall:  # worth saying only when running them together saved time
             self.line(self.style.dim(
                 f"  ({len(durations)} tools in {wall:.0f} ms; one after another they would "
                 f"take {sum(durations)} ms)"))
