@@ -83,6 +83,7 @@ from .messages import (
     message_to_dict,
     messages_from_json,
     messages_to_json,
+    now_ms,
     register_message_type,
 )
 from .models import Model, ModelCost, calculate_cost
@@ -223,6 +224,7 @@ __all__ = [
     "message_to_dict",
     "messages_from_json",
     "messages_to_json",
+    "now_ms",
     "parse_streaming_json",
     "register_message_type",
     "render_system_message_update",

@@ -9,7 +9,7 @@ DOCUMENTED = {
     "TextContent", "ThinkingContent", "ImageContent", "ToolCall", "SystemMessage", "UserMessage",
     "AssistantMessage", "ToolResultMessage", "Usage", "Cost", "ToolDeclaration", "AgentMessage",
     "Message", "StopReason", "register_message_type", "message_to_dict", "message_from_dict",
-    "messages_to_json", "messages_from_json", "get_current_system_prompt", "get_current_tools",
+    "messages_to_json", "messages_from_json", "now_ms", "get_current_system_prompt", "get_current_tools",
     "get_current_system_message", "get_system_message_text", "get_tool_state_changes",
     "ToolStateChanges", "collapse_system_messages", "create_initial_system_message",
     "render_system_message_update", "to_tool_declaration",
