@@ -116,12 +116,15 @@ def test_steering_message_reaches_the_running_agent(browser, base_url):
     driver = browser
     driver.get(base_url)
     wait = WebDriverWait(driver, WAIT)
-    _send(driver, "count to 6")
+    _send(driver, "count to 16")  # 16 steps of 0.15 s: the steer lands while it runs
     wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".tool .progress").text
                .startswith("Counted "))
     steer = driver.find_element(By.ID, "steer-text")
     steer.send_keys("also say hello")
     driver.find_element(By.ID, "steer-send").click()
+    wait.until(lambda d: "steering queued" in d.find_element(By.ID, "log").text)
+    assert driver.find_element(By.CSS_SELECTOR, ".tool").get_attribute("data-state") == \
+        "running", "the tool ended before the steering message was queued"
     wait.until(lambda d: _status(d) == "done")
     replies = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")]
     assert any("You steered me: \u201calso say hello\u201d" in r for r in replies), replies
