@@ -217,17 +217,21 @@ class AgentRun:
                 return False
 
     def events(self) -> Iterator[AgentEvent]:
-        """Every event of the run from ``agent_start``: buffered ones, then live ones."""
+        """Every event of the run from ``agent_start``: buffered ones, then live ones.
+
+        The iteration ends once the run has settled (its worker thread has finished).
+        """
         index = 0
         while True:
             with self._events_cond:
                 while index >= len(self._events) and not self._closed:
                     self._events_cond.wait(_WAIT_SLICE)
                 if index >= len(self._events):
-                    return
+                    break
                 batch = self._events[index:]
             index += len(batch)
             yield from batch
+        self._wait(None)  # closed just before settling: returns at once
 
     # --- called by the Agent on the worker thread -------------------------------------
 

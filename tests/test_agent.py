@@ -226,6 +226,50 @@ def test_prepare_request_and_the_model_are_read_when_a_run_starts() -> None:
     assert [c.model for c in fn.calls] == [fn.model, other]
 
 
+def test_state_changed_during_a_run_applies_from_the_next_run() -> None:
+    gate = GateTool()
+    agent, fn = make_agent([assistant_tool_calls(("read", {})), assistant_text("same run"),
+                            assistant_text("next run")], tools=[gate.tool])
+    other = Model(id="other", api="scripted", provider="scripted",
+                  base_url="https://example.invalid")
+    run = agent.prompt("go", block=False)
+    assert gate.started("call_1").wait(WAIT)
+    agent.state.tools = []
+    agent.state.model = other
+    agent.state.thinking_level = "high"
+    gate.release("call_1").set()
+    assert run.wait(WAIT)
+    agent.prompt("again")
+    assert [c.model for c in fn.calls] == [fn.model, fn.model, other]
+    assert [c.options.reasoning for c in fn.calls] == [None, None, "high"]
+    removals = [[m.tools_removed for m in c.context.messages if isinstance(m, SystemMessage)
+                 and m.tools_removed] for c in fn.calls]
+    assert removals == [[], [], [["read"]]]
+
+
+def test_two_readers_of_one_run_each_get_every_event() -> None:
+    gate = GateTool()
+    agent, _ = make_agent([assistant_tool_calls(("read", {})), assistant_text("ok")],
+                          tools=[gate.tool])
+    run = agent.prompt("go", block=False)
+    seen: dict[str, list[str]] = {}
+
+    def read(name: str) -> None:
+        seen[name] = [e.type for e in run.events()]
+
+    readers = [threading.Thread(target=read, args=(n,), name=f"reader-{n}") for n in "ab"]
+    for reader in readers:
+        reader.start()
+    assert gate.started("call_1").wait(WAIT)
+    gate.release("call_1").set()
+    for reader in readers:
+        reader.join(WAIT)
+        assert not reader.is_alive()
+    assert run.done
+    assert seen["a"] == seen["b"] == [e.type for e in run.events()]
+    assert seen["a"][0] == "agent_start" and seen["a"][-1] == "agent_end"
+
+
 # --- the reducer and AgentState -------------------------------------------------------
 
 
@@ -607,6 +651,8 @@ def test_continue_from_a_user_tail_continues_the_transcript() -> None:
     ]
     assert labels(run.messages) == [("assistant", "stop:answer")]
     assert labels(fn.calls[0].context.messages) == [("user", "question")]
+    # the loop worked on a copy: the transcript grew once, through the reducer
+    assert labels(agent.state.messages) == [("user", "question"), ("assistant", "stop:answer")]
 
 
 def test_continue_from_a_tool_result_tail_continues() -> None:

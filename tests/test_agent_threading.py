@@ -7,6 +7,7 @@ parallel tools run, one agent shared by many threads, and threads back to baseli
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from agent_helpers import (
     non_system,
     piagent_threads,
     summary,
+    user,
 )
 
 from piagent import (
@@ -200,7 +202,7 @@ def test_a_raising_listener_fails_the_run_with_a_synthetic_error_message() -> No
             raise RuntimeError("listener broke")
 
     agent.subscribe(listener)
-    run = agent.prompt("hi")  # returns normally
+    run = agent.prompt("hi", timeout=WAIT)  # returns normally
     _assert_failed(agent, run, rec, "listener broke")
     assert summary(rec.events) == [
         ("agent_start",), ("turn_start",),
@@ -240,12 +242,13 @@ def _hook_failure(hook: str) -> tuple[Agent, ScriptedStreamFn]:
     return agent, fn
 
 
-@pytest.mark.parametrize("hook", ["convert_to_llm", "transform_context", "prepare_request"])
+@pytest.mark.parametrize("hook", ["convert_to_llm", "transform_context", "prepare_request",
+                                  "get_api_key"])
 def test_a_raising_hook_before_the_request_fails_the_run(hook: str) -> None:
     agent, fn = _hook_failure(hook)
     rec = Recorder(agent)
     agent.steer("steered")
-    run = agent.prompt("hi")
+    run = agent.prompt("hi", timeout=WAIT)
     _assert_failed(agent, run, rec, f"{hook} broke")
     assert summary(rec.events) == [
         ("agent_start",), ("turn_start",),
@@ -256,6 +259,16 @@ def test_a_raising_hook_before_the_request_fails_the_run(hook: str) -> None:
     ]
     assert fn.call_count == 0
     assert not agent.has_queued_messages()  # the steer was delivered, so it is not restored
+
+
+def test_a_raising_finish_turn_fails_the_run_after_the_response() -> None:
+    agent, fn = _hook_failure("finish_turn")
+    rec = Recorder(agent)
+    run = agent.prompt("hi", timeout=WAIT)
+    _assert_failed(agent, run, rec, "finish_turn broke")
+    assert summary(rec.events)[-5:] == [
+        ("message_end", "assistant", "stop:never"), *_failure_tail(),
+        ("agent_end", (("user", "hi"), ("assistant", "stop:never"), ("assistant", "error:")))]
 
 
 def test_a_raising_hook_after_an_abort_gives_an_aborted_message() -> None:
@@ -311,6 +324,26 @@ def test_a_raising_prepare_next_turn_restores_the_steering_it_never_delivered() 
     _assert_failed(agent, run, rec, "compaction failed")
     agent.steering_mode = "all"
     assert [label(m)[1] for m in agent.peek_queued_messages()] == ["s1", "s2"]
+
+
+def test_queued_prompts_a_failed_run_never_delivered_go_back_to_their_queue() -> None:
+    agent, fn = make_agent([assistant_text("never")], messages=[user("q"), assistant_text("a")])
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "message_start" and label(event.message) == ("user", "s2"):  # type: ignore[union-attr]
+            raise RuntimeError("ui crashed")
+
+    rec = Recorder(agent)
+    agent.subscribe(listener)
+    agent.steering_mode = "all"
+    for text in ("s1", "s2", "s3"):
+        agent.steer(text)
+    run = agent.continue_(timeout=WAIT)  # the assistant tail: the steering is run as a prompt
+    _assert_failed(agent, run, rec, "ui crashed")
+    assert labels(run.messages) == [("user", "s1"), ("assistant", "error:")]
+    # s1 reached the transcript; s2 (started, never ended) and s3 are queued again, in order
+    assert [label(m)[1] for m in agent.peek_queued_messages()] == ["s2", "s3"]
+    assert fn.call_count == 0
 
 
 def test_a_listener_raising_during_parallel_tools_waits_for_the_running_tools() -> None:
@@ -478,6 +511,29 @@ def test_thread_count_is_back_to_baseline_after_each_kind_of_run() -> None:
         assert [e.type for e in events][-1] == "agent_end"
     assert threading.active_count() == baseline and piagent_threads() == []
     assert isinstance(agent.state.messages[0], SystemMessage)
+
+
+def test_the_end_of_the_event_iteration_is_the_end_of_the_run() -> None:
+    """Once ``stream()`` (or ``run.events()``) is exhausted, the run has settled.
+
+    A race reproducer: a tiny switch interval makes the reader wake between the last event
+    and the worker's exit, so a regression fails on nearly every run of this test.
+    """
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        late = 0
+        for _ in range(300):
+            agent, _ = make_agent([assistant_text("ok")])
+            events = agent.stream("hi")
+            for _event in events:
+                pass
+            if not events.run.done or piagent_threads():
+                late += 1
+            assert events.run.wait(WAIT)
+    finally:
+        sys.setswitchinterval(previous)
+    assert late == 0
 
 
 def test_waiting_from_several_threads_at_once() -> None:
