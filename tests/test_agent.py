@@ -501,6 +501,22 @@ def test_a_listener_can_unsubscribe_itself_from_inside() -> None:
     assert after.types() == [e.type for e in run.events()]  # the next listener missed nothing
 
 
+def test_a_listener_can_unsubscribe_a_later_listener_from_inside() -> None:
+    agent, _ = make_agent([assistant_text("one")])
+    later: list[str] = []
+    unsubscribe_later: list[Any] = []
+
+    def first(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "turn_start":
+            unsubscribe_later[0]()
+
+    agent.subscribe(first)
+    unsubscribe_later.append(agent.subscribe(lambda e, s: later.append(e.type)))
+    agent.prompt("hi")
+    # the listeners of an event are fixed when it is emitted; later events skip it
+    assert later == ["agent_start", "turn_start"]
+
+
 def test_a_listener_can_subscribe_another_listener_from_inside() -> None:
     agent, _ = make_agent([assistant_text("one")])
     late_events: list[str] = []

@@ -216,6 +216,27 @@ def test_a_raising_listener_fails_the_run_with_a_synthetic_error_message() -> No
                                             ("assistant", "error:")]
 
 
+def test_a_listener_raising_at_agent_end_closes_the_run_again_the_seeds_way() -> None:
+    """handleRunFailure runs after the loop's own agent_end: a second agent_end follows."""
+    agent, fn = make_agent([assistant_text("hello")])
+    rec = Recorder(agent)
+    raised: list[int] = []
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "agent_end" and not raised:
+            raised.append(1)
+            raise RuntimeError("saving the session failed")
+
+    agent.subscribe(listener)
+    run = agent.prompt("hi", timeout=WAIT)
+    assert summary(rec.events)[-5:] == [
+        ("agent_end", (("user", "hi"), ("assistant", "stop:hello"))),
+        *_failure_tail(),
+        ("agent_end", (("user", "hi"), ("assistant", "stop:hello"), ("assistant", "error:")))]
+    assert agent.state.error_message == "saving the session failed"
+    assert run.done and not agent.state.is_streaming
+
+
 def test_a_listener_raising_on_every_event_still_ends_the_run() -> None:
     agent, fn = make_agent([assistant_text("hello")])
     rec = Recorder(agent)
