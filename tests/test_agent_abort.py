@@ -9,6 +9,7 @@ thread waits in ``prompt()`` aborts the run, settles it, and re-raises.
 from __future__ import annotations
 
 import _thread
+import signal as signal_module
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -290,6 +291,17 @@ def test_restored_messages_go_in_front_of_messages_queued_meanwhile_in_order() -
 # --- Ctrl-C ---------------------------------------------------------------------------
 
 
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """``interrupt_main`` does nothing while SIGINT is ignored (a background job): undo that."""
+    previous = signal_module.signal(signal_module.SIGINT, signal_module.default_int_handler)
+    try:
+        yield
+    finally:
+        signal_module.signal(signal_module.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_while_prompt_waits_aborts_the_run_and_reraises() -> None:
     baseline = threading.active_count()
     gate = GateTool(until_abort=True)
@@ -319,6 +331,7 @@ def test_ctrl_c_while_prompt_waits_aborts_the_run_and_reraises() -> None:
     assert piagent_threads() == []
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_a_second_ctrl_c_stops_waiting_and_the_run_finishes_in_the_background() -> None:
     signals: list[AbortSignal] = []
     gate = GateTool(on_start=lambda call_id, signal: signals.append(signal))  # ignores aborts
@@ -347,6 +360,7 @@ def test_a_second_ctrl_c_stops_waiting_and_the_run_finishes_in_the_background() 
         ("assistant", "aborted:")]
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_while_waiting_on_a_non_blocking_run() -> None:
     gate = GateTool(until_abort=True)
     agent, fn = make_agent([assistant_tool_calls(("read", {}))], tools=[gate.tool])
