@@ -152,6 +152,7 @@ class AgentRun:
         self._controller = AbortController()
         self._settled = threading.Event()
         self._thread: threading.Thread | None = None
+        self._worker_started = threading.Event()  # set first thing on the worker thread
         # guards _events and _closed; notified on every recorded event and at settle
         self._events_cond = threading.Condition()
         self._events: list[AgentEvent] = []
@@ -560,8 +561,18 @@ class Agent:
             state._error_message = None
         thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
                                   name="piagent-run", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            # Ctrl-C inside start(), or "can't start new thread": if the worker never runs,
+            # undo the start here, or the agent would stay busy for ever
+            if not run._worker_started.wait(1.0):
+                self._restore_undelivered(run)
+                self._settle(run)
+                raise
+            run._thread = thread
+            raise
         run._thread = thread
-        thread.start()
 
     def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         state = self._state
@@ -610,6 +621,7 @@ class Agent:
     def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
                     skip_initial_steering_poll: bool) -> None:
         """The run's worker thread: the loop, failure handling, settling."""
+        run._worker_started.set()
         try:
             state = self._state
             context = AgentContext(list(state.messages), list(state.tools))

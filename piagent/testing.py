@@ -279,13 +279,24 @@ class _ScriptedStream(AssistantMessageEventStream):
         self._source_lock = threading.Lock()
 
     def _produce(self) -> Iterator[AssistantMessageEvent]:
+        # The signal is checked before the next event is built, so an aborted message
+        # holds exactly the content its delivered events described.
         signal = self._signal
-        partial: AssistantMessage | None = None
-        for partial, event in _events(self._final):
+        final = self._final
+        partial = AssistantMessage(content=[], api=final.api, provider=final.provider,
+                                   model=final.model, timestamp=final.timestamp)
+        source = _events(final)
+        started = False
+        while True:
             if signal is not None and (signal.is_set() or (
-                    self._delay and event.type != "start" and signal.wait(self._delay))):
+                    self._delay and started and signal.wait(self._delay))):
                 yield _aborted(partial, signal.reason)
                 return
+            item = next(source, None)
+            if item is None:
+                return
+            partial, event = item
+            started = True
             yield event
 
     def _next(self) -> AssistantMessageEvent | None:

@@ -77,14 +77,17 @@ def test_abort_mid_stream_ends_aborted_with_partial_content() -> None:
     fn = ScriptedStreamFn([assistant_text("one two three four five six seven eight nine ten")])
     stream = fn(fn.model, Context([]), StreamOptions(signal=controller.signal))
     seen = []
+    deltas = []
     for event in stream:
         seen.append(event.type)
         if event.type == "text_delta":
+            deltas.append(event.delta)
             controller.abort()
-    assert seen[-1] == "error"
+    assert seen == ["start", "text_start", "text_delta", "error"]
     result = stream.result()
     assert result.stop_reason == "aborted" and result.error_message == "Operation aborted"
-    assert result.content[0].text and result.content[0].text != "one two three four five six"
+    # exactly what the delivered events described, nothing of the next delta
+    assert result.content[0].text == "".join(deltas) == "one two three "
 
 
 def test_builders() -> None:
