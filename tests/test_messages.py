@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from piagent import (
     AssistantMessage,
