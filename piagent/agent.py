@@ -155,6 +155,7 @@ class AgentRun:
         self._worker_started = threading.Event()  # set first thing on the worker thread
         # guards _events and _closed; notified on every recorded event and at settle
         self._events_cond = threading.Condition()
+        self._readers = 0  # events() iterators waiting on _events_cond (guarded by it)
         self._events: list[AgentEvent] = []
         self._closed = False
         self._messages: list[AgentMessage] = []
@@ -225,8 +226,12 @@ class AgentRun:
         index = 0
         while True:
             with self._events_cond:
-                while index >= len(self._events) and not self._closed:
-                    self._events_cond.wait(_WAIT_SLICE)
+                self._readers += 1  # before the check, so _record cannot miss a waiter
+                try:
+                    while index >= len(self._events) and not self._closed:
+                        self._events_cond.wait(_WAIT_SLICE)
+                finally:
+                    self._readers -= 1
                 if index >= len(self._events):
                     break
                 batch = self._events[index:]
@@ -243,9 +248,10 @@ class AgentRun:
             self._taken.append((source, message))
 
     def _record(self, event: AgentEvent) -> None:
-        with self._events_cond:
-            self._events.append(event)
-            self._events_cond.notify_all()
+        self._events.append(event)
+        if self._readers:  # nobody waiting (the usual case): no lock, no notify
+            with self._events_cond:
+                self._events_cond.notify_all()
 
     def _close(self) -> None:
         with self._events_cond:
@@ -359,9 +365,10 @@ class Agent:
         self._steering = PendingQueue(check_mode(steering_mode, "steering_mode"), self._queue_lock)
         self._follow_up = PendingQueue(check_mode(follow_up_mode, "follow_up_mode"),
                                        self._queue_lock)
-        # guards _listeners (copied before each event, so listeners may unsubscribe)
+        # guards changes to _listeners, a tuple replaced on each change, so emitting reads it
+        # without a lock and listeners may (un)subscribe while an event is delivered
         self._listeners_lock = threading.Lock()
-        self._listeners: list[Listener] = []
+        self._listeners: tuple[Listener, ...] = ()
         # guards _active: the check-and-set that starts a run, and its clearing
         self._run_lock = threading.Lock()
         self._active: AgentRun | None = None
@@ -400,14 +407,14 @@ class Agent:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event, signal)`` for every event; returns the unsubscribe function."""
         with self._listeners_lock:
-            self._listeners.append(listener)
+            self._listeners = (*self._listeners, listener)
 
         def unsubscribe() -> None:
             with self._listeners_lock:
-                try:
-                    self._listeners.remove(listener)
-                except ValueError:
-                    pass
+                listeners = list(self._listeners)
+                if listener in listeners:  # the first registration of it goes
+                    listeners.remove(listener)
+                    self._listeners = tuple(listeners)
 
         return unsubscribe
 
@@ -667,10 +674,9 @@ class Agent:
             state._streaming_message = None
             self._restore_undelivered(run)  # before listeners, so they see the queues right
         run._record(event)
-        with self._listeners_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(event, run.signal)
+        signal = run.signal
+        for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed
+            listener(event, signal)
 
     def _mark_delivered(self, run: AgentRun, message: AgentMessage) -> None:
         if not run._undelivered:
