@@ -46,6 +46,8 @@ __all__ = [
     "messages_to_json",
     "now_ms",
     "register_message_type",
+    "usage_from_dict",
+    "usage_to_dict",
 ]
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
@@ -265,7 +267,8 @@ def content_from_dict(data: Mapping[str, Any]) -> Any:
     raise UnknownMessageTypeError(msg)
 
 
-def _usage_to_dict(usage: Usage) -> dict[str, Any]:
+def usage_to_dict(usage: Usage) -> dict[str, Any]:
+    """pi's JSON form of a ``Usage``."""
     cost = usage.cost
     return {
         "input": usage.input, "output": usage.output, "cacheRead": usage.cache_read,
@@ -275,16 +278,22 @@ def _usage_to_dict(usage: Usage) -> dict[str, Any]:
     }
 
 
-def _usage_from_dict(data: Mapping[str, Any] | None) -> Usage:
-    if not data:
+def usage_from_dict(data: Any) -> Usage:
+    """A ``Usage`` from pi's JSON form; missing or malformed parts count as zero."""
+    if not isinstance(data, Mapping):
         return Usage()
-    cost = data.get("cost") or {}
+    cost = data.get("cost")
+    cost = cost if isinstance(cost, Mapping) else {}
+
+    def num(source: Mapping[str, Any], key: str) -> float:
+        value = source.get(key, 0)
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
     return Usage(
-        int(data.get("input", 0)), int(data.get("output", 0)), int(data.get("cacheRead", 0)),
-        int(data.get("cacheWrite", 0)), int(data.get("totalTokens", 0)),
-        Cost(float(cost.get("input", 0.0)), float(cost.get("output", 0.0)),
-             float(cost.get("cacheRead", 0.0)), float(cost.get("cacheWrite", 0.0)),
-             float(cost.get("total", 0.0))),
+        int(num(data, "input")), int(num(data, "output")), int(num(data, "cacheRead")),
+        int(num(data, "cacheWrite")), int(num(data, "totalTokens")),
+        Cost(num(cost, "input"), num(cost, "output"), num(cost, "cacheRead"),
+             num(cost, "cacheWrite"), num(cost, "total")),
     )
 
 
@@ -338,7 +347,7 @@ def _assistant_to_dict(m: AssistantMessage) -> dict[str, Any]:
     out: dict[str, Any] = {
         "role": "assistant", "content": [content_to_dict(b) for b in m.content],
         "api": m.api, "provider": m.provider, "model": m.model,
-        "usage": _usage_to_dict(m.usage), "stopReason": m.stop_reason,
+        "usage": usage_to_dict(m.usage), "stopReason": m.stop_reason,
     }
     if m.error_message is not None:
         out["errorMessage"] = m.error_message
@@ -352,7 +361,7 @@ def _assistant_from_dict(d: Mapping[str, Any]) -> AssistantMessage:
     return AssistantMessage(
         content=[content_from_dict(b) for b in d.get("content", ())],
         api=d.get("api", ""), provider=d.get("provider", ""), model=d.get("model", ""),
-        usage=_usage_from_dict(d.get("usage")), stop_reason=d.get("stopReason", "stop"),
+        usage=usage_from_dict(d.get("usage")), stop_reason=d.get("stopReason", "stop"),
         error_message=d.get("errorMessage"), thinking_level=d.get("thinkingLevel"),
         timestamp=int(d.get("timestamp", 0)),
     )
@@ -366,7 +375,7 @@ def _tool_result_to_dict(m: ToolResultMessage) -> dict[str, Any]:
     if m.details is not None:
         out["details"] = m.details
     if m.usage is not None:
-        out["usage"] = _usage_to_dict(m.usage)
+        out["usage"] = usage_to_dict(m.usage)
     out["isError"] = m.is_error
     if m.duration_ms is not None:
         out["durationMs"] = m.duration_ms
@@ -379,7 +388,7 @@ def _tool_result_from_dict(d: Mapping[str, Any]) -> ToolResultMessage:
         tool_call_id=d.get("toolCallId", ""), tool_name=d.get("toolName", ""),
         content=[content_from_dict(b) for b in d.get("content") or ()],
         details=d.get("details"),
-        usage=_usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
+        usage=usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
         is_error=bool(d.get("isError", False)),
         duration_ms=int(d["durationMs"]) if d.get("durationMs") is not None else None,
         timestamp=int(d.get("timestamp", 0)),

@@ -18,12 +18,12 @@ from jsonschema.exceptions import best_match
 from ..errors import ProxyProtocolError
 from ..messages import (
     AgentMessage,
-    Cost,
     SystemMessage,
     ToolDeclaration,
-    Usage,
     message_from_dict,
     message_to_dict,
+    usage_from_dict,
+    usage_to_dict,
 )
 from ..models import Model, ModelCost
 from ..stream import (
@@ -158,36 +158,6 @@ def validate_request(body: Any) -> None:
 
 
 # --- usage and models -------------------------------------------------------------------
-
-
-def usage_to_dict(usage: Usage) -> dict[str, Any]:
-    """pi's JSON form of a ``Usage``."""
-    cost = usage.cost
-    return {
-        "input": usage.input, "output": usage.output, "cacheRead": usage.cache_read,
-        "cacheWrite": usage.cache_write, "totalTokens": usage.total_tokens,
-        "cost": {"input": cost.input, "output": cost.output, "cacheRead": cost.cache_read,
-                 "cacheWrite": cost.cache_write, "total": cost.total},
-    }
-
-
-def usage_from_dict(data: Any) -> Usage:
-    """A ``Usage`` from pi's JSON form; missing or malformed parts count as zero."""
-    if not isinstance(data, Mapping):
-        return Usage()
-    cost = data.get("cost")
-    cost = cost if isinstance(cost, Mapping) else {}
-
-    def num(source: Mapping[str, Any], key: str) -> float:
-        value = source.get(key, 0)
-        return float(value) if isinstance(value, (int, float)) else 0.0
-
-    return Usage(
-        int(num(data, "input")), int(num(data, "output")), int(num(data, "cacheRead")),
-        int(num(data, "cacheWrite")), int(num(data, "totalTokens")),
-        Cost(num(cost, "input"), num(cost, "output"), num(cost, "cacheRead"),
-             num(cost, "cacheWrite"), num(cost, "total")),
-    )
 
 
 def model_to_dict(model: Model) -> dict[str, Any]:
