@@ -7,7 +7,10 @@ system-message helpers the adapters share (leading prompt vs in-place updates).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import functools
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -72,6 +75,7 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
 
     def flush_orphans() -> None:
         if not pending:
+            answered.clear()  # a stray result must not answer a later call with its id
             return
         for call in pending:
             if call.id not in answered:
@@ -246,3 +250,143 @@ def _stamp(message: Any) -> tuple[Any, ...]:
         parts.append(id(block))
         parts.extend(map(id, block.__dict__.values()))
     return tuple(parts)
+
+
+class SegmentCache:
+    """Converts a transcript, reusing the conversion of the prefix an earlier request shared.
+
+    A conversation re-sends its whole history every turn. ``transform_messages`` followed by
+    an adapter's conversion is a left-to-right fold that starts afresh at every user or
+    sent assistant message (orphan tool calls are answered and tool-result images flushed
+    there), so converting ``[:k]`` and ``[k:]`` separately at such a message gives the same
+    wire messages as converting the whole. The cache keeps the last few conversions with
+    the very message objects they came from; a request that starts with the same objects
+    reuses the output up to the last segment start inside that prefix and converts only the
+    rest: a turn then costs what its new messages cost. Messages are treated as immutable
+    once they are in a transcript (replace one to change it; an in-place edit of an
+    already-sent message may not reach the model).
+
+    Thread safety: every method may be called from any thread (``_lock`` guards
+    ``_recent``). Bounded: it keeps ``size`` conversations.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._lock = threading.Lock()
+        self._recent: collections.deque[_Conversion] = collections.deque(maxlen=size)
+
+    def convert(self, messages: Sequence[AgentMessage], variant: Any,
+                convert: Callable[[Sequence[AgentMessage]], list[Any]],
+                renames: Callable[[Sequence[AgentMessage]], bool]) -> list[Any]:
+        """``convert(messages)``, the shared prefix reused from an earlier request.
+
+        ``convert(part)`` converts whole segments; ``renames(part)`` says whether a part
+        renames tool-call ids (another model's calls), which later results follow: after
+        such a part, and for a tool result whose call came earlier, the transcript is
+        converted whole.
+        """
+        messages = tuple(messages)
+        starts: list[int] = [0]  # segment starts converted so far (the last: where to go on)
+        ends: list[int] = [0]  # len(out) at each start
+        flags: list[bool] = [False]  # at each start: did anything before rename call ids?
+        out: list[Any] = []
+        base = self._best_prefix(messages, variant)
+        if base is not None:
+            starts, ends, flags, out = base
+        position = starts[-1]
+        count = len(messages)
+        for index in range(position + 1, count + 1):
+            if index < count and not _starts_segment(messages[index]):
+                continue
+            segment = messages[position:index]
+            if flags[-1] or not _self_contained(segment):
+                return convert(messages)  # this depends on what came before: all of it, whole
+            out.extend(convert(segment))
+            starts.append(index)
+            ends.append(len(out))
+            flags.append(flags[-1] or renames(segment))
+            position = index
+        with self._lock:
+            self._recent.append(_Conversion(variant, messages, starts, ends, flags, list(out)))
+        return out
+
+    def _best_prefix(self, messages: tuple[Any, ...], variant: Any
+                     ) -> tuple[list[int], list[int], list[bool], list[Any]] | None:
+        """The longest reusable start: segment starts, output ends, flags and output."""
+        with self._lock:
+            recent = list(self._recent)
+        best: tuple[list[int], list[int], list[bool], list[Any]] | None = None
+        best_start = 0
+        for kept in recent:
+            if kept.variant != variant:
+                continue
+            shared = _shared_prefix(kept.messages, messages)
+            # the last segment start within the shared prefix that also starts a segment of
+            # this request (the old list's end may be followed by more of its last segment)
+            k = bisect.bisect_right(kept.starts, shared) - 1
+            while k > 0 and kept.starts[k] < len(messages) and not _starts_segment(
+                    messages[kept.starts[k]]):
+                k -= 1
+            if k <= 0 or kept.starts[k] <= best_start:
+                continue
+            best_start = kept.starts[k]
+            best = (kept.starts[:k + 1], kept.ends[:k + 1], kept.flags[:k + 1],
+                    kept.output[:kept.ends[k]])
+        return best
+
+
+class _Conversion:
+    """One converted transcript: ``starts[i]`` is a segment start, ``ends[i]`` the output
+    length before it, ``flags[i]`` whether anything before it renamed tool-call ids."""
+
+    __slots__ = ("ends", "flags", "messages", "output", "starts", "variant")
+
+    def __init__(self, variant: Any, messages: tuple[Any, ...], starts: list[int],
+                 ends: list[int], flags: list[bool], output: list[Any]) -> None:
+        self.variant = variant
+        self.messages = messages
+        self.starts = starts
+        self.ends = ends
+        self.flags = flags
+        self.output = output
+
+
+def _shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+    """How many leading elements are the same objects."""
+    if len(a) <= len(b) and all(map(operator.is_, a, b)):
+        return len(a)
+    for index, same in enumerate(map(operator.is_, a, b)):
+        if not same:
+            return index
+    return min(len(a), len(b))
+
+
+def _starts_segment(message: Any) -> bool:
+    # a user message, or an assistant message that is sent (failed ones are dropped, and a
+    # system message after one could then still belong to the leading prompt)
+    kind = type(message)
+    return kind is UserMessage or (
+        kind is AssistantMessage and message.stop_reason not in ("error", "aborted"))
+
+
+def renames_tool_call_ids(segment: Sequence[Any], model: Model,
+                          normalize: Callable[[str], str] | None) -> bool:
+    """True if transforming ``segment`` for ``model`` renames a tool call (another model's)."""
+    if normalize is None:
+        return False
+    for message in segment:
+        if type(message) is AssistantMessage and not is_same_model(message, model):
+            for block in message.content:
+                if type(block) is ToolCall and normalize(block.id) != block.id:
+                    return True
+    return False
+
+
+def _self_contained(segment: Sequence[Any]) -> bool:
+    """True unless a tool result answers a call made before the segment."""
+    calls: set[str] = set()
+    for message in segment:
+        if type(message) is AssistantMessage:
+            calls.update(block.id for block in message.content if type(block) is ToolCall)
+        elif type(message) is ToolResultMessage and message.tool_call_id not in calls:
+            return False
+    return True

@@ -41,7 +41,14 @@ from ._http import (
     start_stream,
 )
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._transform import WireCache, leading_system_text, system_update_text, transform_messages
+from ._transform import (
+    SegmentCache,
+    WireCache,
+    leading_system_text,
+    renames_tool_call_ids,
+    system_update_text,
+    transform_messages,
+)
 
 __all__ = ["OpenAICompat", "build_completions_request", "get_compat", "stream_openai_completions"]
 
@@ -125,12 +132,17 @@ def get_compat(model: Model) -> OpenAICompat:
 
 
 def build_completions_request(model: Model, messages: Sequence[AgentMessage],
-                              options: StreamOptions, compat: OpenAICompat | None = None
+                              options: StreamOptions, compat: OpenAICompat | None = None,
+                              *, wire_messages: list[dict[str, Any]] | None = None
                               ) -> dict[str, Any]:
-    """The JSON body of ``POST {base_url}/chat/completions`` for a transformed transcript."""
+    """The JSON body of ``POST {base_url}/chat/completions`` for a transformed transcript.
+
+    ``wire_messages``: the messages already converted (see ``_convert``).
+    """
     compat = compat or get_compat(model)
-    body: dict[str, Any] = {"model": model.id, "messages": _wire_messages(model, messages, compat),
-                            "stream": True}
+    if wire_messages is None:
+        wire_messages = _wire_messages(model, messages, compat)
+    body: dict[str, Any] = {"model": model.id, "messages": wire_messages, "stream": True}
     if compat.supports_usage_in_streaming:
         body["stream_options"] = {"include_usage": True}
     if compat.supports_store:
@@ -220,6 +232,22 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
 
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's wire dict, per compat settings
+_SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
+
+
+def _convert(model: Model, messages: Sequence[AgentMessage],
+             compat: OpenAICompat) -> list[dict[str, Any]]:
+    """The transcript's wire messages: transformed, converted, old segments reused."""
+    normalize = _normalize_id(model)
+
+    def convert(part: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+        return _wire_messages(model, transform_messages(part, model, normalize), compat)
+
+    if not compat.supports_mid_convo_system_messages:
+        return convert(messages)  # every system message folds into the head: no segments
+    variant = (model.provider, model.api, model.id, tuple(model.input), repr(compat))
+    return _SEGMENTS.convert(messages, variant, convert,
+                             lambda part: renames_tool_call_ids(part, model, normalize))
 
 
 def _user_content(content: str | list[Any], images_ok: bool) -> str | list[dict[str, Any]]:
@@ -356,8 +384,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
     headers.update(model.headers or {})
     headers.update(call.options.headers or {})
     compat = get_compat(model)
-    messages = transform_messages(call.messages, model, _normalize_id(model))
-    body = build_completions_request(model, messages, call.options, compat)
+    body = build_completions_request(model, call.messages, call.options, compat,
+                                     wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
     state = _StreamState(call.out, call.label)
     with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:

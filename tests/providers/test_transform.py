@@ -132,3 +132,22 @@ def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
     del message
     gc.collect()
     assert cache._entries == {}  # entries go away with their messages
+
+
+def test_a_stray_result_does_not_answer_a_later_call_with_the_same_id() -> None:
+    from piagent.messages import AssistantMessage, SystemMessage, TextContent, ToolCall
+    from piagent.messages import ToolResultMessage as Result
+    from piagent.models import Model
+    from piagent.providers._transform import NO_RESULT_TEXT, transform_messages
+
+    model = Model(id="m", api="openai-completions", provider="openai", base_url="http://x")
+
+    def call() -> AssistantMessage:
+        return AssistantMessage([ToolCall("X", "calc", {})], api=model.api,
+                                provider=model.provider, model=model.id, stop_reason="toolUse")
+
+    out = transform_messages([call(), SystemMessage("later"), Result("X", "calc",
+                              [TextContent("late")]), call()], model)
+    last = out[-1]
+    assert isinstance(last, Result) and last.tool_call_id == "X"
+    assert last.content[0].text == NO_RESULT_TEXT  # the second call still gets its result

@@ -1,0 +1,121 @@
+"""SegmentCache: converting a transcript segment by segment (reusing old segments) gives
+exactly the wire messages of converting it whole, for any transcript."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from piagent.messages import (
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolDeclaration,
+    ToolResultMessage,
+    UserMessage,
+)
+from piagent.models import Model
+from piagent.providers._transform import transform_messages
+from piagent.providers.openai_completions import (
+    _convert,
+    _normalize_id,
+    _wire_messages,
+    get_compat,
+)
+
+MODEL = Model(id="m1", api="openai-completions", provider="openai", base_url="http://x/v1",
+              input=("text", "image"))
+TEXT_ONLY = Model(id="m1", api="openai-completions", provider="mistral",
+                  base_url="https://api.mistral.ai/v1")
+
+ids = st.sampled_from(["call_1", "call_2", "call_3", "x" * 50])
+texts = st.sampled_from(["", "hello", "a longer answer"])
+
+
+@st.composite
+def assistant(draw: Any) -> AssistantMessage:
+    content: list[Any] = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["text", "thinking", "call"]))
+        if kind == "text":
+            content.append(TextContent(draw(texts)))
+        elif kind == "thinking":
+            content.append(ThinkingContent(draw(texts), draw(st.none() | st.just("sig"))))
+        else:
+            content.append(ToolCall(draw(ids), "calc", {"n": draw(st.integers(0, 3))}))
+    same = draw(st.booleans())
+    return AssistantMessage(content, api="openai-completions" if same else "anthropic-messages",
+                            provider="openai" if same else "anthropic",
+                            model="m1" if same else "claude",
+                            stop_reason=draw(st.sampled_from(["stop", "toolUse", "error"])))
+
+
+def result(draw_id: str, image: bool) -> ToolResultMessage:
+    content: list[Any] = [TextContent("out")]
+    if image:
+        content.append(ImageContent("AAAA", "image/png"))
+    return ToolResultMessage(draw_id, "calc", content)
+
+
+messages = st.one_of(
+    assistant(),
+    st.builds(result, ids, st.booleans()),
+    st.builds(UserMessage, st.sampled_from(["q", "another question"])),
+    st.builds(lambda image: UserMessage([TextContent("look"), ImageContent("BB", "image/png")])
+              if image else UserMessage("plain"), st.booleans()),
+    st.builds(lambda n: SystemMessage(content=f"update {n}", sections={"s": str(n)},
+                                      tools_added=[ToolDeclaration(f"t{n}", "d", {})]),
+              st.integers(0, 2)),
+)
+transcripts = st.lists(messages, max_size=14).map(
+    lambda rest: [SystemMessage("You are a test.", timestamp=0), *rest])
+
+
+def whole(model: Model, transcript: list[Any]) -> list[dict[str, Any]]:
+    compat = get_compat(model)
+    return _wire_messages(model, transform_messages(transcript, model, _normalize_id(model)),
+                          compat)
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts, st.sampled_from([MODEL, TEXT_ONLY]))
+def test_segmented_conversion_equals_whole_conversion(transcript: list[Any], model: Model) -> None:
+    compat = get_compat(model)
+    # grow the transcript one message at a time, as a conversation does, so that earlier
+    # requests leave segments in the cache for the later ones to reuse
+    for end in range(1, len(transcript) + 1):
+        assert _convert(model, transcript[:end], compat) == whole(model, transcript[:end])
+    assert _convert(model, transcript, compat) == whole(model, transcript)
+
+
+def test_old_segments_are_reused_not_converted_again() -> None:
+    import piagent.providers.openai_completions as oc
+
+    history: list[Any] = [SystemMessage("sys", timestamp=0)]
+    compat = get_compat(MODEL)
+    for k in range(20):
+        history.append(UserMessage(f"q{k}"))
+        history.append(AssistantMessage([ToolCall(f"c{k}", "calc", {})], api=MODEL.api,
+                                        provider=MODEL.provider, model=MODEL.id,
+                                        stop_reason="toolUse"))
+        history.append(ToolResultMessage(f"c{k}", "calc", [TextContent("ok")]))
+    _convert(MODEL, history, compat)
+    converted: list[int] = []
+    original = oc.transform_messages
+
+    def counting(part: Any, *args: Any) -> Any:
+        converted.append(len(part))
+        return original(part, *args)
+
+    oc.transform_messages = counting  # type: ignore[assignment]
+    try:
+        history.append(UserMessage("one more"))
+        assert _convert(MODEL, history, compat) == whole(MODEL, history)
+    finally:
+        oc.transform_messages = original  # type: ignore[assignment]
+    assert converted == [1]  # only the new message: the whole old transcript was reused
