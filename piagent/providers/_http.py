@@ -12,7 +12,7 @@ How an adapter uses it (an adapter is only a wire mapping)::
     def stream_foo(model, context, options):
         return start_stream(model, options, _run, client=_CLIENT, label="Foo")
 
-    def _run(call: ProviderCall) -> None:    # runs on a worker thread
+    def _run(call: ProviderCall) -> Iterator[None]:  # runs on the consumer's thread
         body = build_wire_body(call.model, call.context_messages, call.options)
         with call.open_sse(SSERequest(url=..., body=body, headers=...)) as sse:
             for event in sse.events():       # SSEEvent(event, data, truncated)
@@ -20,15 +20,19 @@ How an adapter uses it (an adapter is only a wire mapping)::
                 i = call.out.open_text()     # MessageBuilder: pushes text_start
                 call.out.add_text(i, "...")  # text_delta
                 call.out.set_usage(input=..., output=...)   # cost recomputed
+                yield                        # hand the queued events to the consumer
         call.out.close_open_blocks()         # *_end for every block still open
         call.out.finish("stop")              # done; or raise ProviderError(...)
+
+Written as a generator, ``_run`` is driven lazily by whoever iterates the stream (no
+thread per request); a plain function runs on a new worker thread instead.
 
 Rules for ``_run``: raise ``ProviderError`` (or a subclass) with a message that says what
 happened and what to do; ``start_stream`` turns it into the final ``ErrorEvent``. Never
 catch ``requests`` exceptions in an adapter: ``open_sse`` and ``SSEResponse.events`` map
 them. An abort (``options.signal``) ends the stream at once with ``stop_reason="aborted"``
-(from the aborting thread) and shuts the socket down so the worker's blocked read returns;
-the worker's later pushes are dropped. Errors before the response headers (HTTP status,
+(from the aborting thread) and shuts the socket down so the reader's blocked read returns;
+the reader's later pushes are dropped. Errors before the response headers (HTTP status,
 content type, connection) are retried per ``open_sse``; nothing is retried once the body
 has started. The API key is redacted from every message and log line this module writes.
 
