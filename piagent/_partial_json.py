@@ -45,6 +45,10 @@ class _Malformed(Exception):
     """The text is not a prefix of any JSON document."""
 
 
+# one decoder: json.loads with options builds a new JSONDecoder on every call
+_LENIENT = json.JSONDecoder(strict=False)
+
+
 def parse_streaming_json(text: str | None) -> dict[str, Any]:
     """Parse possibly incomplete JSON text into the best object available so far.
 
@@ -59,7 +63,7 @@ def parse_streaming_json(text: str | None) -> dict[str, Any]:
             return {}
         if text.rstrip().endswith("}"):
             try:
-                value = json.loads(text, strict=False)
+                value = _LENIENT.decode(text)
             except (ValueError, RecursionError):
                 pass  # not complete (or too deep for json): the partial parser decides
             else:
