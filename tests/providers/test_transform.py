@@ -135,8 +135,13 @@ def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
 
 
 def test_a_stray_result_does_not_answer_a_later_call_with_the_same_id() -> None:
-    from piagent.messages import AssistantMessage, SystemMessage, TextContent, ToolCall
-    from piagent.messages import ToolResultMessage as Result
+    from piagent.messages import (
+        AssistantMessage,
+        SystemMessage,
+        TextContent,
+        ToolCall,
+        ToolResultMessage as Result,
+    )
     from piagent.models import Model
     from piagent.providers._transform import NO_RESULT_TEXT, transform_messages
 
