@@ -193,6 +193,15 @@ def leading_system_text(messages: Sequence[AgentMessage]) -> tuple[str, int]:
     return get_system_message_text(get_current_system_message(messages[:count])), count
 
 
+def leading_prompt(messages: Sequence[AgentMessage], model: Model,
+                   normalize_tool_call_id: Callable[[str], str] | None = None) -> str:
+    """The system prompt of the leading system messages, as ``leading_system_text`` gives it
+    for the transformed transcript; only the head before the first segment is transformed."""
+    end = next((i for i, m in enumerate(messages) if i and _starts_segment(m)), len(messages))
+    return leading_system_text(transform_messages(messages[:end], model,
+                                                  normalize_tool_call_id))[0]
+
+
 def system_update_text(message: SystemMessage) -> str:
     """What a mid-conversation system message tells the model ("" for tool-only changes)."""
     parts = [message.content] if message.content else []

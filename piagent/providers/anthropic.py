@@ -43,7 +43,15 @@ from ._http import (
     start_stream,
 )
 from ._keys import is_local_url, missing_key_message, resolve_api_key
-from ._transform import WireCache, leading_system_text, system_update_text, transform_messages
+from ._transform import (
+    SegmentCache,
+    WireCache,
+    leading_prompt,
+    leading_system_text,
+    renames_tool_call_ids,
+    system_update_text,
+    transform_messages,
+)
 
 __all__ = ["build_anthropic_headers", "build_anthropic_request", "stream_anthropic"]
 
@@ -93,11 +101,9 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
     """
-    messages = transform_messages(messages, model, _normalize_tool_call_id)
     cache = _cache_control(model, options)
-    system_prompt, leading = leading_system_text(messages)
+    system_prompt = leading_prompt(messages, model, _normalize_tool_call_id)
     tools = get_current_tools(messages)
-    rest = messages[leading:]
     body: dict[str, Any] = {"model": model.id, "stream": True}
     max_tokens = options.max_tokens or model.max_tokens
     thinking = _thinking_config(model, options, max_tokens)
@@ -110,7 +116,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         if cache is not None:
             block["cache_control"] = cache
         body["system"] = [block]
-    body["messages"] = _convert_messages(rest, cache)
+    body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
         body["tools"] = _convert_tools(tools, cache)
     if options.temperature is not None and thinking is None:
@@ -185,8 +191,7 @@ def _convert_tools(tools: Sequence[ToolDeclaration],
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks (never mutated later)
 
 
-def _convert_messages(messages: Sequence[AgentMessage],
-                      cache: dict[str, str] | None) -> list[dict[str, Any]]:
+def _convert_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     i, n = 0, len(messages)
     while i < n:
@@ -212,11 +217,37 @@ def _convert_messages(messages: Sequence[AgentMessage],
             if text:
                 out.append({"role": "user", "content": [{"type": "text", "text": text}]})
         i += 1
-    if cache is not None and out and out[-1]["role"] == "user":
-        last = out[-1]
-        if isinstance(last["content"], str):
-            last["content"] = [{"type": "text", "text": last["content"]}]
-        last["content"][-1]["cache_control"] = cache
+    return out
+
+
+_SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
+
+
+def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+    """The transcript after its leading system messages, transformed and converted; the
+    part an earlier request shared is reused (``SegmentCache``)."""
+
+    def convert(part: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+        transformed = transform_messages(part, model, _normalize_tool_call_id)
+        _, leading = leading_system_text(transformed)
+        return _convert_messages(transformed[leading:])
+
+    variant = (model.provider, model.api, model.id, tuple(model.input))
+    return _SEGMENTS.convert(
+        messages, variant, convert,
+        lambda part: renames_tool_call_ids(part, model, _normalize_tool_call_id))
+
+
+def _with_cache_breakpoint(out: list[dict[str, Any]],
+                           cache: dict[str, str] | None) -> list[dict[str, Any]]:
+    """Mark the last user message for prompt caching, on a copy (the rest is shared)."""
+    if cache is None or not out or out[-1]["role"] != "user":
+        return out
+    last = out[-1]
+    content = last["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    out[-1] = {**last, "content": [*content[:-1], {**content[-1], "cache_control": cache}]}
     return out
 
 

@@ -118,3 +118,44 @@ def test_old_segments_are_reused_not_converted_again() -> None:
     finally:
         oc.transform_messages = original  # type: ignore[assignment]
     assert converted == [1]  # only the new message: the whole old transcript was reused
+
+
+ANTHROPIC = Model(id="claude-x", api="anthropic-messages", provider="anthropic",
+                  base_url="https://api.anthropic.com", input=("text", "image"))
+
+
+def anthropic_whole(transcript: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+    from piagent.providers._transform import leading_system_text
+    from piagent.providers.anthropic import _convert_messages, _normalize_tool_call_id
+
+    transformed = transform_messages(transcript, ANTHROPIC, _normalize_tool_call_id)
+    prompt, leading = leading_system_text(transformed)
+    return prompt, _convert_messages(transformed[leading:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts)
+def test_anthropic_segmented_conversion_equals_whole(transcript: list[Any]) -> None:
+    from piagent.providers._transform import leading_prompt
+    from piagent.providers.anthropic import _convert, _normalize_tool_call_id
+
+    for end in range(1, len(transcript) + 1):
+        part = transcript[:end]
+        prompt, messages = anthropic_whole(part)
+        assert _convert(ANTHROPIC, part) == messages
+        assert leading_prompt(part, ANTHROPIC, _normalize_tool_call_id) == prompt
+
+
+def test_anthropic_cache_breakpoint_is_not_left_on_reused_messages() -> None:
+    from piagent.providers.anthropic import build_anthropic_request
+    from piagent.stream import StreamOptions
+
+    history: list[Any] = [SystemMessage("sys", timestamp=0), UserMessage("first question")]
+    build_anthropic_request(ANTHROPIC, history, StreamOptions())
+    history += [AssistantMessage([TextContent("answer")], api=ANTHROPIC.api,
+                                 provider=ANTHROPIC.provider, model=ANTHROPIC.id),
+                UserMessage("second question")]
+    body = build_anthropic_request(ANTHROPIC, history, StreamOptions())
+    marked = [m for m in body["messages"]
+              if any("cache_control" in block for block in m["content"])]
+    assert marked == [body["messages"][-1]]  # only the last user message, once
