@@ -7,6 +7,7 @@ assistant messages already in the request), so any number of clients can share i
 * ``script:K:T:NAME`` — while fewer than ``K`` assistant messages are in the request,
   answer with ``T`` parallel calls of the tool ``NAME`` (arguments ``{"i": j}``, streamed
   in two fragments each, as OpenAI does); then a short final text.
+* ``text:N`` — a plain text answer streamed as ``N`` deltas (the providers' benchmark).
 * ``stall:S`` — send the role chunk and one text delta, then hold the response for up to
   ``S`` seconds (a model that stops mid-stream), then finish the text. A client that
   disconnects (an abort) ends the hold at the next write.
@@ -31,7 +32,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["BenchServer", "main", "response_events"]
+__all__ = ["BenchServer", "main", "response_events", "text_events"]
 
 _STALL_MAX_S = 30.0  # every hold is bounded
 
@@ -69,6 +70,14 @@ def response_events(model: str, round_index: int, rounds: int, tools: int,
             events.append(_chunk(model, {"content": piece}))
         events.append(_chunk(model, {}, "stop"))
     events.append(_usage(model, 10 * (round_index + 1)))
+    return events
+
+
+def text_events(model: str, deltas: int) -> list[dict[str, Any]]:
+    """A text answer in ``deltas`` pieces, then the stop chunk and usage."""
+    events = [_chunk(model, {"role": "assistant", "content": None})]
+    events += [_chunk(model, {"content": f"word{k} "}) for k in range(deltas)]
+    events += [_chunk(model, {}, "stop"), _usage(model, 10)]
     return events
 
 
@@ -173,6 +182,8 @@ def _handler_class(stop: threading.Event) -> type[BaseHTTPRequestHandler]:
                     events = response_events(model, done, int(parts[1]), int(parts[2]),
                                              parts[3])
                     self._stream(events, None)
+                elif parts[0] == "text" and len(parts) == 2:
+                    self._stream(text_events(model, int(parts[1])), None)
                 elif parts[0] == "stall" and len(parts) == 2:
                     events = response_events(model, 0, 0, 0, "")
                     self._stream(events, min(float(parts[1]), _STALL_MAX_S))

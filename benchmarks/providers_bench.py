@@ -1,6 +1,6 @@
 """Provider-layer overhead: ``stream_simple`` vs a hand-written requests + sseclient loop.
 
-Both talk to the same fake OpenAI server (``benchmarks._server``, a child process), one streamed
+Both talk to the same fake OpenAI server (``benchmarks._openai_server``, a child process), one streamed
 turn at a time, with a history of 10 and of 100 prior turns. The floor sends pre-built
 wire dicts and reads the SSE with sseclient over large ``read1`` chunks; piagent converts
 its messages, runs ``transform_messages``, streams on a worker thread and pushes pi's
@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import requests
 import sseclient
 
-from benchmarks._server import ServerProcess
+from benchmarks._common import ServerProcess
 from piagent.abort import AbortController
 from piagent.messages import AssistantMessage, SystemMessage, TextContent, UserMessage
 from piagent.models import Model
@@ -37,6 +37,7 @@ from piagent.stream import Context, StreamOptions
 __all__ = ["floor_turn", "main", "measure_abort_latency", "measure_overhead", "piagent_turn"]
 
 SYSTEM = "You are a benchmark model."
+_TEXT_MODEL = "text:20"  # the scripted server answers with 20 text deltas
 
 
 def _history(turns: int) -> tuple[list[Any], list[dict[str, Any]]]:
@@ -48,7 +49,7 @@ def _history(turns: int) -> tuple[list[Any], list[dict[str, Any]]]:
         answer = f"Answer {k}: " + "this is a fairly ordinary sentence of output. " * 5
         messages.append(UserMessage(content=[TextContent(question)]))
         messages.append(AssistantMessage(content=[TextContent(answer)], api="openai-completions",
-                                         provider="openai", model="bench"))
+                                         provider="openai", model=_TEXT_MODEL))
         wire.append({"role": "user", "content": question})
         wire.append({"role": "assistant", "content": answer})
     messages.append(UserMessage(content=[TextContent("And now?")]))
@@ -58,7 +59,7 @@ def _history(turns: int) -> tuple[list[Any], list[dict[str, Any]]]:
 
 def floor_turn(session: requests.Session, base_url: str, wire: list[dict[str, Any]]) -> str:
     """One turn, hand-written: POST, parse SSE, accumulate the text."""
-    body = {"model": "bench", "messages": wire, "stream": True,
+    body = {"model": _TEXT_MODEL, "messages": wire, "stream": True,
             "stream_options": {"include_usage": True}}
     response = session.post(base_url + "/chat/completions", data=json.dumps(body).encode(),
                             headers={"Content-Type": "application/json",
@@ -98,15 +99,15 @@ def piagent_turn(model: Model, context: Context, options: StreamOptions) -> str:
 def measure_overhead(server: ServerProcess, turns: int, repeats: int) -> dict[str, float]:
     """Median ms per turn for the floor and for piagent, interleaved to share noise."""
     messages, wire = _history(turns)
-    model = Model(id="bench", api="openai-completions", provider="openai",
-                  base_url=server.base_url)
+    model = Model(id=_TEXT_MODEL, api="openai-completions", provider="openai",
+                  base_url=server.url)
     context = Context(messages)
     options = StreamOptions(api_key="k")
     session = requests.Session()
     floor_ms, ours_ms = [], []
     for i in range(repeats + 5):
         t0 = time.perf_counter()
-        floor_turn(session, server.base_url, wire)
+        floor_turn(session, server.url, wire)
         t1 = time.perf_counter()
         piagent_turn(model, context, options)
         t2 = time.perf_counter()
@@ -120,8 +121,8 @@ def measure_overhead(server: ServerProcess, turns: int, repeats: int) -> dict[st
 
 def measure_abort_latency(server: ServerProcess, repeats: int) -> dict[str, float]:
     """ms from ``abort()`` to the final event while the server holds the stream."""
-    model = Model(id="stall", api="openai-completions", provider="openai",
-                  base_url=server.base_url)
+    model = Model(id="stall:30", api="openai-completions", provider="openai",
+                  base_url=server.url)
     context = Context([UserMessage(content="hi")])
     latencies = []
     for _ in range(repeats):
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args(argv)
     repeats = 30 if args.quick else 200
-    with ServerProcess(deltas=20) as server:
+    with ServerProcess() as server:
         rows = [(turns, measure_overhead(server, turns, repeats)) for turns in (10, 100)]
         abort = measure_abort_latency(server, 5 if args.quick else 30)
     print(f"provider overhead (20 text deltas per turn, {repeats} turns each, medians)")
