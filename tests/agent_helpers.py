@@ -197,3 +197,8 @@ def piagent_threads() -> list[str]:
 
 def non_system(messages: Iterable[Any]) -> list[Any]:
     return [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+def texts(messages: list[Any]) -> list[str]:
+    """The text of each message, as ``label`` gives it."""
+    return [label(m)[1] for m in messages]

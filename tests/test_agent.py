@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -57,12 +56,7 @@ BUSY_CONTINUE = "Agent is already processing. Wait for completion before continu
 BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
 
 
-@pytest.fixture(autouse=True)
-def _threads_back_to_baseline() -> Iterator[None]:
-    baseline = threading.active_count()
-    yield
-    assert piagent_threads() == []
-    assert threading.active_count() == baseline
+pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 
 
 @dataclass

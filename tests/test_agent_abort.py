@@ -25,6 +25,7 @@ from agent_helpers import (
     non_system,
     piagent_threads,
     summary,
+    texts,
     user,
 )
 
@@ -39,17 +40,8 @@ from piagent import (
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
+pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 
-@pytest.fixture(autouse=True)
-def _threads_back_to_baseline() -> Iterator[None]:
-    baseline = threading.active_count()
-    yield
-    assert piagent_threads() == []
-    assert threading.active_count() == baseline
-
-
-def _texts(messages: list[Any]) -> list[str]:
-    return [label(m)[1] for m in messages]
 
 
 # --- during the stream ----------------------------------------------------------------
@@ -114,7 +106,7 @@ def test_steering_queued_at_the_final_message_end_of_an_aborted_run_stays_queued
     agent.subscribe(listener)
     run = agent.prompt("hi")
     assert labels(run.messages) == [("user", "hi"), ("assistant", "stop:done")]
-    assert _texts(agent.peek_queued_messages()) == ["too late"]
+    assert texts(agent.peek_queued_messages()) == ["too late"]
     assert fn.call_count == 1
 
 
@@ -156,7 +148,7 @@ def test_abort_during_a_tool_lets_it_finish_and_makes_no_further_request() -> No
     ]
     assert fn.call_count == 1
     # the queues were never polled once the signal fired: both messages are still there
-    assert _texts(agent.take_queued_messages(lambda m: True)) == [
+    assert texts(agent.take_queued_messages(lambda m: True)) == [
         "queued during the tool", "follow-up during the tool"]
 
 
@@ -232,14 +224,14 @@ def test_steering_drained_after_the_batch_goes_back_when_prepare_next_turn_abort
     assert fn.call_count == 1
     # s1 was taken after the batch but never delivered: it is back, in front of s2
     agent.steering_mode = "all"
-    assert _texts(agent.peek_queued_messages()) == ["s1", "s2"]
+    assert texts(agent.peek_queued_messages()) == ["s1", "s2"]
 
     # and the next run delivers each message exactly once
     agent.prepare_next_turn = None
     agent.steering_mode = "one-at-a-time"
     fn.set_responses([assistant_text("r1"), assistant_text("r2"), assistant_text("r3")])
     agent.continue_()
-    assert _texts(non_system(agent.state.messages)) == [
+    assert texts(non_system(agent.state.messages)) == [
         "go", "toolUse:call:call_1", "call_1:a:ok", "aborted:",
         "s1", "stop:r1", "s2", "stop:r2", "f1", "stop:r3"]
     assert not agent.has_queued_messages()
@@ -254,7 +246,7 @@ def test_a_listener_sees_restored_steering_at_agent_end() -> None:
                     and agent.steer("s1"))  # type: ignore[union-attr]
     at_end: list[list[str]] = []
     agent.subscribe(lambda e, s: e.type == "agent_end"
-                    and at_end.append(_texts(agent.peek_queued_messages())))
+                    and at_end.append(texts(agent.peek_queued_messages())))
     agent.prompt("go")
     assert at_end == [["s1"]]
 
@@ -269,7 +261,7 @@ def test_follow_ups_taken_when_the_agent_would_stop_go_back_on_abort() -> None:
     assert labels(run.messages) == [("user", "hi"), ("assistant", "stop:r1"),
                                     ("assistant", "aborted:")]
     agent.follow_up_mode = "all"
-    assert _texts(agent.peek_queued_messages()) == ["f1", "f2"]
+    assert texts(agent.peek_queued_messages()) == ["f1", "f2"]
     assert fn.call_count == 1
 
 
@@ -284,7 +276,7 @@ def test_restored_messages_go_in_front_of_messages_queued_meanwhile_in_order() -
         agent.steer(text)
     gate.release("call_1").set()
     assert run.wait(WAIT)
-    assert _texts(agent.peek_queued_messages()) == ["s1", "s2", "s3", "queued later"]
+    assert texts(agent.peek_queued_messages()) == ["s1", "s2", "s3", "queued later"]
     assert [m for m in run.messages if label(m)[1] in ("s1", "s2", "s3")] == []
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,9 +19,9 @@ from agent_helpers import (
     labels,
     make_agent,
     non_system,
-    piagent_threads,
     quick_tool,
     summary,
+    texts,
     user,
 )
 
@@ -30,17 +29,8 @@ from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_text, assistant_tool_calls
 
+pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 
-@pytest.fixture(autouse=True)
-def _threads_back_to_baseline() -> Iterator[None]:
-    baseline = threading.active_count()
-    yield
-    assert piagent_threads() == []
-    assert threading.active_count() == baseline
-
-
-def _texts(messages: list[Any]) -> list[str]:
-    return [label(m)[1] for m in messages]
 
 
 # --- the queue API --------------------------------------------------------------------
@@ -63,18 +53,18 @@ def test_peek_prefers_steering_and_follows_each_mode() -> None:
     assert agent.peek_queued_messages() == []
     agent.follow_up("f1")
     agent.follow_up("f2")
-    assert _texts(agent.peek_queued_messages()) == ["f1"]
+    assert texts(agent.peek_queued_messages()) == ["f1"]
     agent.follow_up_mode = "all"
-    assert _texts(agent.peek_queued_messages()) == ["f1", "f2"]
+    assert texts(agent.peek_queued_messages()) == ["f1", "f2"]
     agent.steer("s1")
     agent.steer("s2")
-    assert _texts(agent.peek_queued_messages()) == ["s1"]
+    assert texts(agent.peek_queued_messages()) == ["s1"]
     agent.steering_mode = "all"
     assert agent.steering_mode == "all"
-    assert _texts(agent.peek_queued_messages()) == ["s1", "s2"]
+    assert texts(agent.peek_queued_messages()) == ["s1", "s2"]
     peeked = agent.peek_queued_messages()
     peeked.clear()  # a copy: the queue is untouched
-    assert _texts(agent.peek_queued_messages()) == ["s1", "s2"]
+    assert texts(agent.peek_queued_messages()) == ["s1", "s2"]
 
 
 def test_clear_queues_and_has_queued_messages() -> None:
@@ -84,7 +74,7 @@ def test_clear_queues_and_has_queued_messages() -> None:
     assert agent.has_queued_messages()
     agent.follow_up("f")
     agent.clear_steering_queue()
-    assert _texts(agent.peek_queued_messages()) == ["f"]
+    assert texts(agent.peek_queued_messages()) == ["f"]
     agent.clear_follow_up_queue()
     assert not agent.has_queued_messages()
     agent.steer("s")
@@ -109,7 +99,7 @@ def test_take_queued_messages_removes_matches_by_identity_steering_first() -> No
     assert agent.take_queued_messages(lambda m: m is twin_b) == []
     rest = agent.take_queued_messages(lambda m: True)
     assert rest[0] is twin_a
-    assert _texts(rest) == ["same", "s-keep", "f-keep"]
+    assert texts(rest) == ["same", "s-keep", "f-keep"]
     assert not agent.has_queued_messages()
 
 
@@ -118,9 +108,9 @@ def test_take_queued_messages_keeps_the_order_of_the_rest() -> None:
     for text in ("s1", "x1", "s2", "x2", "s3"):
         agent.steer(text)
     taken = agent.take_queued_messages(lambda m: label(m)[1].startswith("x"))
-    assert _texts(taken) == ["x1", "x2"]
+    assert texts(taken) == ["x1", "x2"]
     agent.steering_mode = "all"
-    assert _texts(agent.peek_queued_messages()) == ["s1", "s2", "s3"]
+    assert texts(agent.peek_queued_messages()) == ["s1", "s2", "s3"]
 
 
 # --- where queued messages land -------------------------------------------------------
@@ -172,8 +162,8 @@ def test_all_mode_steering_delivers_every_message_before_the_next_request() -> N
     agent.follow_up("f2")
     gate.release("call_1").set()
     assert run.wait(WAIT)
-    assert _texts(run.messages)[3:] == ["s1", "s2", "s3", "stop:r2", "f1", "f2", "stop:r3"]
-    assert _texts(fn.calls[1].context.messages)[-3:] == ["s1", "s2", "s3"]
+    assert texts(run.messages)[3:] == ["s1", "s2", "s3", "stop:r2", "f1", "f2", "stop:r3"]
+    assert texts(fn.calls[1].context.messages)[-3:] == ["s1", "s2", "s3"]
 
 
 def test_steering_mode_switches_live_during_a_run() -> None:
@@ -192,7 +182,7 @@ def test_steering_mode_switches_live_during_a_run() -> None:
         agent.steer(text)
     gate.release("call_1").set()
     assert run.wait(WAIT)
-    assert _texts(run.messages)[3:] == ["s1", "stop:r2", "s2", "s3", "stop:r3"]
+    assert texts(run.messages)[3:] == ["s1", "stop:r2", "s2", "s3", "stop:r3"]
 
 
 def test_steer_and_follow_up_from_other_threads_while_tools_run() -> None:
@@ -209,7 +199,7 @@ def test_steer_and_follow_up_from_other_threads_while_tools_run() -> None:
     for helper in helpers:
         helper.join(WAIT)
         assert not helper.is_alive()
-    assert _texts(agent.peek_queued_messages()) == ["from thread"]
+    assert texts(agent.peek_queued_messages()) == ["from thread"]
     gate.release("call_1").set()
     gate.release("call_2").set()
     assert run.wait(WAIT)
@@ -230,7 +220,7 @@ def test_a_tool_can_steer_and_follow_up() -> None:
     agent, fn = make_agent([assistant_tool_calls(("read", {})), assistant_text("r2"),
                             assistant_text("r3")], tools=[gate.tool])
     run = agent.prompt("go")
-    assert _texts(run.messages)[3:] == [
+    assert texts(run.messages)[3:] == [
         "steer from call_1", "stop:r2", "follow-up from call_1", "stop:r3"]
 
 
@@ -239,7 +229,7 @@ def test_follow_up_from_an_agent_end_listener_waits_for_the_next_run() -> None:
     agent.subscribe(lambda e, s: e.type == "agent_end" and agent.follow_up("too late"))
     run = agent.prompt("hi")
     assert labels(run.messages) == [("user", "hi"), ("assistant", "stop:r1")]
-    assert _texts(agent.peek_queued_messages()) == ["too late"]
+    assert texts(agent.peek_queued_messages()) == ["too late"]
     agent.subscribe(lambda e, s: None)
     run = agent.continue_()  # assistant tail with a follow-up queued
     assert labels(run.messages) == [("user", "too late"), ("assistant", "stop:r2")]
@@ -295,12 +285,13 @@ def test_many_threads_steering_during_a_run_deliver_each_message_once_in_order()
     all_sent.set()
     assert run.wait(WAIT)
     assert not agent.has_queued_messages()
-    texts = _texts(run.messages)
-    _assert_each_delivered_once_in_order(texts)
-    assert texts[-1] == "stop:finished"
+    delivered = texts(run.messages)
+    _assert_each_delivered_once_in_order(delivered)
+    assert delivered[-1] == "stop:finished"
     # every steering message reached the model, in the transcript's order
-    last_context = _texts(fn.calls[-1].context.messages)
-    assert [t for t in last_context if _STEERED.match(t)] == [t for t in texts if _STEERED.match(t)]
+    last_context = texts(fn.calls[-1].context.messages)
+    assert [t for t in last_context if _STEERED.match(t)] == [
+        t for t in delivered if _STEERED.match(t)]
 
 
 def test_many_threads_steering_before_continue_deliver_everything_in_one_prompt() -> None:
@@ -308,9 +299,9 @@ def test_many_threads_steering_before_continue_deliver_everything_in_one_prompt(
                            steering_mode="all")
     _steer_from_threads(agent)
     run = agent.continue_()
-    texts = _texts(run.messages)
-    _assert_each_delivered_once_in_order(texts)
-    assert texts[-1] == "stop:r1"
+    delivered = texts(run.messages)
+    _assert_each_delivered_once_in_order(delivered)
+    assert delivered[-1] == "stop:r1"
     assert fn.call_count == 1
     assert not agent.has_queued_messages()
 
@@ -319,7 +310,7 @@ def test_many_threads_steering_into_one_at_a_time_mode_lose_nothing() -> None:
     agent, _ = make_agent(messages=[user("q"), assistant_text("a")])
     _steer_from_threads(agent)
     taken = agent.take_queued_messages(lambda m: True)
-    _assert_each_delivered_once_in_order(_texts(taken))
+    _assert_each_delivered_once_in_order(texts(taken))
 
 
 def test_queued_messages_events_are_the_user_messages_themselves() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,12 +45,7 @@ BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up()
                "messages, or wait for completion.")
 
 
-@pytest.fixture(autouse=True)
-def _threads_back_to_baseline() -> Iterator[None]:
-    baseline = threading.active_count()
-    yield
-    assert piagent_threads() == []
-    assert threading.active_count() == baseline
+pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 
 
 # --- the seed's 25-step trace ---------------------------------------------------------
