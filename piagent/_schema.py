@@ -36,7 +36,7 @@ _CACHE_SIZE = 512
 # guarded by _cache_lock; id(schema) -> (schema, compiled). The entry keeps the schema alive,
 # so its id cannot be reused by another object while the entry exists.
 _cache: OrderedDict[int, tuple[Any, CompiledSchema]] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache_lock = threading.Lock()  # guards _cache and _compilations
 _compilations = 0  # guarded by _cache_lock
 
 

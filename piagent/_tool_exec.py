@@ -193,7 +193,7 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     if isinstance(prepared, _Immediate):
         return AgentToolCallOutcome(tool_call, prepared.result, True)
     # as in a batch, updates sent after execute() returned are ignored
-    gate = threading.Lock()
+    gate = threading.Lock()  # guards `accepting`, as in a batch
     accepting = True
 
     def forward(partial: Any) -> None:
@@ -252,6 +252,7 @@ class ToolRunner:
     def _get_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
             cap = self._config.max_parallel_tools
+            # owned by this run: runs execute/after_tool_call; shut down by close()
             self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
                                             thread_name_prefix="piagent-tool")
         return self._pool

@@ -120,7 +120,7 @@ class EventPrinter:
         self.echo_prompt = echo_prompt
         self.show_thinking = show_thinking
         self.show_usage = show_usage
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # guards the terminal: one writer at a time
         self._at_line_start = True
         self._seen_assistant = False
         self._streamed_text = False

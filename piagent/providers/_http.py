@@ -1048,7 +1048,7 @@ class _LazyStream(AssistantMessageEventStream):
         super().__init__()
         self._steps: Iterator[None] | None = None
         self._signal: AbortSignal | None = None
-        self._steps_lock = threading.Lock()
+        self._steps_lock = threading.Lock()  # guards _steps: one step of the producer at a time
 
     def drive(self, steps: Iterator[None], signal: AbortSignal | None) -> None:
         self._steps = steps

@@ -225,7 +225,7 @@ class WireCache:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _entries
         self._entries: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], Any]] = {}
 
     def get(self, message: Any, variant: Any, build: Callable[[Any], Any]) -> Any:
@@ -280,7 +280,7 @@ class SegmentCache:
     """
 
     def __init__(self, size: int = 8) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _recent
         self._recent: collections.deque[_Conversion] = collections.deque(maxlen=size)
 
     def convert(self, messages: Sequence[AgentMessage], variant: Any,
