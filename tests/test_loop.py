@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from loop_helpers import Recorder
 
 from piagent import (
     AbortSignal,
@@ -46,24 +47,6 @@ PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-class Recorder:
-    """An ``emit`` that records every event and the thread it arrived on."""
-
-    def __init__(self, on_event: Callable[[AgentEvent], None] | None = None) -> None:
-        self.events: list[AgentEvent] = []
-        self.threads: list[threading.Thread] = []
-        self.on_event = on_event
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.events.append(event)
-        self.threads.append(threading.current_thread())
-        if self.on_event is not None:
-            self.on_event(event)
-
-    def of(self, kind: str) -> list[Any]:
-        return [e for e in self.events if e.type == kind]
 
 
 def row(event: Any) -> tuple[Any, ...]:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import loop_helpers
 import pytest
 
 from piagent import (
@@ -33,16 +34,7 @@ PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
                "required": ["path"]}
 
 
-class Recorder:
-    def __init__(self, on_event: Callable[[AgentEvent], None] | None = None) -> None:
-        self.events: list[Any] = []
-        self.on_event = on_event
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.events.append(event)
-        if self.on_event is not None:
-            self.on_event(event)
-
+class Recorder(loop_helpers.Recorder):
     def rows(self) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
         for e in self.events:

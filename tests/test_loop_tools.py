@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import loop_helpers
 import pytest
 
 from piagent import (
@@ -43,23 +44,7 @@ Execute = Callable[[str, Any, AbortSignal, Callable[[Any], None]], AgentToolResu
 # --- helpers ---------------------------------------------------------------------------
 
 
-class Recorder:
-    """An ``emit`` that records every event and the thread it arrived on."""
-
-    def __init__(self, on_event: Callable[[AgentEvent], None] | None = None) -> None:
-        self.events: list[Any] = []
-        self.threads: list[threading.Thread] = []
-        self.on_event = on_event
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.events.append(event)
-        self.threads.append(threading.current_thread())
-        if self.on_event is not None:
-            self.on_event(event)
-
-    def of(self, kind: str) -> list[Any]:
-        return [e for e in self.events if e.type == kind]
-
+class Recorder(loop_helpers.Recorder):
     def tool_rows(self) -> list[tuple[str, str]]:
         """Tool events and tool-result message events, as (kind, tool call id)."""
         out = []
