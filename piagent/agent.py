@@ -223,21 +223,29 @@ class AgentRun:
 
         The iteration ends once the run has settled (its worker thread has finished).
         """
-        index = 0
-        while True:
-            with self._events_cond:
-                self._readers += 1  # before the check, so _record cannot miss a waiter
-                try:
-                    while index >= len(self._events) and not self._closed:
-                        self._events_cond.wait(_WAIT_SLICE)
-                finally:
-                    self._readers -= 1
-                if index >= len(self._events):
-                    break
-                batch = self._events[index:]
-            index += len(batch)
-            yield from batch
+        return iter(AgentEventIterator(self, abort_on_close=False))
+
+    def _next_event(self, index: int, timeout: float | None) -> AgentEvent | None:
+        """Event ``index``; ``None`` if it does not arrive within ``timeout`` seconds;
+        ``StopIteration`` once the run has settled and every event was read."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._events_cond:
+            self._readers += 1  # before the check, so _record cannot miss a waiter
+            try:
+                while index >= len(self._events) and not self._closed:
+                    slice_ = _WAIT_SLICE
+                    if deadline is not None:
+                        slice_ = deadline - time.monotonic()
+                        if slice_ <= 0:
+                            return None
+                        slice_ = min(slice_, _WAIT_SLICE)
+                    self._events_cond.wait(slice_)
+            finally:
+                self._readers -= 1
+            if index < len(self._events):
+                return self._events[index]
         self._wait(None)  # closed just before settling: returns at once
+        raise StopIteration
 
     # --- called by the Agent on the worker thread -------------------------------------
 
@@ -260,25 +268,40 @@ class AgentRun:
 
 
 class AgentEventIterator:
-    """The events of a run started by ``Agent.stream()``; closing it aborts the run.
+    """The events of a run, from ``agent_start`` until it settles.
 
-    Web frameworks call ``close()`` when the client goes away; so does leaving a ``with``
-    block or breaking out of a ``for`` loop over ``contextlib.closing(...)``.
+    From ``Agent.stream()`` closing it aborts the run: web frameworks call ``close()``
+    when the client goes away; so does leaving a ``with`` block. ``poll(timeout)`` waits
+    for the next event at most ``timeout`` seconds (``None`` if none came), so a server
+    can send keep-alives while a tool works silently.
     """
 
-    def __init__(self, run: AgentRun) -> None:
+    def __init__(self, run: AgentRun, *, abort_on_close: bool = True) -> None:
         self.run = run
-        self._events = run.events()
+        self._index = 0
+        self._abort_on_close = abort_on_close
 
     def __iter__(self) -> AgentEventIterator:
         return self
 
     def __next__(self) -> AgentEvent:
-        return next(self._events)
+        event = self.run._next_event(self._index, None)
+        self._index += 1
+        return event  # type: ignore[return-value]  # no timeout: never None
+
+    def poll(self, timeout: float | None) -> AgentEvent | None:
+        """The next event, or ``None`` after ``timeout`` seconds without one.
+
+        Raises ``StopIteration`` once the run has settled and every event was read.
+        """
+        event = self.run._next_event(self._index, timeout)
+        if event is not None:
+            self._index += 1
+        return event
 
     def close(self) -> None:
-        """Abort the run if it is still going, and wait until it settles."""
-        if not self.run.done:
+        """Abort the run if it is still going (from ``stream()``), and wait until it settles."""
+        if self._abort_on_close and not self.run.done:
             self.run.abort()
             self.run.wait()
 
@@ -290,7 +313,7 @@ class AgentEventIterator:
 
     def __del__(self) -> None:
         run = getattr(self, "run", None)
-        if run is not None and not run.done:
+        if getattr(self, "_abort_on_close", False) and run is not None and not run.done:
             run.abort()
 
 

@@ -40,19 +40,29 @@ def encode_sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def sse_events(events: Iterable[Any],
-               to_dict: Callable[[Any], Any] = event_to_dict) -> Iterator[bytes]:
+def sse_events(events: Iterable[Any], to_dict: Callable[[Any], Any] = event_to_dict, *,
+               heartbeat_s: float | None = 15.0) -> Iterator[bytes]:
     """SSE frames for ``events`` (usually ``agent.stream(...)``), one per event.
 
     Closing the returned generator (what Flask, Django and every WSGI server do when the
     client disconnects) closes ``events``; for ``agent.stream`` that aborts the run and
-    waits for it to settle. An event that cannot be serialised ends the stream with a
-    ``{"type": "stream_error", "error": ...}`` frame (and the run is aborted), rather than
-    a silently truncated response.
+    waits for it to settle. A server notices a gone client only when it writes, so while no
+    event comes for ``heartbeat_s`` seconds (a tool working silently) an SSE comment is sent
+    as a keep-alive; ``None`` turns that off. An event that cannot be serialised ends the
+    stream with a ``{"type": "stream_error", "error": ...}`` frame (and the run is aborted),
+    rather than a silently truncated response.
     """
     iterator = iter(events)
+    poll = getattr(iterator, "poll", None) if heartbeat_s is not None else None
     try:
-        for event in iterator:
+        while True:
+            try:
+                event = poll(heartbeat_s) if poll is not None else next(iterator)
+            except StopIteration:
+                return
+            if event is None:
+                yield _KEEP_ALIVE
+                continue
             try:
                 frame = encode_sse(to_dict(event))
             except Exception as exc:  # a serialisation bug: tell the client, then stop
@@ -66,6 +76,9 @@ def sse_events(events: Iterable[Any],
         close = getattr(events, "close", None) or getattr(iterator, "close", None)
         if callable(close):
             close()
+
+
+_KEEP_ALIVE = b": keep-alive\n\n"  # an SSE comment: clients ignore it
 
 
 def _busy_body(exc: AgentBusyError) -> str:

@@ -933,3 +933,32 @@ def test_a_missing_default_stream_function_fails_the_run_with_its_error() -> Non
         stream_module._default_stream_fn = saved
     assert run.error_message is not None and "No default stream function" in run.error_message
     assert label(agent.state.messages[-1]) == ("assistant", "error:")
+
+
+def test_stream_poll_returns_none_while_nothing_happens_then_the_events() -> None:
+    release = threading.Event()
+
+    def wait_for_release(signal: Any) -> str:
+        assert release.wait(WAIT)
+        return "done"
+
+    from piagent import tool as make_tool
+
+    gate = make_tool(wait_for_release, name="gate", description="Wait.")
+    agent, _ = make_agent([assistant_tool_calls(("gate", {})), assistant_text("end")],
+                          tools=[gate])
+    events = agent.stream("go")
+    seen: list[str] = []
+    while True:
+        event = events.poll(0.01)
+        if event is None:
+            if not release.is_set():
+                assert seen[-1] == "tool_execution_start"  # idle: the tool is waiting
+                release.set()
+            continue
+        seen.append(event.type)
+        if event.type == "agent_end":
+            break
+    with pytest.raises(StopIteration):
+        events.poll(0.01)
+    assert seen[0] == "agent_start" and "tool_execution_end" in seen

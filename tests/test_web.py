@@ -238,3 +238,39 @@ def test_django_response_closed_early_aborts_and_busy_is_409():
     assert blocking.aborted.wait(WAIT)
     assert agent.wait_for_idle(WAIT)
     assert agent.state.messages[-1].stop_reason == "aborted"
+
+
+def test_a_silent_tool_gets_keep_alives_and_a_gone_client_aborts_it() -> None:
+    """While a tool works without events, comments keep the stream writing, so a client
+    that left is noticed (its write fails, the server closes the iterator) and the run
+    is aborted while the tool still waits."""
+    started = threading.Event()
+    aborted: list[bool] = []
+
+    @tool
+    def slow(signal: AbortSignal) -> str:
+        """Work silently until aborted."""
+        started.set()
+        aborted.append(signal.wait(WAIT))
+        return "stopped"
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("slow", {})), assistant_text("unused")])
+    agent = Agent(model=fn.model, tools=[slow], stream_fn=fn)
+    frames = sse_events(agent.stream("go"), heartbeat_s=0.02)
+    keep_alives = 0
+    for frame in frames:
+        if frame.startswith(b":") and started.is_set():
+            keep_alives += 1
+            if keep_alives == 3:
+                break  # the client went away
+    frames.close()  # what the WSGI server does when its write fails
+    assert aborted == [True]
+    assert not agent.state.is_streaming
+    assert agent.state.messages[-1].stop_reason == "aborted"
+
+
+def test_heartbeats_can_be_turned_off() -> None:
+    fn = ScriptedStreamFn([assistant_text("hi")])
+    agent = Agent(model=fn.model, stream_fn=fn)
+    frames = list(sse_events(agent.stream("go"), heartbeat_s=None))
+    assert frames and not any(f.startswith(b":") for f in frames)
