@@ -1,9 +1,10 @@
 """The HTTP transport every provider adapter is built on: requests + sseclient-py.
 
-This module owns the sessions, the POST-with-retries logic, abort wiring, SSE parsing,
+This module owns the sessions, the POST-with-retries logic, abort wiring, SSE parsing and
 the mapping of requests/urllib3/sseclient failures into ``ProviderError`` (the only place
-that catches ``requests.*``) and the helper that turns wire events into pi's assistant
-event sequence. It knows nothing about any one vendor's wire format.
+that catches ``requests.*``). Error texts and retry decisions live in ``_errors``; the
+partial message and pi's event sequence in ``_builder`` (``MessageBuilder``, re-exported
+here). It knows nothing about any one vendor's wire format.
 
 How an adapter uses it (an adapter is only a wire mapping)::
 
@@ -44,7 +45,6 @@ builder's lock).
 
 from __future__ import annotations
 
-import email.utils
 import inspect
 import itertools
 import json
@@ -52,7 +52,6 @@ import logging
 import os
 import queue
 import random
-import re
 import socket
 import threading
 import time
@@ -72,37 +71,33 @@ import urllib3.connectionpool
 import urllib3.exceptions
 import urllib3.response
 
-from .._partial_json import parse_streaming_json
 from .._version import __version__
 from ..abort import AbortSignal
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
 from ..messages import (
     AgentMessage,
     AssistantMessage,
-    StopReason,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
 )
-from ..models import Model, calculate_cost
+from ..models import Model
 from ..stream import (
     _END,
     AssistantMessageEvent,
     AssistantMessageEventStream,
     Context,
-    DoneEvent,
     ErrorEvent,
-    StartEvent,
     StreamOptions,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
+)
+from ._builder import MessageBuilder
+from ._errors import (
+    MESSAGE_BODY_LIMIT,
+    Aborted,
+    Failure,
+    describe,
+    error_details,
+    format_http_error,
+    is_retryable,
+    redact,
+    retry_delay_s,
 )
 
 __all__ = [
@@ -133,10 +128,8 @@ DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 
 _READ_SIZE = 65536  # one read1() call; large reads keep sseclient's buffering linear
 _ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
-_MESSAGE_BODY_LIMIT = 4000  # characters of a provider body quoted in a message (pi's cap)
 _DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
 _IDLE_SESSIONS = 8  # idle sessions kept per client
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 _USER_AGENT = f"piagent/{__version__}"
 _thread_ids = itertools.count(1)
 
@@ -386,7 +379,7 @@ class SSEResponse:
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             call.raise_if_aborted()
             msg = (f"The connection to {call.label} broke in the middle of the response "
-                   f"({call.redact(_describe(exc))}). Retry the request.")
+                   f"({call.redact(describe(exc))}). Retry the request.")
             raise ProviderConnectionError(msg, provider=call.model.provider) from exc
         except UnicodeDecodeError as exc:
             call.raise_if_aborted()
@@ -466,335 +459,6 @@ def parse_event_json(event: SSEEvent, label: str) -> Any:
         raise ProviderResponseError(msg) from exc
 
 
-# --- errors -------------------------------------------------------------------------------
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 500 else text[:500] + "…"
-
-
-def _error_details(body_text: str) -> tuple[str, str | None]:
-    """(message, code) from a provider's JSON error body, else the text itself."""
-    try:
-        data: Any = json.loads(body_text)
-    except ValueError:
-        return body_text.strip(), None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        data = data[0]  # Gemini sometimes wraps the error object in a list
-    if not isinstance(data, dict):
-        return body_text.strip(), None
-    err = data.get("error", data)
-    if isinstance(err, str):
-        return err, None
-    if not isinstance(err, dict):
-        return body_text.strip(), None
-    message = err.get("message") or data.get("message") or body_text.strip()
-    # the most telling code: a name ("insufficient_quota", "UNAVAILABLE") over a number
-    names = [c for c in (err.get("code"), err.get("type"), err.get("status"))
-             if isinstance(c, str) and c and not c.isdigit()]
-    code = names[0] if names else None
-    if isinstance(code, int) and isinstance(err.get("status"), str):
-        code = err["status"]  # Google: the numeric code only repeats the HTTP status
-    metadata = err.get("metadata")
-    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
-        message = f"{message} ({metadata['raw']})"  # OpenRouter's upstream error
-    return str(message), code
-
-
-_STATUS_HINTS = {
-    401: "Check the API key (options.api_key or the provider's environment variable).",
-    403: "Check that the API key may use this model.",
-    404: "Check the model id and the base URL.",
-    429: "The provider is rate limiting or out of quota; wait, then retry.",
-}
-
-
-def format_http_error(label: str, status: int, body_text: str) -> str:
-    """pi's ``<Provider> API error (<status>): <message>`` plus a hint on what to do."""
-    message, code = _error_details(body_text)
-    if not message:
-        message = "(no body)"
-    if len(message) > _MESSAGE_BODY_LIMIT:
-        message = message[:_MESSAGE_BODY_LIMIT] + "…"
-    head = f"{label} API error ({status}, {code})" if code and code not in message else \
-        f"{label} API error ({status})"
-    hint = _STATUS_HINTS.get(status) or ("The provider had a server error; retry later."
-                                         if status >= 500 else "")
-    text = f"{head}: {message}"
-    if hint:
-        text = f"{text.rstrip('.')}. {hint}"
-    return text
-
-
-def _retry_delay_s(headers: Mapping[str, str], body_text: str) -> float | None:
-    """The delay the server asked for, in seconds, from headers or a Google-style body."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(float(value) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-                return max(when.timestamp() - time.time(), 0.0)
-            except (TypeError, ValueError):
-                pass
-    found = re.search(r'"retryDelay"\s*:\s*"([\d.]+)s"', body_text) or \
-        re.search(r"[Pp]lease retry in ([\d.]+)(m?s)", body_text)
-    if found:
-        seconds = float(found.group(1))
-        if found.lastindex == 2 and found.group(2) == "ms":
-            seconds /= 1000.0
-        return seconds
-    return None
-
-
-def _is_retryable(status: int, headers: Mapping[str, str], body_text: str) -> bool:
-    should = headers.get("x-should-retry")
-    if should == "true":
-        return True
-    if should == "false":
-        return False
-    if "insufficient_quota" in body_text or "enforced_spend_limit_reached" in body_text:
-        return False  # out of money: waiting does not help
-    return status in _RETRYABLE_STATUS or status >= 500
-
-
-@dataclass
-class _Failure:
-    """Why one attempt failed; ``delay`` is the server-requested wait in seconds."""
-
-    error: ProviderError
-    retryable: bool = True
-    delay: float | None = None
-
-
-class _Aborted(Exception):
-    """The signal fired; unwinds the worker. Never leaves this package."""
-
-
-# --- the assistant event sequence -----------------------------------------------------------
-
-
-class MessageBuilder:
-    """Builds the partial ``AssistantMessage`` and pushes pi's event sequence for it.
-
-    ``partial`` in every event is the one mutable message being built (as in pi's real
-    adapters); the final ``done``/``error`` event carries the same object. Block indexes
-    are positions in ``message.content``.
-
-    Thread safety: called by the worker thread; ``fail`` may also be called from the
-    aborting thread. ``_lock`` serialises them, and once the stream has ended every
-    further call is a no-op, so a late worker never changes a delivered final message.
-    """
-
-    def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
-        self.model = model
-        self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
-        self._stream = stream
-        self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
-        self._ended = False
-        self._started = False
-        self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
-        self._args: dict[int, str] = {}  # tool-call index → accumulated argument JSON
-
-    @property
-    def ended(self) -> bool:
-        """True once ``finish`` or ``fail`` has delivered the final event."""
-        return self._ended
-
-    def start(self) -> None:
-        """Push ``start`` (once)."""
-        with self._lock:
-            if self._ended or self._started:
-                return
-            self._started = True
-            self._stream.push(StartEvent(self.message))
-
-    def block(self, index: int) -> Any:
-        """The content block at ``index``."""
-        return self.message.content[index]
-
-    def is_open(self, index: int) -> bool:
-        """True while the block at ``index`` has had no ``*_end``."""
-        return index in self._open
-
-    # text and thinking ------------------------------------------------------------------
-
-    def open_text(self, signature: str | None = None) -> int:
-        """Append a text block and push ``text_start``; returns its index."""
-        return self._open_block(TextContent(text="", text_signature=signature), "text")
-
-    def add_text(self, index: int, delta: str) -> None:
-        """Append to a text block and push ``text_delta``."""
-        with self._lock:
-            if self._ended:
-                return
-            block = self.message.content[index]
-            block.text += delta  # type: ignore[union-attr]
-            self._stream.push(TextDeltaEvent(index, delta, self.message))
-
-    def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
-        """Append a thinking block and push ``thinking_start``; returns its index."""
-        block = ThinkingContent(thinking="", thinking_signature=signature, redacted=redacted)
-        return self._open_block(block, "thinking")
-
-    def add_thinking(self, index: int, delta: str) -> None:
-        """Append to a thinking block and push ``thinking_delta``."""
-        with self._lock:
-            if self._ended:
-                return
-            block = self.message.content[index]
-            block.thinking += delta  # type: ignore[union-attr]
-            self._stream.push(ThinkingDeltaEvent(index, delta, self.message))
-
-    # tool calls ---------------------------------------------------------------------------
-
-    def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
-        """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
-        block = ToolCall(id=call_id, name=name,
-                         arguments=_as_object(parse_streaming_json(arguments_json)))
-        index = self._open_block(block, "toolCall")
-        self._args[index] = arguments_json
-        return index
-
-    def add_tool_arguments(self, index: int, fragment: str) -> None:
-        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``."""
-        with self._lock:
-            if self._ended:
-                return
-            buffer = self._args.get(index, "") + fragment
-            self._args[index] = buffer
-            block = self.message.content[index]
-            block.arguments = _as_object(parse_streaming_json(buffer))  # type: ignore[union-attr]
-            self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
-
-    def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
-        """Set the complete argument JSON (a provider's final ``.done``); no event."""
-        with self._lock:
-            if self._ended:
-                return
-            self._args[index] = arguments_json
-            block = self.message.content[index]
-            block.arguments = _as_object(parse_streaming_json(arguments_json))  # type: ignore[union-attr]
-
-    def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
-        """Set (or extend) the provider signature of the block at ``index``; no event.
-
-        Text: ``text_signature``; thinking: ``thinking_signature``; tool call:
-        ``thought_signature``.
-        """
-        with self._lock:
-            if self._ended:
-                return
-            block = self.message.content[index]
-            attr = ("text_signature" if isinstance(block, TextContent) else
-                    "thinking_signature" if isinstance(block, ThinkingContent) else
-                    "thought_signature")
-            if append:
-                signature = (getattr(block, attr) or "") + signature
-            setattr(block, attr, signature)
-
-    def tool_arguments_json(self, index: int) -> str:
-        """The argument JSON accumulated so far for the tool call at ``index``."""
-        return self._args.get(index, "")
-
-    # ends ---------------------------------------------------------------------------------
-
-    def close_block(self, index: int) -> None:
-        """Push the ``*_end`` of an open block (a tool call's arguments are re-parsed)."""
-        with self._lock:
-            if self._ended:
-                return
-            kind = self._open.pop(index, None)
-            block = self.message.content[index]
-            if kind == "text":
-                self._stream.push(TextEndEvent(index, block.text, self.message))  # type: ignore[union-attr]
-            elif kind == "thinking":
-                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))  # type: ignore[union-attr]
-            elif kind == "toolCall":
-                block.arguments = _as_object(  # type: ignore[union-attr]
-                    parse_streaming_json(self._args.pop(index, "")))
-                self._stream.push(ToolCallEndEvent(index, block, self.message))  # type: ignore[arg-type]
-
-    def close_open_blocks(self) -> None:
-        """``close_block`` for every block still open, in index order."""
-        for index in sorted(self._open):
-            self.close_block(index)
-
-    def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0,
-                  total_tokens: int | None = None) -> None:
-        """Replace the usage counters and recompute the cost from the model's prices."""
-        with self._lock:
-            if self._ended:
-                return
-            usage = self.message.usage
-            usage.input, usage.output = input, output
-            usage.cache_read, usage.cache_write = cache_read, cache_write
-            usage.total_tokens = (total_tokens if total_tokens is not None
-                                  else input + output + cache_read + cache_write)
-            calculate_cost(self.model, usage)
-
-    def finish(self, stop_reason: StopReason) -> None:
-        """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""
-        with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-            self.message.stop_reason = stop_reason
-            self._args.clear()
-            self._stream.push(DoneEvent(stop_reason, self.message))
-            self._stream.end()
-
-    def fail(self, error_message: str, *, aborted: bool = False) -> None:
-        """Push ``error`` (partial content and usage kept); no-op once ended."""
-        with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-            reason: StopReason = "aborted" if aborted else "error"
-            self.message.stop_reason = reason
-            self.message.error_message = error_message
-            self._open.clear()
-            self._args.clear()
-            self._stream.push(ErrorEvent(reason, self.message))
-            self._stream.end()
-
-    def _open_block(self, block: Any, kind: str) -> int:
-        with self._lock:
-            content = self.message.content
-            if self._ended:
-                return len(content)  # a late worker: nothing is delivered any more
-            index = len(content)
-            content.append(block)
-            self._open[index] = kind
-            if kind == "text":
-                self._stream.push(TextStartEvent(index, self.message))
-            elif kind == "thinking":
-                self._stream.push(ThinkingStartEvent(index, self.message))
-            else:
-                self._stream.push(ToolCallStartEvent(index, self.message))
-            return index
-
-
-def _as_object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 # --- one provider call ------------------------------------------------------------------------
 
 
@@ -835,7 +499,7 @@ class ProviderCall:
     def raise_if_aborted(self) -> None:
         """Unwind the worker if the signal has fired."""
         if self.signal is not None and self.signal.aborted:
-            raise _Aborted
+            raise Aborted
 
     def open_sse(self, request: SSERequest) -> SSEResponse:
         """POST ``request`` and return the accepted event stream; pushes ``start``.
@@ -887,10 +551,10 @@ class ProviderCall:
             if self.signal is None:
                 time.sleep(delay)
             elif self.signal.wait(delay):
-                raise _Aborted
+                raise Aborted
 
     def _attempt(self, request: SSERequest, body: bytes,
-                 headers: Mapping[str, str]) -> SSEResponse | _Failure:
+                 headers: Mapping[str, str]) -> SSEResponse | Failure:
         """One POST: the accepted stream, or why it failed and whether to retry."""
         assert self._session is not None
         provider = self.model.provider
@@ -905,32 +569,32 @@ class ProviderCall:
             self.raise_if_aborted()
             kind = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
             msg = (f"Could not reach {self.label} at {request.url}: {kind} "
-                   f"({_describe(exc)}). Check base_url and that the server is running.")
-            return _Failure(ProviderConnectionError(self.redact(msg), provider=provider))
+                   f"({describe(exc)}). Check base_url and that the server is running.")
+            return Failure(ProviderConnectionError(self.redact(msg), provider=provider))
         finally:
             _tls.tracker = None
         self._responses.append(response)
         if self.signal is not None and self.signal.aborted:
             response.close()
-            raise _Aborted
+            raise Aborted
         status = response.status_code
         if status >= 300:
             body_text = self._read_error_body(response)
             msg = self.redact(format_http_error(self.label, status, body_text))
-            delay = _retry_delay_s(response.headers, body_text)
+            delay = retry_delay_s(response.headers, body_text)
             error = ProviderError(msg, provider=provider, status_code=status,
                                   body=self.redact(body_text), retry_after=delay)
-            return _Failure(error, _is_retryable(status, response.headers, body_text), delay)
+            return Failure(error, is_retryable(status, response.headers, body_text), delay)
         content_type = response.headers.get("content-type", "")
         if content_type and not content_type.lower().startswith("text/event-stream"):
             body_text = self._read_error_body(response)
-            message, _code = _error_details(body_text)
+            message, _code = error_details(body_text)
             msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
-                   f"event stream: {message[:_MESSAGE_BODY_LIMIT]}. Check that base_url points "
+                   f"event stream: {message[:MESSAGE_BODY_LIMIT]}. Check that base_url points "
                    "at a server that speaks this API and supports streaming.")
             error = ProviderResponseError(self.redact(msg), provider=provider,
                                           status_code=status)
-            return _Failure(error, retryable=False)
+            return Failure(error, retryable=False)
         return SSEResponse(self, response)
 
     def _read_error_body(self, response: requests.Response) -> str:
@@ -938,7 +602,7 @@ class ProviderCall:
             raw = response.raw.read(_ERROR_BODY_LIMIT, decode_content=True)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             self.raise_if_aborted()
-            raw = f"(the error body could not be read: {_describe(exc)})".encode()
+            raw = f"(the error body could not be read: {describe(exc)})".encode()
         finally:
             self.tracker.detach()
             response.close()
@@ -1001,7 +665,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
             if not out.ended:
                 msg = f"The {label} adapter returned without finishing the message."
                 raise ProviderResponseError(msg, provider=model.provider)
-        except _Aborted:
+        except Aborted:
             out.fail(_abort_text(signal), aborted=True)
         except ProviderError as exc:
             if signal is not None and signal.aborted:

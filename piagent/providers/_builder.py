@@ -1,0 +1,237 @@
+"""``MessageBuilder``: the partial assistant message and pi's event sequence for it.
+
+An adapter reports what arrives on the wire (a text block opened, a delta, a tool call's
+argument fragment, usage, the end); the builder keeps the partial message and pushes the
+matching ``start``/``*_start``/``*_delta``/``*_end``/``done``/``error`` events.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .._partial_json import parse_streaming_json
+from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
+from ..models import Model, calculate_cost
+from ..stream import (
+    AssistantMessageEventStream,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = ["MessageBuilder"]
+
+
+class MessageBuilder:
+    """Builds the partial ``AssistantMessage`` and pushes pi's event sequence for it.
+
+    ``partial`` in every event is the one mutable message being built (as in pi's real
+    adapters); the final ``done``/``error`` event carries the same object. Block indexes
+    are positions in ``message.content``.
+
+    Thread safety: called by the worker thread; ``fail`` may also be called from the
+    aborting thread. ``_lock`` serialises them, and once the stream has ended every
+    further call is a no-op, so a late worker never changes a delivered final message.
+    """
+
+    def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
+        self.model = model
+        self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
+        self._stream = stream
+        self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
+        self._ended = False
+        self._started = False
+        self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
+        self._args: dict[int, str] = {}  # tool-call index → accumulated argument JSON
+
+    @property
+    def ended(self) -> bool:
+        """True once ``finish`` or ``fail`` has delivered the final event."""
+        return self._ended
+
+    def start(self) -> None:
+        """Push ``start`` (once)."""
+        with self._lock:
+            if self._ended or self._started:
+                return
+            self._started = True
+            self._stream.push(StartEvent(self.message))
+
+    def block(self, index: int) -> Any:
+        """The content block at ``index``."""
+        return self.message.content[index]
+
+    def is_open(self, index: int) -> bool:
+        """True while the block at ``index`` has had no ``*_end``."""
+        return index in self._open
+
+    # text and thinking ------------------------------------------------------------------
+
+    def open_text(self, signature: str | None = None) -> int:
+        """Append a text block and push ``text_start``; returns its index."""
+        return self._open_block(TextContent(text="", text_signature=signature), "text")
+
+    def add_text(self, index: int, delta: str) -> None:
+        """Append to a text block and push ``text_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            block.text += delta  # type: ignore[union-attr]
+            self._stream.push(TextDeltaEvent(index, delta, self.message))
+
+    def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
+        """Append a thinking block and push ``thinking_start``; returns its index."""
+        block = ThinkingContent(thinking="", thinking_signature=signature, redacted=redacted)
+        return self._open_block(block, "thinking")
+
+    def add_thinking(self, index: int, delta: str) -> None:
+        """Append to a thinking block and push ``thinking_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            block.thinking += delta  # type: ignore[union-attr]
+            self._stream.push(ThinkingDeltaEvent(index, delta, self.message))
+
+    # tool calls ---------------------------------------------------------------------------
+
+    def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
+        """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
+        block = ToolCall(id=call_id, name=name,
+                         arguments=_as_object(parse_streaming_json(arguments_json)))
+        index = self._open_block(block, "toolCall")
+        self._args[index] = arguments_json
+        return index
+
+    def add_tool_arguments(self, index: int, fragment: str) -> None:
+        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``."""
+        with self._lock:
+            if self._ended:
+                return
+            buffer = self._args.get(index, "") + fragment
+            self._args[index] = buffer
+            block = self.message.content[index]
+            block.arguments = _as_object(parse_streaming_json(buffer))  # type: ignore[union-attr]
+            self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+
+    def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
+        """Set the complete argument JSON (a provider's final ``.done``); no event."""
+        with self._lock:
+            if self._ended:
+                return
+            self._args[index] = arguments_json
+            block = self.message.content[index]
+            block.arguments = _as_object(parse_streaming_json(arguments_json))  # type: ignore[union-attr]
+
+    def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
+        """Set (or extend) the provider signature of the block at ``index``; no event.
+
+        Text: ``text_signature``; thinking: ``thinking_signature``; tool call:
+        ``thought_signature``.
+        """
+        with self._lock:
+            if self._ended:
+                return
+            block = self.message.content[index]
+            attr = ("text_signature" if isinstance(block, TextContent) else
+                    "thinking_signature" if isinstance(block, ThinkingContent) else
+                    "thought_signature")
+            if append:
+                signature = (getattr(block, attr) or "") + signature
+            setattr(block, attr, signature)
+
+    def tool_arguments_json(self, index: int) -> str:
+        """The argument JSON accumulated so far for the tool call at ``index``."""
+        return self._args.get(index, "")
+
+    # ends ---------------------------------------------------------------------------------
+
+    def close_block(self, index: int) -> None:
+        """Push the ``*_end`` of an open block (a tool call's arguments are re-parsed)."""
+        with self._lock:
+            if self._ended:
+                return
+            kind = self._open.pop(index, None)
+            block = self.message.content[index]
+            if kind == "text":
+                self._stream.push(TextEndEvent(index, block.text, self.message))  # type: ignore[union-attr]
+            elif kind == "thinking":
+                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))  # type: ignore[union-attr]
+            elif kind == "toolCall":
+                block.arguments = _as_object(  # type: ignore[union-attr]
+                    parse_streaming_json(self._args.pop(index, "")))
+                self._stream.push(ToolCallEndEvent(index, block, self.message))  # type: ignore[arg-type]
+
+    def close_open_blocks(self) -> None:
+        """``close_block`` for every block still open, in index order."""
+        for index in sorted(self._open):
+            self.close_block(index)
+
+    def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0,
+                  total_tokens: int | None = None) -> None:
+        """Replace the usage counters and recompute the cost from the model's prices."""
+        with self._lock:
+            if self._ended:
+                return
+            usage = self.message.usage
+            usage.input, usage.output = input, output
+            usage.cache_read, usage.cache_write = cache_read, cache_write
+            usage.total_tokens = (total_tokens if total_tokens is not None
+                                  else input + output + cache_read + cache_write)
+            calculate_cost(self.model, usage)
+
+    def finish(self, stop_reason: StopReason) -> None:
+        """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            self.message.stop_reason = stop_reason
+            self._args.clear()
+            self._stream.push(DoneEvent(stop_reason, self.message))
+            self._stream.end()
+
+    def fail(self, error_message: str, *, aborted: bool = False) -> None:
+        """Push ``error`` (partial content and usage kept); no-op once ended."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            reason: StopReason = "aborted" if aborted else "error"
+            self.message.stop_reason = reason
+            self.message.error_message = error_message
+            self._open.clear()
+            self._args.clear()
+            self._stream.push(ErrorEvent(reason, self.message))
+            self._stream.end()
+
+    def _open_block(self, block: Any, kind: str) -> int:
+        with self._lock:
+            content = self.message.content
+            if self._ended:
+                return len(content)  # a late worker: nothing is delivered any more
+            index = len(content)
+            content.append(block)
+            self._open[index] = kind
+            if kind == "text":
+                self._stream.push(TextStartEvent(index, self.message))
+            elif kind == "thinking":
+                self._stream.push(ThinkingStartEvent(index, self.message))
+            else:
+                self._stream.push(ToolCallStartEvent(index, self.message))
+            return index
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,139 @@
+"""Provider failures as messages: HTTP error text, retry decisions, secret redaction.
+
+Owned here: how a provider's error body becomes one readable sentence (API keys never
+included), which statuses are retried and how long to wait. ``_http`` uses these while it
+makes a request; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ProviderError
+
+MESSAGE_BODY_LIMIT = 4000  # characters of a provider body quoted in a message (pi's cap)
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+def error_details(body_text: str) -> tuple[str, str | None]:
+    """(message, code) from a provider's JSON error body, else the text itself."""
+    try:
+        data: Any = json.loads(body_text)
+    except ValueError:
+        return body_text.strip(), None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]  # Gemini sometimes wraps the error object in a list
+    if not isinstance(data, dict):
+        return body_text.strip(), None
+    err = data.get("error", data)
+    if isinstance(err, str):
+        return err, None
+    if not isinstance(err, dict):
+        return body_text.strip(), None
+    message = err.get("message") or data.get("message") or body_text.strip()
+    # the most telling code: a name ("insufficient_quota", "UNAVAILABLE") over a number
+    names = [c for c in (err.get("code"), err.get("type"), err.get("status"))
+             if isinstance(c, str) and c and not c.isdigit()]
+    code = names[0] if names else None
+    if isinstance(code, int) and isinstance(err.get("status"), str):
+        code = err["status"]  # Google: the numeric code only repeats the HTTP status
+    metadata = err.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
+        message = f"{message} ({metadata['raw']})"  # OpenRouter's upstream error
+    return str(message), code
+
+
+_STATUS_HINTS = {
+    401: "Check the API key (options.api_key or the provider's environment variable).",
+    403: "Check that the API key may use this model.",
+    404: "Check the model id and the base URL.",
+    429: "The provider is rate limiting or out of quota; wait, then retry.",
+}
+
+
+def format_http_error(label: str, status: int, body_text: str) -> str:
+    """pi's ``<Provider> API error (<status>): <message>`` plus a hint on what to do."""
+    message, code = error_details(body_text)
+    if not message:
+        message = "(no body)"
+    if len(message) > MESSAGE_BODY_LIMIT:
+        message = message[:MESSAGE_BODY_LIMIT] + "…"
+    head = f"{label} API error ({status}, {code})" if code and code not in message else \
+        f"{label} API error ({status})"
+    hint = _STATUS_HINTS.get(status) or ("The provider had a server error; retry later."
+                                         if status >= 500 else "")
+    text = f"{head}: {message}"
+    if hint:
+        text = f"{text.rstrip('.')}. {hint}"
+    return text
+
+
+def retry_delay_s(headers: Mapping[str, str], body_text: str) -> float | None:
+    """The delay the server asked for, in seconds, from headers or a Google-style body."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(float(value) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+                return max(when.timestamp() - time.time(), 0.0)
+            except (TypeError, ValueError):
+                pass
+    found = re.search(r'"retryDelay"\s*:\s*"([\d.]+)s"', body_text) or \
+        re.search(r"[Pp]lease retry in ([\d.]+)(m?s)", body_text)
+    if found:
+        seconds = float(found.group(1))
+        if found.lastindex == 2 and found.group(2) == "ms":
+            seconds /= 1000.0
+        return seconds
+    return None
+
+
+def is_retryable(status: int, headers: Mapping[str, str], body_text: str) -> bool:
+    should = headers.get("x-should-retry")
+    if should == "true":
+        return True
+    if should == "false":
+        return False
+    if "insufficient_quota" in body_text or "enforced_spend_limit_reached" in body_text:
+        return False  # out of money: waiting does not help
+    return status in _RETRYABLE_STATUS or status >= 500
+
+
+@dataclass
+class Failure:
+    """Why one attempt failed; ``delay`` is the server-requested wait in seconds."""
+
+    error: ProviderError
+    retryable: bool = True
+    delay: float | None = None
+
+
+class Aborted(Exception):
+    """The signal fired; unwinds the worker. Never leaves this package."""
