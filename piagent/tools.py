@@ -8,18 +8,16 @@ tools is the loop's job, not this module's.
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import enum
 import inspect
 import json
-import re
-import types
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, Union, overload
+from typing import Any, Literal, TypeAlias, overload
 
+from ._docstrings import parse_docstring
+from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
 from ._schema import compile_schema, format_error_text
 from .abort import AbortSignal
 from .errors import ToolArgumentError
@@ -124,8 +122,6 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
 
 _INJECTED = frozenset({"signal", "on_update", "tool_call_id"})
 _NO_DEFAULT: Any = inspect.Parameter.empty
-Converter: TypeAlias = Callable[[Any], Any]
-
 
 @overload
 def tool(
@@ -274,8 +270,8 @@ def _build_tool(
     if not tool_name:
         msg = f"Cannot name a tool after {fn!r}; pass name=..."
         raise TypeError(msg)
-    summary, param_docs = _parse_docstring(inspect.getdoc(fn))
-    hints = _type_hints(fn)
+    summary, param_docs = parse_docstring(inspect.getdoc(fn))
+    hints = type_hints(fn)
     properties: dict[str, Any] = {}
     required: list[str] = []
     params: list[_Param] = []
@@ -292,9 +288,9 @@ def _build_tool(
             injected.append(p.name)
             params.append(_Param(p.name, positional_only, p.default, None))
             continue
-        hint, note = _unwrap_annotated(hints.get(p.name, Any))
+        hint, note = unwrap_annotated(hints.get(p.name, Any))
         try:
-            schema = _schema_for(hint, frozenset())
+            schema = schema_for(hint, frozenset())
         except TypeError as exc:
             msg = f"Tool {tool_name!r}: parameter {p.name!r}: {exc}"
             raise TypeError(msg) from None
@@ -308,7 +304,7 @@ def _build_tool(
             if isinstance(default, (str, int, float, bool, type(None))):
                 schema["default"] = default
         properties[p.name] = schema
-        params.append(_Param(p.name, positional_only, p.default, _converter_for(hint)))
+        params.append(_Param(p.name, positional_only, p.default, converter_for(hint)))
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         parameters["required"] = required
@@ -323,270 +319,6 @@ def _build_tool(
         execution_mode=execution_mode,
         replay=replay,
     )
-
-
-def _type_hints(obj: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(obj, include_extras=True)
-    except NameError as exc:
-        msg = f"cannot resolve the type hints of {obj!r}: {exc}"
-        raise TypeError(msg) from exc
-    except TypeError:
-        # not a function, class or module: try a callable object's __call__, once
-        if inspect.isclass(obj) or not callable(obj):
-            return {}
-        try:
-            return typing.get_type_hints(type(obj).__call__, include_extras=True)
-        except (NameError, TypeError):
-            return {}
-
-
-def _unwrap_annotated(hint: Any) -> tuple[Any, str | None]:
-    """``Annotated[X, "text"]`` → ``(X, "text")``."""
-    if typing.get_origin(hint) is typing.Annotated:
-        base, *extras = typing.get_args(hint)
-        note = next((e for e in extras if isinstance(e, str)), None)
-        return base, note
-    return hint, None
-
-
-# --- type hints → JSON Schema --------------------------------------------------------
-
-_NONE_TYPE = type(None)
-_SEQUENCES = (
-    list,
-    collections.abc.Sequence,
-    collections.abc.MutableSequence,
-    collections.abc.Iterable,
-    collections.abc.Collection,
-)
-_SETS = (set, frozenset, collections.abc.Set, collections.abc.MutableSet)
-_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
-_SCALARS: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
-
-
-def _json_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if value is None:
-        return "null"
-    return None
-
-
-def _enum_schema(values: list[Any]) -> dict[str, Any]:
-    kinds = {_json_type(v) for v in values}
-    if len(kinds) == 1 and None not in kinds:
-        return {"type": kinds.pop(), "enum": values}
-    return {"enum": values}
-
-
-def _is_union(origin: Any) -> bool:
-    return origin is Union or origin is types.UnionType
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    t = schema.get("type")
-    if isinstance(t, str) and "anyOf" not in schema:
-        out = {**schema, "type": [t, "null"]}
-        if "enum" in out:
-            out["enum"] = [*out["enum"], None]
-        return out
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _schema_for(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
-    hint, note = _unwrap_annotated(hint)
-    schema = _bare_schema_for(hint, seen)
-    return {**schema, "description": note} if note else schema
-
-
-def _bare_schema_for(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
-    if hint is Any or hint is object:
-        return {}
-    if hint is None or hint is _NONE_TYPE:
-        return {"type": "null"}
-    if hint in _SCALARS:
-        return {"type": _SCALARS[hint]}
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if _is_union(origin):
-        members = [a for a in args if a is not _NONE_TYPE]
-        nullable = len(members) < len(args)
-        if len(members) == 1:
-            inner = _schema_for(members[0], seen)
-            return _nullable(inner) if nullable else inner
-        branches = [_schema_for(a, seen) for a in members]
-        return {"anyOf": branches + ([{"type": "null"}] if nullable else [])}
-    if origin is Literal:
-        return _enum_schema([a.value if isinstance(a, enum.Enum) else a for a in args])
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return _enum_schema([m.value for m in hint])
-    if typing.is_typeddict(hint):
-        return _typeddict_schema(hint, seen)
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _dataclass_schema(hint, seen)
-    container = origin or hint
-    if container is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": _schema_for(args[0], seen)}
-        if not args:
-            return {"type": "array"}
-        if args == ((),):
-            return {"type": "array", "maxItems": 0}
-        return {
-            "type": "array",
-            "items": [_schema_for(a, seen) for a in args],
-            "minItems": len(args),
-            "maxItems": len(args),
-        }
-    if container in _SETS:
-        out: dict[str, Any] = {"type": "array", "uniqueItems": True}
-        if args:
-            out["items"] = _schema_for(args[0], seen)
-        return out
-    if container in _SEQUENCES:
-        return {"type": "array", "items": _schema_for(args[0], seen)} if args else {"type": "array"}
-    if container in _MAPPINGS:
-        if args:
-            if args[0] not in (str, Any):
-                msg = f"dict keys must be str in JSON, not {args[0]!r}"
-                raise TypeError(msg)
-            return {"type": "object", "additionalProperties": _schema_for(args[1], seen)}
-        return {"type": "object"}
-    msg = f"no JSON Schema for type {hint!r}"
-    raise TypeError(msg)
-
-
-def _class_doc(cls: type) -> str | None:
-    doc = cls.__doc__
-    # dataclasses invent "Name(field: type, ...)"; TypedDicts inherit dict's docstring
-    if not doc or doc.startswith(cls.__name__ + "(") or doc == dict.__doc__:
-        return None
-    return inspect.cleandoc(doc)
-
-
-def _object_schema(
-    cls: type, hints: Mapping[str, Any], required: list[str], seen: frozenset[Any]
-) -> dict[str, Any]:
-    if cls in seen:
-        return {"type": "object"}  # a recursive type: do not recurse forever
-    inner = seen | {cls}
-    out: dict[str, Any] = {
-        "type": "object",
-        "properties": {k: _schema_for(h, inner) for k, h in hints.items()},
-    }
-    if required:
-        out["required"] = required
-    out["additionalProperties"] = False
-    doc = _class_doc(cls)
-    if doc:
-        out["description"] = doc
-    return out
-
-
-def _typeddict_schema(cls: Any, seen: frozenset[Any]) -> dict[str, Any]:
-    hints = _type_hints(cls)
-    required_keys = cls.__required_keys__
-    hints = {k: _strip_required(h) for k, h in hints.items()}
-    return _object_schema(cls, hints, [k for k in hints if k in required_keys], seen)
-
-
-_REQUIRED_WRAPPERS = tuple(
-    w for w in (getattr(typing, "Required", None), getattr(typing, "NotRequired", None)) if w
-)
-
-
-def _strip_required(hint: Any) -> Any:
-    if _REQUIRED_WRAPPERS and typing.get_origin(hint) in _REQUIRED_WRAPPERS:
-        return typing.get_args(hint)[0]
-    return hint
-
-
-def _dataclass_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(cls) if f.init]
-
-
-def _dataclass_schema(cls: type, seen: frozenset[Any]) -> dict[str, Any]:
-    all_hints = _type_hints(cls)
-    fields = _dataclass_fields(cls)
-    hints = {f.name: all_hints.get(f.name, Any) for f in fields}
-    required = [
-        f.name
-        for f in fields
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    return _object_schema(cls, hints, required, seen)
-
-
-# --- JSON values → Python parameter values --------------------------------------------
-
-
-def _converter_for(hint: Any, seen: frozenset[Any] = frozenset()) -> Converter | None:
-    """A function turning a validated JSON value into what the hint promises, or ``None``
-    when the JSON value already is that."""
-    hint, _ = _unwrap_annotated(hint)
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if hint is float:
-        return _to_float
-    if _is_union(origin):
-        members = [a for a in args if a is not _NONE_TYPE]
-        if len(members) != 1:
-            return None  # an ambiguous union: pass the JSON value through
-        inner = _converter_for(members[0], seen)
-        if inner is None:
-            return None
-        return lambda v: None if v is None else inner(v)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return lambda v: hint(v)
-    if hint in seen:
-        return None
-    if typing.is_typeddict(hint):
-        hints = {k: _strip_required(h) for k, h in _type_hints(hint).items()}
-        return _mapping_converter(hints, seen | {hint})
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        all_hints = _type_hints(hint)
-        names = [f.name for f in _dataclass_fields(hint)]
-        build = _mapping_converter({n: all_hints.get(n, Any) for n in names}, seen | {hint})
-        cls = hint
-        return lambda v: cls(**(build(v) if build is not None else v))
-    container = origin or hint
-    if container is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _converter_for(args[0], seen)
-            return lambda v: tuple(v if item is None else map(item, v))
-        converters = [_converter_for(a, seen) for a in args]
-        return lambda v: tuple(
-            x if c is None else c(x) for x, c in zip(v, converters, strict=False)
-        )
-    if container in _SETS:
-        item = _converter_for(args[0], seen) if args else None
-        kind = frozenset if container is frozenset else set
-        return lambda v: kind(v if item is None else map(item, v))
-    if container in _SEQUENCES and args:
-        item = _converter_for(args[0], seen)
-        return None if item is None else (lambda v: [item(x) for x in v])
-    if container in _MAPPINGS and args:
-        value = _converter_for(args[1], seen)
-        return None if value is None else (lambda v: {k: value(x) for k, x in v.items()})
-    return None
-
-
-def _to_float(value: Any) -> Any:
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _mapping_converter(hints: Mapping[str, Any], seen: frozenset[Any]) -> Converter | None:
-    converters = {k: c for k, h in hints.items() if (c := _converter_for(h, seen)) is not None}
-    if not converters:
-        return None
-    return lambda v: {k: (converters[k](x) if k in converters else x) for k, x in v.items()}
 
 
 # --- results -------------------------------------------------------------------------
@@ -623,78 +355,3 @@ def _to_result(value: Any) -> AgentToolResult:
     data = _jsonable(value)
     text = json.dumps(data, ensure_ascii=False, default=str)
     return AgentToolResult(content=[TextContent(text=text)], structured_content=data)
-
-
-# --- docstrings ----------------------------------------------------------------------
-
-_GOOGLE_SECTION = re.compile(
-    r"(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs)\s*:\s*"
-)
-_GOOGLE_ENTRY = re.compile(r"\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)")
-_REST_PARAM = re.compile(r":param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:(.*)")
-_REST_TYPE = re.compile(r":type\s+\w+\s*:")
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into the tool description and per-parameter descriptions.
-
-    The parameter sections (Google ``Args:``, reST ``:param x:``/``:type x:``) are taken
-    out; everything else stays in the description.
-    """
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    params: dict[str, str] = {}
-    kept: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if _indent(line) == 0 and _GOOGLE_SECTION.fullmatch(stripped):
-            i = _parse_google_args(lines, i + 1, params)
-            continue
-        rest = _REST_PARAM.fullmatch(stripped)
-        if rest or _REST_TYPE.match(stripped):
-            i += 1
-            text = rest.group(2).strip() if rest else ""
-            while i < len(lines) and lines[i].strip() and _indent(lines[i]) > _indent(line):
-                text = f"{text} {lines[i].strip()}".strip()
-                i += 1
-            if rest:
-                params[rest.group(1)] = text
-            continue
-        kept.append(line)
-        i += 1
-    description = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-    return description, params
-
-
-def _parse_google_args(lines: list[str], i: int, params: dict[str, str]) -> int:
-    """Read an ``Args:`` body starting at line ``i``; return the index after it."""
-    base: int | None = None
-    current: str | None = None
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            # a blank line ends the section unless an indented line follows
-            if i + 1 < len(lines) and lines[i + 1].strip() and _indent(lines[i + 1]) > 0:
-                i += 1
-                continue
-            return i
-        indent = _indent(line)
-        if indent == 0:
-            return i
-        if base is None:
-            base = indent
-        entry = _GOOGLE_ENTRY.fullmatch(line.strip())
-        if indent <= base and entry:
-            current = entry.group(1)
-            params[current] = entry.group(2).strip()
-        elif current is not None:
-            params[current] = f"{params[current]} {line.strip()}".strip()
-        i += 1
-    return i
