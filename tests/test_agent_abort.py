@@ -293,6 +293,18 @@ def sigint_raises() -> Iterator[None]:
         signal_module.signal(signal_module.SIGINT, previous)
 
 
+def _interrupt_once_started(gate: GateTool) -> threading.Thread:
+    """A helper thread that sends Ctrl-C to the main thread once the gated tool runs."""
+
+    def interrupter() -> None:
+        if gate.started("call_1").wait(WAIT):
+            _thread.interrupt_main()
+
+    helper = threading.Thread(target=interrupter, name="interrupter")
+    helper.start()
+    return helper
+
+
 @pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_while_prompt_waits_aborts_the_run_and_reraises() -> None:
     baseline = threading.active_count()
@@ -301,12 +313,7 @@ def test_ctrl_c_while_prompt_waits_aborts_the_run_and_reraises() -> None:
                            tools=[gate.tool])
     rec = Recorder(agent)
 
-    def interrupter() -> None:
-        if gate.started("call_1").wait(WAIT):
-            _thread.interrupt_main()
-
-    helper = threading.Thread(target=interrupter, name="interrupter")
-    helper.start()
+    helper = _interrupt_once_started(gate)
     with pytest.raises(KeyboardInterrupt):
         agent.prompt("go")
     helper.join(WAIT)
@@ -358,12 +365,7 @@ def test_ctrl_c_while_waiting_on_a_non_blocking_run() -> None:
     agent, fn = make_agent([assistant_tool_calls(("read", {}))], tools=[gate.tool])
     rec = Recorder(agent)
 
-    def interrupter() -> None:
-        if gate.started("call_1").wait(WAIT):
-            _thread.interrupt_main()
-
-    helper = threading.Thread(target=interrupter, name="interrupter")
-    helper.start()
+    helper = _interrupt_once_started(gate)
     with pytest.raises(KeyboardInterrupt):
         # Ctrl-C may land in prompt() itself (it waits for the worker thread to start) or in
         # wait(); either way the run is aborted and settled before it propagates
