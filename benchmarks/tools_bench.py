@@ -14,8 +14,8 @@ from typing import Any
 
 import jsonschema
 
-from piagent._partial_json import parse_streaming_json
-from piagent._schema import compile_schema
+from piagent.stream._partial_json import parse_streaming_json
+from piagent.tools._schema import compile_schema
 from piagent.tools import tool, validate_tool_arguments
 
 

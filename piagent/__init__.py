@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from ._partial_json import parse_streaming_json
+from .stream._partial_json import parse_streaming_json
 from ._version import __version__
 from .abort import AbortController, AbortSignal
 from .agent import Agent, AgentEventIterator, AgentRun, AgentState, default_convert_to_llm
-from .config import (
+from .loop._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     AgentContext,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
-from ._partial_json import parse_streaming_json
+from .stream._partial_json import parse_streaming_json
 from .messages import (
     AssistantMessage,
     StopReason,

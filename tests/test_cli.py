@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from piagent import Agent, tool
-from piagent._demo import evaluate, make_demo_tools
+from piagent.cli._demo import evaluate, make_demo_tools
 from piagent.abort import AbortController
 from piagent.cli import EventPrinter, Style, chat_loop, main
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls

@@ -18,7 +18,7 @@ from piagent import (
     get_current_tools,
     run_agent_loop,
 )
-from piagent._declare import ToolDeclarations, declare_tool_changes
+from piagent.loop._declare import ToolDeclarations, declare_tool_changes
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.transcript import to_tool_declaration
 

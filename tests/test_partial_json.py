@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piagent._partial_json import parse_streaming_json
+from piagent.stream._partial_json import parse_streaming_json
 
 CORPUS = [
     "{}",

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import piagent._schema as schema_mod
+import piagent.tools._schema as schema_mod
 from piagent.abort import AbortSignal
 from piagent.errors import PiAgentError, ToolArgumentError
 from piagent.messages import ImageContent, TextContent
@@ -722,7 +722,7 @@ def test_invalid_schema_logs_a_warning_and_skips_validation(
 ) -> None:
     t = _schema_tool({"type": "object", "properties": {"n": {"type": "no-such-type"}}})
     args = {"n": "anything"}
-    with caplog.at_level(logging.WARNING, logger="piagent._schema"):
+    with caplog.at_level(logging.WARNING, logger="piagent.tools._schema"):
         assert validate_tool_arguments(t, args) is args
     assert "invalid JSON Schema" in caplog.text
 
@@ -731,7 +731,7 @@ def test_unresolvable_ref_logs_a_warning_and_skips_validation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     t = _schema_tool({"type": "object", "properties": {"n": {"$ref": "#/definitions/missing"}}})
-    with caplog.at_level(logging.WARNING, logger="piagent._schema"):
+    with caplog.at_level(logging.WARNING, logger="piagent.tools._schema"):
         assert validate_tool_arguments(t, {"n": 1}) == {"n": 1}
     assert "bad $ref" in caplog.text
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .._partial_json import parse_streaming_json
+from ..stream._partial_json import parse_streaming_json
 from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
 from ..models import Model, calculate_cost
 from ..stream import (

@@ -6,8 +6,8 @@ so either side can be pi's TypeScript implementation. See ``docs/proxy.md``.
 
 from __future__ import annotations
 
-from .client import ProxyStreamOptions, proxy_stream_fn, stream_proxy
-from .server import ProxyApp, ProxyServer, serve_proxy
+from ._client import ProxyStreamOptions, proxy_stream_fn, stream_proxy
+from ._server import ProxyApp, ProxyServer, serve_proxy
 
 __all__ = [
     "ProxyApp",

@@ -19,7 +19,7 @@ import requests
 from piagent.abort import AbortController, AbortSignal
 from piagent.messages import UserMessage
 from piagent.proxy import ProxyStreamOptions, stream_proxy
-from piagent.proxy.protocol import context_to_dict, model_to_dict
+from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import Context, StreamOptions, TextDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_text
 

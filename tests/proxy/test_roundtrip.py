@@ -22,7 +22,7 @@ from piagent.messages import (
     message_to_dict,
 )
 from piagent.proxy import ProxyServer, ProxyStreamOptions, proxy_stream_fn, stream_proxy
-from piagent.proxy.protocol import model_from_dict, model_to_dict
+from piagent.proxy._protocol import model_from_dict, model_to_dict
 from piagent.stream import Context, StreamOptions, ToolCallDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
 

@@ -17,7 +17,7 @@ import requests
 from piagent.abort import AbortSignal
 from piagent.messages import UserMessage
 from piagent.proxy import ProxyApp, ProxyStreamOptions, stream_proxy
-from piagent.proxy.protocol import context_to_dict, model_to_dict
+from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import AssistantMessageEventStream, Context
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text
 

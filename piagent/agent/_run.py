@@ -13,15 +13,15 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ._queues import PendingQueue
-from .abort import AbortController, AbortSignal
-from .events import AgentEvent
-from .messages import AgentMessage
-from .models import Model
-from .tools import AgentTool
-from .transcript import get_current_system_prompt
+from ..abort import AbortController, AbortSignal
+from ..events import AgentEvent
+from ..messages import AgentMessage
+from ..models import Model
+from ..tools import AgentTool
+from ..transcript import get_current_system_prompt
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from . import Agent
 
 __all__ = ["AgentEventIterator", "AgentRun", "AgentState"]
 

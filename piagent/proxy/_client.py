@@ -23,7 +23,7 @@ from ..messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
 from ..models import Model
 from ..providers._http import HttpClient, MessageBuilder, ProviderCall, SSERequest, start_stream
 from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
-from .protocol import context_to_dict, model_to_dict, options_to_dict, usage_from_dict
+from ._protocol import context_to_dict, model_to_dict, options_to_dict, usage_from_dict
 
 __all__ = ["ProxyStreamOptions", "proxy_stream_fn", "stream_proxy"]
 

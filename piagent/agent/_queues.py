@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from .messages import AgentMessage
+from ..messages import AgentMessage
 
 QueueMode = Literal["one-at-a-time", "all"]
 _MODES = ("one-at-a-time", "all")

@@ -1,5 +1,5 @@
 """``Agent``: a transcript, two message queues, listeners, and runs on a worker thread
-(its state and runs are in ``piagent._run``).
+(its state and runs are in ``piagent.agent._run``).
 
 State changes only through the event reducer (each event updates the state, then every
 listener runs, in order, before the loop goes on). A run always executes on its own worker
@@ -15,8 +15,8 @@ from typing import Any
 
 from ._queues import PendingQueue, QueueMode, check_mode
 from ._run import AgentEventIterator, AgentRun, AgentState
-from .abort import AbortSignal
-from .config import (
+from ..abort import AbortSignal
+from ..loop._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     AgentContext,
@@ -29,16 +29,16 @@ from .config import (
     RequestUpdate,
     ToolExecutionMode,
 )
-from .errors import AgentBusyError
-from .events import (
+from ..errors import AgentBusyError
+from ..events import (
     AgentEndEvent,
     AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
     TurnEndEvent,
 )
-from .loop import run_agent_loop, run_agent_loop_continue
-from .messages import (
+from ..loop import run_agent_loop, run_agent_loop_continue
+from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
@@ -47,10 +47,10 @@ from .messages import (
     ToolResultMessage,
     UserMessage,
 )
-from .models import Model
-from .stream import StreamFn, get_default_stream_fn
-from .tools import AgentTool
-from .transcript import (
+from ..models import Model
+from ..stream import StreamFn, get_default_stream_fn
+from ..tools import AgentTool
+from ..transcript import (
     create_initial_system_message,
     get_current_system_message,
     to_tool_declaration,

@@ -2,7 +2,7 @@
 
 ``@tool`` turns a plain function into an ``AgentTool``: the JSON Schema comes from its type
 hints, the descriptions from its docstring. ``validate_tool_arguments`` coerces and checks a
-model's arguments (compiled schemas and error text live in ``piagent._schema``). Running
+model's arguments (compiled schemas and error text live in ``piagent.tools._schema``). Running
 tools is the loop's job, not this module's.
 """
 
@@ -19,9 +19,9 @@ from typing import Any, Literal, TypeAlias, overload
 from ._docstrings import parse_docstring
 from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
 from ._schema import compile_schema, format_error_text
-from .abort import AbortSignal
-from .errors import ToolArgumentError
-from .messages import ImageContent, TextContent, Usage
+from ..abort import AbortSignal
+from ..errors import ToolArgumentError
+from ..messages import ImageContent, TextContent, Usage
 
 __all__ = [
     "AgentTool",

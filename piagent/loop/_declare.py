@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .messages import AgentMessage, SystemMessage, ToolDeclaration, now_ms
-from .transcript import (
+from ..messages import AgentMessage, SystemMessage, ToolDeclaration, now_ms
+from ..transcript import (
     ToolStateChanges,
     apply_tool_changes,
     get_tool_state_changes,

@@ -27,7 +27,7 @@ from ..errors import ProxyProtocolError
 from ..messages import AssistantMessage
 from ..models import Model
 from ..stream import Context, ErrorEvent, StreamFn, StreamOptions
-from .protocol import (
+from ._protocol import (
     context_from_dict,
     encode_sse,
     model_from_dict,

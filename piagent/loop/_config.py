@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from .messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, Usage
-from .stream import StreamOptions
+from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, Usage
+from ..stream import StreamOptions
 
 if TYPE_CHECKING:
-    from .abort import AbortSignal
-    from .models import Model
-    from .tools import AgentTool, AgentToolResult
+    from ..abort import AbortSignal
+    from ..models import Model
+    from ..tools import AgentTool, AgentToolResult
 
 __all__ = [
     "AfterToolCallContext",

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar, Union
 
-from .errors import StreamFnError
-from .messages import AgentMessage, AssistantMessage, ToolCall
+from ..errors import StreamFnError
+from ..messages import AgentMessage, AssistantMessage, ToolCall
 
 if TYPE_CHECKING:
-    from .abort import AbortSignal
-    from .models import Model
+    from ..abort import AbortSignal
+    from ..models import Model
 
 __all__ = [
     "AssistantMessageEvent",
@@ -335,7 +335,7 @@ def set_default_stream_fn(stream_fn: StreamFn | None) -> None:
 def get_default_stream_fn() -> StreamFn:
     """The fallback stream function: ``piagent.providers.stream_simple`` unless changed."""
     if _default_stream_fn is _UNSET:
-        from .providers import stream_simple
+        from ..providers import stream_simple
 
         return stream_simple
     if _default_stream_fn is None:

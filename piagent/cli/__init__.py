@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._version import __version__
+from .._version import __version__
 
 if TYPE_CHECKING:
-    from .abort import AbortSignal
-    from .agent import Agent
-    from .models import Model
+    from ..abort import AbortSignal
+    from ..agent import Agent
+    from ..models import Model
 
 __all__ = ["EventPrinter", "Style", "chat_loop", "main"]
 
@@ -293,7 +293,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
     ``wait_each`` finishes each run before reading the next line (for piped input, where
     the next line is not something typed while the agent worked).
     """
-    from .errors import AgentBusyError
+    from ..errors import AgentBusyError
 
     style = printer.style
     say = printer.line
@@ -384,7 +384,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
 
 def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
     """The environment variables to set when ``provider`` needs a key and has none."""
-    from .providers._keys import ENV_VARS, resolve_api_key
+    from ..providers._keys import ENV_VARS, resolve_api_key
 
     names = ENV_VARS.get(provider)
     if not names or resolve_api_key(provider, explicit):
@@ -402,10 +402,10 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
         msg = f"--model must be PROVIDER/MODEL (for example openai/gpt-4o-mini), got {spec!r}."
         raise _CliError(msg)
     if base_url:
-        from .models import Model
+        from ..models import Model
 
         return Model(id=model_id, api=api, provider=provider, base_url=base_url)
-    from .providers import get_model
+    from ..providers import get_model
 
     try:
         return get_model(provider, model_id)
@@ -417,7 +417,7 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
 
 
 def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .agent import Agent
+    from ..agent import Agent
 
     try:
         model = _resolve_model(args.model, args.base_url, args.api)
@@ -460,7 +460,7 @@ def _cmd_proxy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write("piagent proxy: pass --token T (or set PIAGENT_PROXY_TOKEN); clients send it "
                   "as 'Authorization: Bearer T'.\n")
         return _EXIT_USAGE
-    from .proxy import ProxyApp, serve_proxy
+    from ..proxy import ProxyApp, serve_proxy
 
     def ready(url: str) -> None:
         out.write(f"piagent proxy on {url}/api/stream (clients send 'Authorization: Bearer "

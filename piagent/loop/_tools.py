@@ -18,15 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .abort import AbortSignal
-from .config import (
+from ..abort import AbortSignal
+from ._config import (
     AfterToolCallContext,
     AgentContext,
     AgentLoopConfig,
     AgentToolCallOutcome,
     BeforeToolCallContext,
 )
-from .events import (
+from ..events import (
     AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -34,8 +34,8 @@ from .events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from .messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
-from .tools import AgentTool, AgentToolResult, validate_tool_arguments
+from ..messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 
 _log = logging.getLogger("piagent.loop")
 

@@ -17,16 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._declare import ToolDeclarations
-from ._tool_exec import ToolRunner, run_tool_call
-from .abort import AbortSignal
-from .config import (
+from ._tools import ToolRunner, run_tool_call
+from ..abort import AbortSignal
+from ._config import (
     AgentContext,
     AgentLoopConfig,
     AgentTurnContext,
     PrepareRequestContext,
 )
-from .errors import AgentLoopError
-from .events import (
+from ..errors import AgentLoopError
+from ..events import (
     AgentEndEvent,
     AgentEvent,
     AgentStartEvent,
@@ -36,8 +36,8 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .messages import AgentMessage, AssistantMessage, ToolResultMessage
-from .stream import Context, EventStream, StreamFn, StreamOptions, get_default_stream_fn
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
+from ..stream import Context, EventStream, StreamFn, StreamOptions, get_default_stream_fn
 
 __all__ = [
     "agent_loop",

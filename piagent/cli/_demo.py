@@ -21,11 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from .abort import AbortSignal
-from .messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
-from .stream import Context, StreamOptions
-from .testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from .tools import AgentTool, AgentToolResult, tool
+from ..abort import AbortSignal
+from ..messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
+from ..stream import Context, StreamOptions
+from ..testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from ..tools import AgentTool, AgentToolResult, tool
 
 __all__ = ["DEMO_FILES", "evaluate", "make_demo_tools", "run_demo"]
 
@@ -313,8 +313,8 @@ def demo_script() -> list[Any]:
 def run_demo(out: TextIO, *, delay: float = 0.02, pause: float = 0.08,
              color: bool = False) -> int:
     """Run the offline demo, writing its transcript to ``out``; returns the exit code."""
-    from .agent import Agent
-    from .cli import EventPrinter, Style
+    from ..agent import Agent
+    from . import EventPrinter, Style
 
     style = Style(color)
     with tempfile.TemporaryDirectory(prefix="piagent-demo-") as folder:
