@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 
 from piagent.stream._partial_json import parse_streaming_json
-from piagent.tools._schema import compile_schema
 from piagent.tools import tool, validate_tool_arguments
+from piagent.tools._schema import compile_schema
 
 
 def read_file(path: str, offset: int = 0, limit: int = 2000) -> str:

@@ -9,27 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from .stream._partial_json import parse_streaming_json
 from ._version import __version__
 from .abort import AbortController, AbortSignal
 from .agent import Agent, AgentEventIterator, AgentRun, AgentState, default_convert_to_llm
-from .loop._config import (
-    AfterToolCallContext,
-    AfterToolCallResult,
-    AgentContext,
-    AgentLoopConfig,
-    AgentLoopTurnUpdate,
-    AgentToolCallOutcome,
-    AgentTurnContext,
-    BeforeToolCallContext,
-    BeforeToolCallResult,
-    PrepareNextTurnContext,
-    PrepareRequestContext,
-    QueueMode,
-    RequestUpdate,
-    ToolExecutionMode,
-    TurnDecision,
-)
 from .errors import (
     AgentBusyError,
     AgentLoopError,
@@ -63,6 +45,23 @@ from .loop import (
     run_agent_loop,
     run_agent_loop_continue,
     run_tool_call,
+)
+from .loop._config import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentContext,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentToolCallOutcome,
+    AgentTurnContext,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    PrepareNextTurnContext,
+    PrepareRequestContext,
+    QueueMode,
+    RequestUpdate,
+    ToolExecutionMode,
+    TurnDecision,
 )
 from .messages import (
     AgentMessage,
@@ -109,6 +108,7 @@ from .stream import (
     get_default_stream_fn,
     set_default_stream_fn,
 )
+from .stream._partial_json import parse_streaming_json
 from .tools import AgentTool, AgentToolResult, tool, validate_tool_arguments
 from .transcript import (
     ToolStateChanges,

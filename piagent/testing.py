@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
-from .stream._partial_json import parse_streaming_json
 from .messages import (
     AssistantMessage,
     StopReason,
@@ -45,6 +44,7 @@ from .stream import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from .stream._partial_json import parse_streaming_json
 
 __all__ = [
     "ScriptedCall",

@@ -13,9 +13,9 @@ import threading
 import pytest
 
 from piagent import Agent, tool
-from piagent.cli._demo import evaluate, make_demo_tools
 from piagent.abort import AbortController
 from piagent.cli import EventPrinter, Style, chat_loop, main
+from piagent.cli._demo import evaluate, make_demo_tools
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 WAIT = 5

@@ -13,9 +13,16 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._queues import PendingQueue, QueueMode, check_mode
-from ._run import AgentEventIterator, AgentRun, AgentState
 from ..abort import AbortSignal
+from ..errors import AgentBusyError
+from ..events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    TurnEndEvent,
+)
+from ..loop import run_agent_loop, run_agent_loop_continue
 from ..loop._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -29,15 +36,6 @@ from ..loop._config import (
     RequestUpdate,
     ToolExecutionMode,
 )
-from ..errors import AgentBusyError
-from ..events import (
-    AgentEndEvent,
-    AgentEvent,
-    MessageEndEvent,
-    MessageStartEvent,
-    TurnEndEvent,
-)
-from ..loop import run_agent_loop, run_agent_loop_continue
 from ..messages import (
     AgentMessage,
     AssistantMessage,
@@ -55,6 +53,8 @@ from ..transcript import (
     get_current_system_message,
     to_tool_declaration,
 )
+from ._queues import PendingQueue, QueueMode, check_mode
+from ._run import AgentEventIterator, AgentRun, AgentState
 
 __all__ = ["Agent", "AgentEventIterator", "AgentRun", "AgentState", "default_convert_to_llm"]
 

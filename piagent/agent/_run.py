@@ -12,13 +12,13 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ._queues import PendingQueue
 from ..abort import AbortController, AbortSignal
 from ..events import AgentEvent
 from ..messages import AgentMessage
 from ..models import Model
 from ..tools import AgentTool
 from ..transcript import get_current_system_prompt
+from ._queues import PendingQueue
 
 if TYPE_CHECKING:
     from . import Agent

@@ -16,15 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._declare import ToolDeclarations
-from ._tools import ToolRunner, run_tool_call
 from ..abort import AbortSignal
-from ._config import (
-    AgentContext,
-    AgentLoopConfig,
-    AgentTurnContext,
-    PrepareRequestContext,
-)
 from ..errors import AgentLoopError
 from ..events import (
     AgentEndEvent,
@@ -38,6 +30,14 @@ from ..events import (
 )
 from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ..stream import Context, EventStream, StreamFn, StreamOptions, get_default_stream_fn
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentTurnContext,
+    PrepareRequestContext,
+)
+from ._declare import ToolDeclarations
+from ._tools import ToolRunner, run_tool_call
 
 __all__ = [
     "agent_loop",

@@ -19,13 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
-from ._config import (
-    AfterToolCallContext,
-    AgentContext,
-    AgentLoopConfig,
-    AgentToolCallOutcome,
-    BeforeToolCallContext,
-)
 from ..events import (
     AgentEvent,
     MessageEndEvent,
@@ -36,6 +29,13 @@ from ..events import (
 )
 from ..messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
+from ._config import (
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentToolCallOutcome,
+    BeforeToolCallContext,
+)
 
 _log = logging.getLogger("piagent.loop")
 

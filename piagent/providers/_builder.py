@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..stream._partial_json import parse_streaming_json
 from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
 from ..models import Model, calculate_cost
 from ..stream import (
@@ -28,6 +27,7 @@ from ..stream import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from ..stream._partial_json import parse_streaming_json
 
 __all__ = ["MessageBuilder"]
 

@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, overload
 
-from ._docstrings import parse_docstring
-from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
-from ._schema import compile_schema, format_error_text
 from ..abort import AbortSignal
 from ..errors import ToolArgumentError
 from ..messages import ImageContent, TextContent, Usage
+from ._docstrings import parse_docstring
+from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
+from ._schema import compile_schema, format_error_text
 
 __all__ = [
     "AgentTool",
