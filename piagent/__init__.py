@@ -3,15 +3,33 @@
 Call a model through a pluggable stream function, run the tool calls it asks for, feed
 the results back, and repeat until the model stops calling tools — on worker threads, with
 ``threading.Event`` as the abort signal and listeners as barriers. No asyncio.
+
+This package is the facade over the layers (``docs/architecture.md``): every name here is
+defined in a sub-package and re-exported. ``piagent.providers``, ``piagent.proxy``,
+``piagent.web`` and ``piagent.testing`` are imported on demand.
 """
 
 from __future__ import annotations
 
-import logging
+import logging as _logging
 
-from ._version import __version__
-from .abort import AbortController, AbortSignal
-from .agent import Agent, AgentEventIterator, AgentRun, AgentState, default_convert_to_llm
+from ._version import (
+    __version__,
+)
+from .abort import (
+    AbortController,
+    AbortSignal,
+)
+from .agent import (
+    RUN_SETTLED,
+    Agent,
+    AgentEventIterator,
+    AgentRun,
+    AgentState,
+    QueueMode,
+    RunSettled,
+    default_convert_to_llm,
+)
 from .errors import (
     AgentBusyError,
     AgentLoopError,
@@ -40,13 +58,6 @@ from .events import (
     event_to_dict,
 )
 from .loop import (
-    agent_loop,
-    agent_loop_continue,
-    run_agent_loop,
-    run_agent_loop_continue,
-    run_tool_call,
-)
-from .loop._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     AgentContext,
@@ -58,21 +69,26 @@ from .loop._config import (
     BeforeToolCallResult,
     PrepareNextTurnContext,
     PrepareRequestContext,
-    QueueMode,
     RequestUpdate,
-    ToolExecutionMode,
     TurnDecision,
+    agent_loop,
+    agent_loop_continue,
+    run_agent_loop,
+    run_agent_loop_continue,
+    run_tool_call,
 )
 from .messages import (
     AgentMessage,
     AssistantMessage,
     Cost,
+    CustomAgentMessage,
     ImageContent,
     Message,
     StopReason,
     SystemMessage,
     TextContent,
     ThinkingContent,
+    ThinkingLevel,
     ToolCall,
     ToolDeclaration,
     ToolResultMessage,
@@ -85,7 +101,11 @@ from .messages import (
     now_ms,
     register_message_type,
 )
-from .models import Model, ModelCost, calculate_cost
+from .models import (
+    Model,
+    ModelCost,
+    calculate_cost,
+)
 from .stream import (
     AssistantMessageEvent,
     AssistantMessageEventStream,
@@ -106,10 +126,21 @@ from .stream import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     get_default_stream_fn,
+    parse_streaming_json,
+    reset_default_stream_fn,
     set_default_stream_fn,
 )
-from .stream._partial_json import parse_streaming_json
-from .tools import AgentTool, AgentToolResult, tool, validate_tool_arguments
+
+# the one registration hook the facade needs below its own folder (docs/architecture.md)
+from .stream._options import install_builtin_default as _install_builtin_default
+from .tools import (
+    AgentTool,
+    AgentToolResult,
+    ReplayPolicy,
+    ToolExecutionMode,
+    tool,
+    validate_tool_arguments,
+)
 from .transcript import (
     ToolStateChanges,
     collapse_system_messages,
@@ -123,9 +154,20 @@ from .transcript import (
     to_tool_declaration,
 )
 
-logging.getLogger("piagent").addHandler(logging.NullHandler())
+_logging.getLogger("piagent").addHandler(_logging.NullHandler())
+
+
+def _load_stream_simple() -> StreamFn:
+    # the facade may import any layer: the providers load on first use only
+    from .providers import stream_simple
+
+    return stream_simple
+
+
+_install_builtin_default(_load_stream_simple)
 
 __all__ = [
+    "RUN_SETTLED",
     "AbortController",
     "AbortSignal",
     "AfterToolCallContext",
@@ -154,6 +196,7 @@ __all__ = [
     "BeforeToolCallResult",
     "Context",
     "Cost",
+    "CustomAgentMessage",
     "DoneEvent",
     "ErrorEvent",
     "EventStream",
@@ -173,7 +216,9 @@ __all__ = [
     "ProxyError",
     "ProxyProtocolError",
     "QueueMode",
+    "ReplayPolicy",
     "RequestUpdate",
+    "RunSettled",
     "StartEvent",
     "StopReason",
     "StreamFn",
@@ -187,6 +232,7 @@ __all__ = [
     "ThinkingContent",
     "ThinkingDeltaEvent",
     "ThinkingEndEvent",
+    "ThinkingLevel",
     "ThinkingStartEvent",
     "ToolArgumentError",
     "ToolCall",
@@ -206,7 +252,6 @@ __all__ = [
     "UnknownMessageTypeError",
     "Usage",
     "UserMessage",
-    "__version__",
     "agent_loop",
     "agent_loop_continue",
     "calculate_cost",
@@ -228,6 +273,7 @@ __all__ = [
     "parse_streaming_json",
     "register_message_type",
     "render_system_message_update",
+    "reset_default_stream_fn",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_tool_call",
@@ -235,4 +281,5 @@ __all__ = [
     "to_tool_declaration",
     "tool",
     "validate_tool_arguments",
+    "__version__",
 ]

@@ -1,5 +1,8 @@
 """Agent events: what the loop reports, each a dataclass with pi's ``type`` string.
 
+``type`` is a ``Literal`` class attribute, so ``if event.type == "message_end":`` narrows
+``AgentEvent`` to ``MessageEndEvent`` for a type checker.
+
 ``event_to_dict`` gives pi's camelCase JSON of an event (for web pages, logs, proxies).
 """
 
@@ -7,10 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias, Union
+from typing import Any, ClassVar, Literal, TypeAlias, Union
 
-from .messages import AgentMessage, ToolResultMessage, content_to_dict, message_to_dict
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    content_to_dict,
+    message_to_dict,
+)
 from .stream import AssistantMessageEvent
+from .tools import AgentToolResult
 
 __all__ = [
     "AgentEndEvent",
@@ -29,73 +39,73 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(slots=True)
 class AgentStartEvent:
     """A run started."""
 
-    type: ClassVar[str] = "agent_start"
+    type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
-@dataclass
+@dataclass(slots=True)
 class AgentEndEvent:
     """A run ended; ``messages`` are all the messages it added, in order."""
 
     messages: list[AgentMessage] = field(default_factory=list)
-    type: ClassVar[str] = "agent_end"
+    type: ClassVar[Literal["agent_end"]] = "agent_end"
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnStartEvent:
     """A turn (one model response plus the tools it calls) started."""
 
-    type: ClassVar[str] = "turn_start"
+    type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnEndEvent:
     """A turn ended with its assistant message and tool results (source order)."""
 
-    message: AgentMessage
+    message: AssistantMessage
     tool_results: list[ToolResultMessage] = field(default_factory=list)
-    type: ClassVar[str] = "turn_end"
+    type: ClassVar[Literal["turn_end"]] = "turn_end"
 
 
-@dataclass
+@dataclass(slots=True)
 class MessageStartEvent:
     """A message is about to enter the transcript (assistant: streaming begins)."""
 
     message: AgentMessage
-    type: ClassVar[str] = "message_start"
+    type: ClassVar[Literal["message_start"]] = "message_start"
 
 
-@dataclass
+@dataclass(slots=True)
 class MessageUpdateEvent:
     """The streaming assistant message changed; ``message`` is a shallow copy."""
 
-    message: AgentMessage
+    message: AssistantMessage
     assistant_message_event: AssistantMessageEvent
-    type: ClassVar[str] = "message_update"
+    type: ClassVar[Literal["message_update"]] = "message_update"
 
 
-@dataclass
+@dataclass(slots=True)
 class MessageEndEvent:
     """A message entered the transcript."""
 
     message: AgentMessage
-    type: ClassVar[str] = "message_end"
+    type: ClassVar[Literal["message_end"]] = "message_end"
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolExecutionStartEvent:
     """A tool call is being prepared; ``args`` are the model's raw arguments."""
 
     tool_call_id: str
     tool_name: str
     args: Any
-    type: ClassVar[str] = "tool_execution_start"
+    type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolExecutionUpdateEvent:
     """A running tool reported progress."""
 
@@ -103,20 +113,20 @@ class ToolExecutionUpdateEvent:
     tool_name: str
     args: Any
     partial_result: Any
-    type: ClassVar[str] = "tool_execution_update"
+    type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolExecutionEndEvent:
     """A tool call finished; ``result`` is the full ``AgentToolResult``."""
 
     tool_call_id: str
     tool_name: str
-    result: Any
+    result: AgentToolResult
     is_error: bool
     duration_ms: int | None = None
     """Milliseconds ``execute`` took (monotonic clock); ``None`` when the tool did not run."""
-    type: ClassVar[str] = "tool_execution_end"
+    type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
 
 AgentEvent: TypeAlias = Union[
@@ -139,8 +149,9 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    if getattr(value, "role", None) is not None and dataclasses.is_dataclass(value):
-        return message_to_dict(value)
+    if (getattr(value, "role", None) is not None and dataclasses.is_dataclass(value)
+            and not isinstance(value, type)):
+        return message_to_dict(value)  # type: ignore[arg-type]  # a message has a role
     if getattr(value, "type", None) in ("text", "image", "thinking", "toolCall"):
         return content_to_dict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias, Union
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, Union
 
 from .errors import UnknownMessageTypeError
 
@@ -25,6 +25,7 @@ __all__ = [
     "AssistantContent",
     "AssistantMessage",
     "Cost",
+    "CustomAgentMessage",
     "ImageContent",
     "Message",
     "StopReason",
@@ -69,7 +70,7 @@ class TextContent:
     text: str = ""
     text_signature: str | None = None
     """An opaque provider signature (OpenAI Responses item ids, proxy content signatures)."""
-    type: ClassVar[str] = "text"
+    type: ClassVar[Literal["text"]] = "text"
 
 
 @dataclass
@@ -79,7 +80,7 @@ class ThinkingContent:
     thinking: str = ""
     thinking_signature: str | None = None
     redacted: bool = False
-    type: ClassVar[str] = "thinking"
+    type: ClassVar[Literal["thinking"]] = "thinking"
 
 
 @dataclass
@@ -88,7 +89,7 @@ class ImageContent:
 
     data: str = ""
     mime_type: str = "image/png"
-    type: ClassVar[str] = "image"
+    type: ClassVar[Literal["image"]] = "image"
 
 
 @dataclass
@@ -99,7 +100,7 @@ class ToolCall:
     name: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
     thought_signature: str | None = None
-    type: ClassVar[str] = "toolCall"
+    type: ClassVar[Literal["toolCall"]] = "toolCall"
 
 
 UserContent: TypeAlias = Union[TextContent, ImageContent]
@@ -158,7 +159,7 @@ class SystemMessage:
     tools_added: list[ToolDeclaration] | None = None
     tools_removed: list[str] | None = None
     timestamp: int = field(default_factory=now_ms)
-    role: ClassVar[str] = "system"
+    role: ClassVar[Literal["system"]] = "system"
 
 
 @dataclass
@@ -167,7 +168,7 @@ class UserMessage:
 
     content: str | list[UserContent] = ""
     timestamp: int = field(default_factory=now_ms)
-    role: ClassVar[str] = "user"
+    role: ClassVar[Literal["user"]] = "user"
 
 
 @dataclass
@@ -181,9 +182,9 @@ class AssistantMessage:
     usage: Usage = field(default_factory=Usage)
     stop_reason: StopReason = "stop"
     error_message: str | None = None
-    thinking_level: str | None = None
+    thinking_level: ThinkingLevel | None = None
     timestamp: int = field(default_factory=now_ms)
-    role: ClassVar[str] = "assistant"
+    role: ClassVar[Literal["assistant"]] = "assistant"
 
     @property
     def text(self) -> str:
@@ -208,7 +209,7 @@ class ToolResultMessage:
     is_error: bool = False
     duration_ms: int | None = None
     timestamp: int = field(default_factory=now_ms)
-    role: ClassVar[str] = "toolResult"
+    role: ClassVar[Literal["toolResult"]] = "toolResult"
 
     @property
     def text(self) -> str:
@@ -217,8 +218,21 @@ class ToolResultMessage:
 
 
 Message: TypeAlias = Union[SystemMessage, UserMessage, AssistantMessage, ToolResultMessage]
-AgentMessage: TypeAlias = Any
-"""A standard ``Message`` or an application message (a dataclass with its own ``role``)."""
+
+
+class CustomAgentMessage(Protocol):
+    """An application message: a dataclass with a ``role`` of its own (notes, UI events).
+
+    ``register_message_type(role, cls)`` makes it serialisable. The default
+    ``convert_to_llm`` leaves it out of model requests.
+    """
+
+    @property
+    def role(self) -> str: ...
+
+
+AgentMessage: TypeAlias = Union[Message, CustomAgentMessage]
+"""A standard ``Message`` or an application message. Narrow with ``isinstance``."""
 
 
 # --- JSON: content ----------------------------------------------------------------------
@@ -477,7 +491,8 @@ def message_from_dict(data: Mapping[str, Any]) -> AgentMessage:
         msg = (f"Unknown message role {role!r}; register application messages with "
                "register_message_type(role, cls) before loading them.")
         raise UnknownMessageTypeError(msg)
-    return decoder(data)
+    message: AgentMessage = decoder(data)
+    return message
 
 
 def messages_to_json(messages: Iterable[AgentMessage], *, indent: int | None = None) -> str:

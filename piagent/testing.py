@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
+from .abort import AbortSignal
 from .messages import (
     AssistantMessage,
     StopReason,
@@ -43,8 +44,8 @@ from .stream import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    parse_streaming_json,
 )
-from .stream._partial_json import parse_streaming_json
 
 __all__ = [
     "ScriptedCall",
@@ -164,8 +165,8 @@ class ScriptedStreamFn:
             self._calls.append(ScriptedCall(model, snapshot, options))
             number = len(self._calls)
             response = self._responses.popleft() if self._responses else None
-        return _ScriptedStream(self._plan(response, number, model, snapshot, options), options,
-                               self.chunk_delay)
+        return _scripted_stream(self._plan(response, number, model, snapshot, options), options,
+                                self.chunk_delay)
 
     def _plan(self, response: ScriptedResponse | None, number: int, model: Model | None,
               context: Context, options: StreamOptions) -> AssistantMessage:
@@ -266,55 +267,33 @@ def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, Assista
         yield final, DoneEvent(final.stop_reason, final)
 
 
-class _ScriptedStream(AssistantMessageEventStream):
-    """Produces its events lazily, on the consumer's thread, checking the signal between them."""
+def _scripted_stream(final: AssistantMessage, options: StreamOptions,
+                     delay: float) -> AssistantMessageEventStream:
+    """A stream whose events are made lazily, on the consumer's thread."""
+    stream = AssistantMessageEventStream()
+    stream.pull_from(_produce(final, options.signal, delay))
+    return stream
 
-    def __init__(self, final: AssistantMessage, options: StreamOptions, delay: float) -> None:
-        super().__init__()
-        self._final = final
-        self._signal = options.signal
-        self._delay = delay
-        self._source = self._produce()
-        # guards _source: iteration and result() may race to drain it
-        self._source_lock = threading.Lock()
 
-    def _produce(self) -> Iterator[AssistantMessageEvent]:
-        # The signal is checked before the next event is built, so an aborted message
-        # holds exactly the content its delivered events described.
-        signal = self._signal
-        final = self._final
-        partial = AssistantMessage(content=[], api=final.api, provider=final.provider,
-                                   model=final.model, timestamp=final.timestamp)
-        source = _events(final)
-        started = False
-        while True:
-            if signal is not None and (signal.is_set() or (
-                    self._delay and started and signal.wait(self._delay))):
-                yield _aborted(partial, signal.reason)
-                return
-            item = next(source, None)
-            if item is None:
-                return
-            partial, event = item
-            started = True
-            yield event
-
-    def _next(self) -> AssistantMessageEvent | None:
-        with self._source_lock:
-            event = next(self._source, None)
-            if isinstance(event, DoneEvent):
-                self.end(event.message)
-            elif isinstance(event, ErrorEvent):
-                self.end(event.error)
-            return event
-
-    def __iter__(self) -> Iterator[AssistantMessageEvent]:
-        return iter(self._next, None)
-
-    def result(self, timeout: float | None = None) -> AssistantMessage:
-        while self._next() is not None:
-            pass
-        return super().result(timeout)
+def _produce(final: AssistantMessage, signal: AbortSignal | None,
+             delay: float) -> Iterator[AssistantMessageEvent]:
+    # The signal is checked before the next event is built, so an aborted message holds
+    # exactly the content its delivered events described.
+    partial = AssistantMessage(content=[], api=final.api, provider=final.provider,
+                               model=final.model, timestamp=final.timestamp)
+    source = _events(final)
+    started = False
+    while True:
+        if signal is not None and (signal.is_set() or (
+                delay and started and signal.wait(delay))):
+            break
+        item = next(source, None)
+        if item is None:
+            return
+        partial, event = item
+        started = True
+        yield event
+    yield _aborted(partial, signal.reason)
 
 
 def _aborted(partial: AssistantMessage, reason: object) -> ErrorEvent:

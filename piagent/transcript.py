@@ -17,6 +17,7 @@ from .messages import AgentMessage, SystemMessage, ToolDeclaration
 
 __all__ = [
     "ToolStateChanges",
+    "apply_tool_changes",
     "collapse_system_messages",
     "create_initial_system_message",
     "get_current_system_message",

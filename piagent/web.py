@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .agent import RUN_SETTLED
 from .errors import AgentBusyError
 from .events import event_to_dict
 
@@ -59,6 +60,8 @@ def sse_events(events: Iterable[Any], to_dict: Callable[[Any], Any] = event_to_d
             try:
                 event = poll(heartbeat_s) if poll is not None else next(iterator)
             except StopIteration:
+                return
+            if event is RUN_SETTLED:
                 return
             if event is None:
                 yield _KEEP_ALIVE

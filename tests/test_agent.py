@@ -30,6 +30,7 @@ from agent_helpers import (
 )
 
 from piagent import (
+    RUN_SETTLED,
     AbortSignal,
     Agent,
     AgentBusyError,
@@ -43,6 +44,8 @@ from piagent import (
     ToolDeclaration,
     ToolResultMessage,
     UserMessage,
+    reset_default_stream_fn,
+    set_default_stream_fn,
 )
 from piagent.agent import default_convert_to_llm
 from piagent.loop._config import PrepareRequestContext, RequestUpdate
@@ -907,30 +910,24 @@ def test_signal_is_the_active_runs_signal() -> None:
 
 
 def test_the_default_stream_function_is_used_when_none_is_given() -> None:
-    import piagent.stream as stream_module
-
     agent, fn = make_agent([assistant_text("from the default")])
     agent.stream_fn = None
-    saved = stream_module._default_stream_fn  # restored as is (the lazy default stays lazy)
-    stream_module.set_default_stream_fn(fn)
+    set_default_stream_fn(fn)
     try:
         agent.prompt("hi")
     finally:
-        stream_module._default_stream_fn = saved
+        reset_default_stream_fn()
     assert fn.call_count == 1
     assert label(agent.state.messages[-1]) == ("assistant", "stop:from the default")
 
 
 def test_a_missing_default_stream_function_fails_the_run_with_its_error() -> None:
-    import piagent.stream as stream_module
-
     agent = Agent()
-    saved = stream_module._default_stream_fn
-    stream_module.set_default_stream_fn(None)
+    set_default_stream_fn(None)
     try:
         run = agent.prompt("hi")
     finally:
-        stream_module._default_stream_fn = saved
+        reset_default_stream_fn()
     assert run.error_message is not None and "No default stream function" in run.error_message
     assert label(agent.state.messages[-1]) == ("assistant", "error:")
 
@@ -956,9 +953,10 @@ def test_stream_poll_returns_none_while_nothing_happens_then_the_events() -> Non
                 assert seen[-1] == "tool_execution_start"  # idle: the tool is waiting
                 release.set()
             continue
+        assert event is not RUN_SETTLED
         seen.append(event.type)
         if event.type == "agent_end":
             break
-    with pytest.raises(StopIteration):
-        events.poll(0.01)
+    assert events.poll(WAIT) is RUN_SETTLED  # the run settles right after agent_end
+    assert events.poll(0.01) is RUN_SETTLED
     assert seen[0] == "agent_start" and "tool_execution_end" in seen

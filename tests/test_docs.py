@@ -64,7 +64,7 @@ def test_no_run_blocks_are_few():
 
 @pytest.fixture
 def offline(monkeypatch, tmp_path):
-    import piagent.stream
+    import piagent
 
     for name in _KEY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -88,8 +88,10 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.chdir(tmp_path)
-    # set_default_stream_fn(None), undone afterwards: no block may fall back to a provider
-    monkeypatch.setattr(piagent.stream, "_default_stream_fn", None)
+    # no block may fall back to a provider
+    piagent.set_default_stream_fn(None)
+    yield
+    piagent.reset_default_stream_fn()
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,18 @@
-"""The public namespace: ``__all__`` is exact, sorted, and every name imports."""
+"""The public namespace: ``__all__`` is exact, sorted, and every name imports.
+
+Every public module's ``__all__`` is checked against its ``vars()``: a re-exporting package
+(``__init__.py``) holds nothing else (no stray ``logging``), and a plain module defines no
+public-looking function or class that its ``__all__`` leaves out.
+"""
 
 from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from types import ModuleType
+
+import pytest
 
 import piagent
 
@@ -22,7 +34,8 @@ DOCUMENTED = {
     "AssistantMessageEvent", "StartEvent", "TextStartEvent", "TextDeltaEvent", "TextEndEvent",
     "ThinkingStartEvent", "ThinkingDeltaEvent", "ThinkingEndEvent", "ToolCallStartEvent",
     "ToolCallDeltaEvent", "ToolCallEndEvent", "DoneEvent", "ErrorEvent",
-    "set_default_stream_fn", "get_default_stream_fn", "parse_streaming_json",
+    "set_default_stream_fn", "get_default_stream_fn", "reset_default_stream_fn",
+    "parse_streaming_json", "ThinkingLevel", "CustomAgentMessage", "ReplayPolicy",
     # the loop (§6)
     "run_agent_loop", "run_agent_loop_continue", "agent_loop", "agent_loop_continue",
     "run_tool_call", "AgentToolCallOutcome", "AgentContext", "AgentLoopConfig",
@@ -34,6 +47,7 @@ DOCUMENTED = {
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "event_to_dict",
     # Agent (§7)
     "Agent", "AgentRun", "AgentState", "AgentEventIterator", "default_convert_to_llm",
+    "RUN_SETTLED", "RunSettled",
     # models (§8; the catalogue lives in piagent.providers)
     "Model", "ModelCost", "calculate_cost",
     # errors
@@ -48,9 +62,54 @@ def test_all_is_exactly_the_documented_names() -> None:
     assert set(piagent.__all__) == DOCUMENTED
 
 
-def test_all_is_sorted_and_unique() -> None:
-    assert piagent.__all__ == sorted(piagent.__all__)
-    assert len(piagent.__all__) == len(set(piagent.__all__))
+def _public_modules() -> list[ModuleType]:
+    """``piagent`` and every package or plain module below it without a leading ``_``."""
+    found = [piagent]
+    for info in pkgutil.walk_packages(piagent.__path__, "piagent."):
+        if any(part.startswith("_") for part in info.name.split(".")[1:]):
+            continue
+        found.append(importlib.import_module(info.name))
+    return found
+
+
+PUBLIC_MODULES = _public_modules()
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_all_is_sorted_unique_and_importable(module: ModuleType) -> None:
+    names = module.__all__
+    assert list(names) == sorted(names, key=lambda n: (n.startswith("_"), not n.isupper(), n))
+    assert len(names) == len(set(names))
+    for name in names:
+        assert hasattr(module, name), f"{module.__name__}.__all__ names {name!r}, not defined"
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_all_is_derived_from_what_the_module_holds(module: ModuleType) -> None:
+    exported = set(module.__all__)
+    is_package = hasattr(module, "__path__")
+    leaked = []
+    for name, value in vars(module).items():
+        if name.startswith("_") or name in exported or name == "annotations":
+            continue
+        if isinstance(value, ModuleType):
+            if value.__name__.startswith(module.__name__ + "."):
+                continue  # a sub-module, set by the import system
+            if is_package or value.__name__.startswith("piagent"):
+                leaked.append(name)  # a plain module may import the standard library
+        elif is_package:
+            leaked.append(name)  # a package only re-exports
+        elif ((inspect.isclass(value) or inspect.isfunction(value))
+              and value.__module__ == module.__name__):
+            leaked.append(name)  # defined here, public-looking, undocumented
+    assert leaked == [], f"{module.__name__} holds public names outside __all__: {leaked}"
+
+
+def test_the_public_modules_are_the_layers() -> None:
+    names = {m.__name__ for m in PUBLIC_MODULES}
+    assert {"piagent", "piagent.agent", "piagent.loop", "piagent.stream", "piagent.tools",
+            "piagent.providers", "piagent.proxy", "piagent.web", "piagent.testing",
+            "piagent.cli", "piagent.messages", "piagent.events"} <= names
 
 
 def test_every_name_imports() -> None:

@@ -15,6 +15,7 @@ from piagent import (
     StartEvent,
     StreamFnError,
     get_default_stream_fn,
+    reset_default_stream_fn,
     set_default_stream_fn,
 )
 from piagent.testing import ScriptedStreamFn
@@ -88,6 +89,5 @@ def test_default_stream_fn_is_stream_simple_and_can_be_removed() -> None:
         assert str(info.value) == ("No default stream function configured. Pass stream_fn "
                                    "explicitly or call set_default_stream_fn().")
     finally:
-        import piagent.stream as stream_module
-
-        stream_module._default_stream_fn = stream_module._UNSET
+        reset_default_stream_fn()
+    assert get_default_stream_fn() is stream_simple

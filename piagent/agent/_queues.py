@@ -1,34 +1,44 @@
-"""The Agent's two message queues (steering and follow-up)."""
+"""The Agent's two message queues, and the ledger of what each run took from them.
+
+A run takes queued input when the loop polls; the input counts as delivered once its
+``message_end`` has been emitted. Whatever a run took and did not deliver goes back to the
+front of its queue, in order, when the run ends for any reason (api.md §11): user input is
+never lost. ``QueueLedger`` owns both queues and their lock; ``Takings`` is one run's record.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import Literal, TypeAlias
 
-from ..messages import AgentMessage
+from ..messages import AgentMessage, SystemMessage
 
-QueueMode = Literal["one-at-a-time", "all"]
-_MODES = ("one-at-a-time", "all")
+__all__ = ["PendingQueue", "QueueLedger", "QueueMode", "Takings", "check_mode"]
+
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+"""How a queue is drained: one message per poll, or everything queued."""
 
 
 def check_mode(mode: str, what: str) -> QueueMode:
-    if mode not in _MODES:
-        msg = f"{what} must be 'one-at-a-time' or 'all', got {mode!r}."
-        raise ValueError(msg)
-    return mode  # type: ignore[return-value]
+    if mode == "one-at-a-time":
+        return "one-at-a-time"
+    if mode == "all":
+        return "all"
+    msg = f"{what} must be 'one-at-a-time' or 'all', got {mode!r}."
+    raise ValueError(msg)
 
 
 class PendingQueue:
     """A FIFO of messages drained one at a time or all at once (``mode`` is live).
 
-    Thread safety: every method may be called from any thread; they share the lock given
-    by the owning Agent, so operations on both queues are atomic together.
+    Thread safety: every method may be called from any thread; both queues of an Agent
+    share one lock (the ledger's), so operations on both are atomic together.
     """
 
     def __init__(self, mode: QueueMode, lock: threading.RLock) -> None:
         self.mode: QueueMode = mode
-        self._lock = lock  # the Agent's _queue_lock; guards _messages
+        self._lock = lock  # the ledger's lock; guards _messages
         self._messages: list[AgentMessage] = []
 
     def enqueue(self, message: AgentMessage) -> None:
@@ -64,6 +74,100 @@ class PendingQueue:
             return taken
 
     def restore_front(self, messages: Iterable[AgentMessage]) -> None:
-        """Put messages back at the front, in their order (undelivered input of a run)."""
+        """Put messages back at the front, in their order."""
         with self._lock:
             self._messages[:0] = list(messages)
+
+
+class QueueLedger:
+    """The steering and follow-up queues of one Agent, and the runs' takings from them."""
+
+    def __init__(self, steering_mode: QueueMode, follow_up_mode: QueueMode) -> None:
+        # guards both queues' contents and every Takings of this ledger, so that taking,
+        # restoring and multi-queue operations are atomic together
+        self.lock = threading.RLock()
+        self.steering = PendingQueue(check_mode(steering_mode, "steering_mode"), self.lock)
+        self.follow_up = PendingQueue(check_mode(follow_up_mode, "follow_up_mode"), self.lock)
+
+    def takings(self) -> Takings:
+        """A new, empty record for one run."""
+        return Takings(self)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.steering.clear()
+            self.follow_up.clear()
+
+    def has_items(self) -> bool:
+        with self.lock:
+            return self.steering.has_items() or self.follow_up.has_items()
+
+    def peek(self) -> list[AgentMessage]:
+        """What the next drain would take: the steering selection, else the follow-up one."""
+        with self.lock:
+            return self.steering.peek() or self.follow_up.peek()
+
+    def take(self, predicate: Callable[[AgentMessage], bool]) -> list[AgentMessage]:
+        with self.lock:
+            return self.steering.take(predicate) + self.follow_up.take(predicate)
+
+
+class Takings:
+    """What one run took from the queues and has not yet delivered.
+
+    Delivery is tracked per taking (one message object may be queued twice): ``_pending``
+    maps ``id(message)`` to the indexes in ``_taken`` not yet delivered, oldest first.
+    Guarded by the ledger's lock.
+    """
+
+    def __init__(self, ledger: QueueLedger) -> None:
+        self._ledger = ledger
+        self._taken: list[tuple[PendingQueue, AgentMessage]] = []
+        self._pending: dict[int, list[int]] = {}
+        self._restored = False
+
+    def take(self, source: PendingQueue) -> list[AgentMessage]:
+        """Drain ``source`` (by its mode) and remember what was taken."""
+        with self._ledger.lock:
+            taken = source.drain()
+            for message in taken:
+                self._pending.setdefault(id(message), []).append(len(self._taken))
+                self._taken.append((source, message))
+            return taken
+
+    def delivered(self, message: AgentMessage) -> None:
+        """``message`` reached the transcript (its ``message_end`` was emitted)."""
+        if not self._pending:  # the usual case: nothing taken, no lock
+            return
+        with self._ledger.lock:
+            key = id(message)
+            if key not in self._pending and isinstance(message, SystemMessage):
+                key = self._rewritten_from(message)
+            pending = self._pending.get(key)
+            if pending:  # the oldest undelivered taking of this message is now delivered
+                del pending[0]
+                if not pending:
+                    del self._pending[key]
+
+    def _rewritten_from(self, message: SystemMessage) -> int:
+        """declare_tool_changes may have rewritten a queued system message: find it."""
+        for first, *_ in self._pending.values():
+            taken = self._taken[first][1]
+            if (isinstance(taken, SystemMessage) and taken.content == message.content
+                    and taken.sections == message.sections
+                    and taken.timestamp == message.timestamp):
+                return id(taken)
+        return id(message)
+
+    def restore(self) -> None:
+        """Put everything taken and not delivered back at the front of its queue (once)."""
+        with self._ledger.lock:
+            if self._restored:
+                return
+            self._restored = True
+            left = [self._taken[i] for i in sorted(
+                i for indexes in self._pending.values() for i in indexes)]
+            for source in (self._ledger.steering, self._ledger.follow_up):
+                lost = [m for q, m in left if q is source]
+                if lost:
+                    source.restore_front(lost)

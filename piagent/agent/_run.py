@@ -1,94 +1,36 @@
-"""The state and the runs of an ``Agent``: ``AgentState``, ``AgentRun``, ``AgentEventIterator``.
+"""``AgentRun`` (one ``prompt()`` or ``continue_()``) and ``AgentEventIterator`` (its events).
 
-``AgentState`` is the live state the reducer updates; an ``AgentRun`` is one ``prompt()`` or
-``continue_()`` (its abort controller, its buffered events, the queue input it took, and
-the event its caller waits on). ``piagent.agent`` drives both.
+A run owns its abort controller, its buffered events, the messages it added, the queue input
+it took (``Takings``) and the event its callers wait on. The Agent's worker thread feeds it
+through ``_observe`` and settles it through ``_settle``; any thread may wait for it.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Final, Literal
 
 from ..abort import AbortController, AbortSignal
 from ..events import AgentEvent
 from ..messages import AgentMessage
-from ..models import Model
-from ..tools import AgentTool
-from ..transcript import get_current_system_prompt
-from ._queues import PendingQueue
+from ._queues import Takings
 
-if TYPE_CHECKING:
-    from . import Agent
-
-__all__ = ["AgentEventIterator", "AgentRun", "AgentState"]
+__all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled"]
 
 WAIT_SLICE = 0.05  # seconds: blocking waits wake this often so Ctrl-C arrives promptly
 
 
-class AgentState:
-    """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
+class RunSettled(enum.Enum):
+    """The type of ``RUN_SETTLED``."""
 
-    ``system_prompt`` is replayed from the transcript's system messages; to change it,
-    append a system message. The streaming fields are read-only and change only through
-    events. ``model`` and ``thinking_level`` are read when a run starts.
-    """
+    SETTLED = "settled"
 
-    def __init__(self, model: Model | None, thinking_level: str, tools: Iterable[AgentTool],
-                 messages: Iterable[AgentMessage]) -> None:
-        self.model = model
-        self.thinking_level = thinking_level
-        self._tools: list[AgentTool] = list(tools)
-        self._messages: list[AgentMessage] = list(messages)
-        self._is_streaming = False
-        self._streaming_message: AgentMessage | None = None
-        self._pending_tool_calls: frozenset[str] = frozenset()
-        self._error_message: str | None = None
 
-    @property
-    def system_prompt(self) -> str:
-        """The current system prompt, replayed from the transcript."""
-        return get_current_system_prompt(self._messages)
-
-    @property
-    def tools(self) -> list[AgentTool]:
-        """The executable tools (the live list)."""
-        return self._tools
-
-    @tools.setter
-    def tools(self, tools: Iterable[AgentTool]) -> None:
-        self._tools = list(tools)
-
-    @property
-    def messages(self) -> list[AgentMessage]:
-        """The transcript (the live list)."""
-        return self._messages
-
-    @messages.setter
-    def messages(self, messages: Iterable[AgentMessage]) -> None:
-        self._messages = list(messages)
-
-    @property
-    def is_streaming(self) -> bool:
-        """True from the start of a run until its ``agent_end`` listeners have returned."""
-        return self._is_streaming
-
-    @property
-    def streaming_message(self) -> AgentMessage | None:
-        """The message being streamed (a shallow copy of the partial), if any."""
-        return self._streaming_message
-
-    @property
-    def pending_tool_calls(self) -> frozenset[str]:
-        """The ids of the tool calls executing now (a new frozenset per change)."""
-        return self._pending_tool_calls
-
-    @property
-    def error_message(self) -> str | None:
-        """The error of the most recent failed or aborted turn, if any."""
-        return self._error_message
+RUN_SETTLED: Final = RunSettled.SETTLED
+"""What ``AgentEventIterator.poll()`` returns once the run has settled and every event was read."""
 
 
 class AgentRun:
@@ -97,25 +39,26 @@ class AgentRun:
     Thread safety: every method may be called from any thread.
     """
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+    def __init__(self, takings: Takings) -> None:
+        self.takings = takings
         self._controller = AbortController()
         self._settled = threading.Event()
         self._thread: threading.Thread | None = None
         self._worker_started = threading.Event()  # set first thing on the worker thread
-        # guards _events and _closed; notified on every recorded event and at settle
+        # guards _closed and the readers count; notified on recorded events and at settle
         self._events_cond = threading.Condition()
-        self._readers = 0  # events() iterators waiting on _events_cond (guarded by it)
-        self._events: list[AgentEvent] = []
+        self._readers = 0  # iterators waiting on _events_cond (guarded by it)
+        self._events: list[AgentEvent] = []  # appended by the worker only
         self._closed = False
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
-        # queue input taken by this run: (queue, message), in the order taken. Delivery is
-        # tracked per taking (one message object may be queued twice): _undelivered maps
-        # id(message) to the indexes in _taken not yet delivered, oldest first
-        self._taken: list[tuple[PendingQueue, AgentMessage]] = []
-        self._undelivered: dict[int, list[int]] = {}
-        self._restored = False
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "running"
+        if self.done and self._error_message is not None:
+            state = "aborted" if self.signal.aborted else "failed"
+        return (f"<AgentRun {state} messages={len(self._messages)} events={len(self._events)}"
+                f"{f' error={self._error_message!r}' if self._error_message else ''}>")
 
     @property
     def signal(self) -> AbortSignal:
@@ -154,6 +97,15 @@ class AgentRun:
             self._wait(None)  # a second KeyboardInterrupt escapes from here at once
             raise
 
+    def events(self) -> Iterator[AgentEvent]:
+        """Every event of the run from ``agent_start``: buffered ones, then live ones.
+
+        The iteration ends once the run has settled (its worker thread has finished).
+        """
+        return iter(AgentEventIterator(self, abort_on_close=False))
+
+    # --- for the Agent and the iterator --------------------------------------------------
+
     def _wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -163,24 +115,17 @@ class AgentRun:
             if self._settled.wait(slice_):
                 thread = self._thread
                 if thread is not None and thread is not threading.current_thread():
-                    thread.join()  # settled is its last act: this returns at once
+                    thread.join()  # settling is its last act: this returns at once
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
-    def events(self) -> Iterator[AgentEvent]:
-        """Every event of the run from ``agent_start``: buffered ones, then live ones.
-
-        The iteration ends once the run has settled (its worker thread has finished).
-        """
-        return iter(AgentEventIterator(self, abort_on_close=False))
-
-    def _next_event(self, index: int, timeout: float | None) -> AgentEvent | None:
+    def _next_event(self, index: int, timeout: float | None) -> AgentEvent | RunSettled | None:
         """Event ``index``; ``None`` if it does not arrive within ``timeout`` seconds;
-        ``StopIteration`` once the run has settled and every event was read."""
+        ``RUN_SETTLED`` once the run has settled and every event was read."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._events_cond:
-            self._readers += 1  # before the check, so _record cannot miss a waiter
+            self._readers += 1  # before the check, so _observe cannot miss a waiter
             try:
                 while index >= len(self._events) and not self._closed:
                     slice_ = WAIT_SLICE
@@ -195,35 +140,40 @@ class AgentRun:
             if index < len(self._events):
                 return self._events[index]
         self._wait(None)  # closed just before settling: returns at once
-        raise StopIteration
+        return RUN_SETTLED
 
-    # --- called by the Agent on the worker thread -------------------------------------
-
-    def _took(self, source: PendingQueue, messages: list[AgentMessage]) -> None:
-        """Record queue input taken by this run (under the Agent's queue lock)."""
-        for message in messages:
-            self._undelivered.setdefault(id(message), []).append(len(self._taken))
-            self._taken.append((source, message))
-
-    def _record(self, event: AgentEvent) -> None:
+    def _observe(self, event: AgentEvent) -> None:
+        """The worker thread's record of one event, before the listeners see it."""
+        if event.type == "message_end":
+            self._messages.append(event.message)
+            self.takings.delivered(event.message)
+        elif event.type == "turn_end":
+            if event.message.error_message:
+                self._error_message = event.message.error_message
+        elif event.type == "agent_end":
+            self.takings.restore()  # before listeners, so they see the queues right
         self._events.append(event)
         if self._readers:  # nobody waiting (the usual case): no lock, no notify
             with self._events_cond:
                 self._events_cond.notify_all()
 
-    def _close(self) -> None:
+    def _settle(self) -> None:
+        """The worker thread's last act: close the event buffer, wake every waiter."""
         with self._events_cond:
             self._closed = True
             self._events_cond.notify_all()
+        self._settled.set()
 
 
 class AgentEventIterator:
     """The events of a run, from ``agent_start`` until it settles.
 
-    From ``Agent.stream()`` closing it aborts the run: web frameworks call ``close()``
-    when the client goes away; so does leaving a ``with`` block. ``poll(timeout)`` waits
-    for the next event at most ``timeout`` seconds (``None`` if none came), so a server
-    can send keep-alives while a tool works silently.
+    From ``Agent.stream()``, closing it aborts the run if it is still going: web frameworks
+    call ``close()`` when the client goes away, and so does leaving a ``with`` block. An
+    iterator from ``stream()`` that is dropped without being closed aborts its run when it
+    is garbage-collected, as an abandoned generator would be closed. ``poll(timeout)`` waits
+    at most ``timeout`` seconds for the next event, so a server can send keep-alives while a
+    tool works silently.
     """
 
     def __init__(self, run: AgentRun, *, abort_on_close: bool = True) -> None:
@@ -231,21 +181,24 @@ class AgentEventIterator:
         self._index = 0
         self._abort_on_close = abort_on_close
 
+    def __repr__(self) -> str:
+        return f"<AgentEventIterator at event {self._index} of {self.run!r}>"
+
     def __iter__(self) -> AgentEventIterator:
         return self
 
     def __next__(self) -> AgentEvent:
         event = self.run._next_event(self._index, None)
+        if event is None or event is RUN_SETTLED:  # no timeout: never None
+            raise StopIteration
         self._index += 1
-        return event  # type: ignore[return-value]  # no timeout: never None
+        return event
 
-    def poll(self, timeout: float | None) -> AgentEvent | None:
-        """The next event, or ``None`` after ``timeout`` seconds without one.
-
-        Raises ``StopIteration`` once the run has settled and every event was read.
-        """
+    def poll(self, timeout: float | None) -> AgentEvent | Literal[RunSettled.SETTLED] | None:
+        """The next event; ``None`` after ``timeout`` seconds without one; ``RUN_SETTLED``
+        once the run has settled and every event was read."""
         event = self.run._next_event(self._index, timeout)
-        if event is not None:
+        if event is not None and event is not RUN_SETTLED:
             self._index += 1
         return event
 

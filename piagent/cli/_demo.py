@@ -314,7 +314,7 @@ def run_demo(out: TextIO, *, delay: float = 0.02, pause: float = 0.08,
              color: bool = False) -> int:
     """Run the offline demo, writing its transcript to ``out``; returns the exit code."""
     from ..agent import Agent
-    from . import EventPrinter, Style
+    from ._output import EventPrinter, Style
 
     style = Style(color)
     with tempfile.TemporaryDirectory(prefix="piagent-demo-") as folder:

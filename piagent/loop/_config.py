@@ -11,13 +11,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, Usage
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 from ..stream import StreamOptions
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
     from ..models import Model
-    from ..tools import AgentTool, AgentToolResult
+    from ..tools import AgentTool, AgentToolResult, ToolExecutionMode
 
 __all__ = [
     "AfterToolCallContext",
@@ -31,14 +38,10 @@ __all__ = [
     "BeforeToolCallResult",
     "PrepareNextTurnContext",
     "PrepareRequestContext",
-    "QueueMode",
     "RequestUpdate",
-    "ToolExecutionMode",
     "TurnDecision",
 ]
 
-ToolExecutionMode: TypeAlias = Literal["parallel", "sequential"]
-QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 TurnDecision: TypeAlias = Literal["continue", "end"]
 
 
@@ -114,7 +117,7 @@ class AgentLoopTurnUpdate:
     messages: list[AgentMessage] | None = None
     """Messages to append before the next request, with their normal events."""
     model: Model | None = None
-    thinking_level: str | None = None
+    thinking_level: ThinkingLevel | None = None
 
 
 @dataclass
@@ -123,7 +126,7 @@ class PrepareRequestContext:
 
     context: AgentContext
     model: Model | None
-    thinking_level: str
+    thinking_level: ThinkingLevel
 
 
 @dataclass
@@ -132,7 +135,7 @@ class RequestUpdate:
 
     context: AgentContext | None = None
     model: Model | None = None
-    thinking_level: str | None = None
+    thinking_level: ThinkingLevel | None = None
 
 
 @dataclass

@@ -25,8 +25,8 @@ How an adapter uses it (an adapter is only a wire mapping)::
         call.out.close_open_blocks()         # *_end for every block still open
         call.out.finish("stop")              # done; or raise ProviderError(...)
 
-Written as a generator, ``_run`` is driven lazily by whoever iterates the stream (no
-thread per request); a plain function runs on a new worker thread instead.
+``_run`` is a generator, driven lazily by whoever iterates the stream (no thread per
+request): each bare ``yield`` hands the events queued so far to the consumer.
 
 Rules for ``_run``: raise ``ProviderError`` (or a subclass) with a message that says what
 happened and what to do; ``start_stream`` turns it into the final ``ErrorEvent``. Never
@@ -45,12 +45,9 @@ builder's lock).
 
 from __future__ import annotations
 
-import inspect
-import itertools
 import json
 import logging
 import os
-import queue
 import random
 import socket
 import threading
@@ -80,8 +77,6 @@ from ..messages import (
 )
 from ..models import Model
 from ..stream import (
-    _END,
-    AssistantMessageEvent,
     AssistantMessageEventStream,
     Context,
     ErrorEvent,
@@ -131,7 +126,6 @@ _ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
 _DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
 _IDLE_SESSIONS = 8  # idle sessions kept per client
 _USER_AGENT = f"piagent/{__version__}"
-_thread_ids = itertools.count(1)
 
 
 # --- sessions and abortable sockets --------------------------------------------------------
@@ -624,19 +618,18 @@ class ProviderCall:
 
 
 def start_stream(model: Model | None, options: StreamOptions | None,
-                 run: Callable[[ProviderCall], Iterator[None] | None], *, context: Context,
+                 run: Callable[[ProviderCall], Iterator[None]], *, context: Context,
                  client: HttpClient, api: str, label: str) -> AssistantMessageEventStream:
     """Return the event stream of one provider call at once; never raises.
 
-    ``run`` is the adapter's wire mapping. Written as a generator (a bare ``yield`` after
-    each wire event), it runs lazily on the thread that consumes the stream: no thread is
-    started and no event crosses threads, which is what the agent loop wants. A plain
-    function runs on a new worker thread instead. A missing model, an exception from
+    ``run`` is the adapter's wire mapping, a generator (a bare ``yield`` after each wire
+    event): it runs lazily on the thread that consumes the stream, so no thread is started
+    and no event crosses threads, which is what the agent loop wants. A missing model, an
+    exception from
     ``run`` and an abort all end the stream with an ``ErrorEvent``. ``label`` names the
     provider in messages ("OpenAI").
     """
     options = options if options is not None else StreamOptions()
-    lazy = inspect.isgeneratorfunction(run)
     if model is None:
         stream = AssistantMessageEventStream()
         _fail_without_model(stream, api)
@@ -646,7 +639,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
         stream = AssistantMessageEventStream()
         MessageBuilder(model, stream, api=api).fail(_abort_text(signal), aborted=True)
         return stream
-    stream = _LazyStream() if lazy else AssistantMessageEventStream()
+    stream = AssistantMessageEventStream()
     out = MessageBuilder(model, stream, api=api)
     call = ProviderCall(model, context, options, out, client, label)
     unregister: Callable[[], None] = _noop
@@ -659,9 +652,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
 
     def body() -> Iterator[None]:
         try:
-            steps = run(call)
-            if steps is not None:
-                yield from steps
+            yield from run(call)
             if not out.ended:
                 msg = f"The {label} adapter returned without finishing the message."
                 raise ProviderResponseError(msg, provider=model.provider)
@@ -685,86 +676,8 @@ def start_stream(model: Model | None, options: StreamOptions | None,
 
     if signal is not None:
         unregister = signal.on_abort(on_abort)
-    if isinstance(stream, _LazyStream):
-        stream.drive(body(), signal)
-    else:
-        thread = threading.Thread(target=lambda: _exhaust(body()),
-                                  name=f"piagent-{api}-{next(_thread_ids)}", daemon=True)
-        thread.start()
+    stream.pull_from(body(), signal)
     return stream
-
-
-def _exhaust(steps: Iterator[None]) -> None:
-    for _ in steps:
-        pass
-
-
-class _LazyStream(AssistantMessageEventStream):
-    """An event stream whose producer runs on the consumer's thread, one wire event a step.
-
-    Iterating (or ``result()``) advances the adapter until it has queued events, then yields
-    them. An abort from another thread pushes the final event and shuts the socket, which
-    wakes the consumer's blocked read. Thread safety: one consumer at a time; ``_steps_lock``
-    guards the producer generator.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._steps: Iterator[None] | None = None
-        self._signal: AbortSignal | None = None
-        self._steps_lock = threading.Lock()  # guards _steps: one step of the producer at a time
-
-    def drive(self, steps: Iterator[None], signal: AbortSignal | None) -> None:
-        self._steps = steps
-        self._signal = signal
-
-    def _advance(self, *, to_end: bool = False) -> bool:
-        """Run the producer one step (or to its end); False once it has finished."""
-        with self._steps_lock:
-            steps = self._steps
-            if steps is None:
-                return False
-            if to_end and self._signal is not None and self._signal.aborted:
-                self._steps = None
-                close = getattr(steps, "close", None)
-                if close is not None:
-                    close()  # unwinds the adapter: response closed, callbacks removed
-                return False
-            try:
-                if to_end:
-                    for _ in steps:
-                        pass
-                else:
-                    next(steps)
-                    return True
-            except StopIteration:
-                pass
-            self._steps = None
-            return False
-
-    def __iter__(self) -> Iterator[AssistantMessageEvent]:
-        get = self._queue.get
-        get_nowait = self._queue.get_nowait
-        while True:
-            try:
-                item = get_nowait()
-            except queue.Empty:
-                if self._advance():
-                    continue
-                item = get()  # the producer has finished: its final events are queued
-            if item is _END:
-                self._queue.put(_END)
-                self._advance(to_end=True)
-                return
-            if item.type == "done" or item.type == "error":
-                self._advance(to_end=True)  # let the adapter release the connection first
-            yield item
-
-    def result(self, timeout: float | None = None) -> AssistantMessage:
-        while not self.has_result() and self._advance():
-            pass
-        self._advance(to_end=True)
-        return super().result(timeout)
 
 
 def _noop() -> None:

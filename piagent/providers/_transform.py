@@ -189,7 +189,8 @@ def leading_system_text(messages: Sequence[AgentMessage]) -> tuple[str, int]:
     if count == 0:
         return "", 0
     if count == 1:
-        return get_system_message_text(messages[0]), 1
+        first = messages[0]
+        return get_system_message_text(first if isinstance(first, SystemMessage) else None), 1
     return get_system_message_text(get_current_system_message(messages[:count])), count
 
 

@@ -207,8 +207,11 @@ def _convert_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
         elif isinstance(message, ToolResultMessage):
             # consecutive tool results travel in one user message
             results: list[dict[str, Any]] = []
-            while i < n and isinstance(messages[i], ToolResultMessage):
-                results.append(_tool_result_block(messages[i]))
+            while i < n:
+                result = messages[i]
+                if not isinstance(result, ToolResultMessage):
+                    break
+                results.append(_tool_result_block(result))
                 i += 1
             out.append({"role": "user", "content": results})
             continue

@@ -106,8 +106,9 @@ def stream_proxy(model: Model | None, context: Context,
                         label=_LABEL)
 
 
-def _run_unreachable(call: ProviderCall) -> None:  # start_stream fails a missing model first
+def _run_unreachable(call: ProviderCall) -> Iterator[None]:  # start_stream fails it first
     raise ProviderError("No model was given to stream_proxy.")
+    yield
 
 
 def _run(call: ProviderCall, request: SSERequest) -> Iterator[None]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -40,7 +41,7 @@ KEY = "sk-test-SECRET-abcdef123456"
 _CLIENT = HttpClient("test")
 
 
-def _run(call: ProviderCall) -> None:
+def _run(call: ProviderCall) -> Iterator[None]:
     request = SSERequest(url=call.model.base_url + "/stream", body={"m": call.model.id},
                          headers={"Authorization": f"Bearer {call.options.api_key}"})
     reason = None
@@ -67,6 +68,7 @@ def _run(call: ProviderCall) -> None:
                 call.out.set_usage(**data["usage"])
             elif "end" in data:
                 reason = data["end"]
+            yield
         tail = response.trailing_text
     if reason is None:
         detail = f" ({tail})" if tail else ""
@@ -79,6 +81,16 @@ def _run(call: ProviderCall) -> None:
 def _model(server: ScriptedServer, cost: ModelCost | None = None) -> Model:
     return Model(id="m1", api="test-api", provider="test", base_url=server.url,
                  cost=cost or ModelCost())
+
+
+def _consume_in_background(stream: AssistantMessageEventStream
+                           ) -> tuple[threading.Thread, list[AssistantMessage]]:
+    """Read ``stream`` to its result on another thread (the stream is driven by its reader)."""
+    results: list[AssistantMessage] = []
+    consumer = threading.Thread(target=lambda: results.append(stream.result(WAIT)),
+                                name="test-consumer", daemon=True)
+    consumer.start()
+    return consumer, results
 
 
 def _stream(server: ScriptedServer, **options: object) -> AssistantMessageEventStream:
@@ -350,9 +362,11 @@ def test_abort_while_waiting_for_headers(sse_server, no_piagent_threads):
         controller = AbortController()
         stream = start_stream(model, StreamOptions(signal=controller.signal), _run,
                               context=Context([]), client=_CLIENT, api="test-api", label="Test")
+        consumer, results = _consume_in_background(stream)  # the reader blocks in the request
         assert accepted.wait(WAIT)
         controller.abort("user pressed stop")
-        message = stream.result(WAIT)
+        consumer.join(WAIT)
+        message = results[0]
         assert message.stop_reason == "aborted"
         assert message.error_message == "Request was aborted: user pressed stop"
         release.set()
@@ -365,10 +379,11 @@ def test_abort_during_retry_sleep(sse_server, no_piagent_threads):
                          content_type="application/json", body=[b'{"error":"busy"}']))
     controller = AbortController()
     stream = _stream(sse_server, signal=controller.signal)
+    consumer, results = _consume_in_background(stream)  # the reader sleeps before its retry
     assert sse_server.reached(1).wait(WAIT)
     controller.abort()
-    message = stream.result(WAIT)
-    assert message.stop_reason == "aborted"
+    consumer.join(WAIT)
+    assert results[0].stop_reason == "aborted"
     assert len(sse_server.requests) == 1
 
 

@@ -1,0 +1,448 @@
+"""``Agent``: a transcript, two message queues, listeners, and runs on a worker thread.
+
+State changes only through the event reducer (each event updates the state, then every
+listener runs, in order, before the loop goes on). A run always executes on its own worker
+thread; the caller waits on an event in short slices, so Ctrl-C aborts the run cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..abort import AbortSignal
+from ..errors import AgentBusyError
+from ..events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    TurnEndEvent,
+)
+from ..loop import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentContext,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentTurnContext,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    PrepareRequestContext,
+    RequestUpdate,
+    TurnDecision,
+    run_agent_loop,
+    run_agent_loop_continue,
+)
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingLevel,
+)
+from ..models import Model
+from ..stream import StreamFn, get_default_stream_fn
+from ..tools import AgentTool, ToolExecutionMode
+from ..transcript import (
+    create_initial_system_message,
+    get_current_system_message,
+    to_tool_declaration,
+)
+from ._input import as_message, default_convert_to_llm, normalise_input
+from ._queues import QueueLedger, QueueMode, Takings, check_mode
+from ._run import AgentEventIterator, AgentRun
+from ._state import AgentState
+
+__all__ = ["Agent", "Listener"]
+
+_log = logging.getLogger("piagent.agent")
+
+Listener = Callable[[AgentEvent, AbortSignal], Any]
+"""``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
+
+_BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
+                "messages, or wait for completion.")
+_BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
+_BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+
+# what a run starts from: (prompts or None to continue, skip the initial steering poll)
+_RunInput = tuple["list[AgentMessage] | None", bool]
+
+
+class Agent:
+    """A stateful agent: a transcript, tools, hooks, two queues and listeners.
+
+    Every option is a keyword. Hooks and options are public attributes: replace or wrap
+    them between runs.
+
+    Thread safety: every method may be called from any thread, including listeners and
+    tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
+    second run while one is active raises ``AgentBusyError``. Listeners run on the run's
+    worker thread, in subscription order, each a barrier; tools run on a pool thread. Do
+    not wait for the agent's own run from inside a listener: that deadlocks.
+    """
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str = "",
+        model: Model | None = None,
+        tools: Iterable[AgentTool] = (),
+        messages: Iterable[AgentMessage] = (),
+        thinking_level: ThinkingLevel = "off",
+        stream_fn: StreamFn | None = None,
+        convert_to_llm: Callable[[list[AgentMessage]], Sequence[AgentMessage]] | None = None,
+        transform_context: Callable[[list[AgentMessage], AbortSignal],
+                                    list[AgentMessage]] | None = None,
+        before_tool_call: Callable[[BeforeToolCallContext, AbortSignal],
+                                   BeforeToolCallResult | None] | None = None,
+        after_tool_call: Callable[[AfterToolCallContext, AbortSignal],
+                                  AfterToolCallResult | None] | None = None,
+        finish_turn: Callable[[AgentTurnContext, AbortSignal],
+                              TurnDecision | None] | None = None,
+        prepare_request: Callable[[PrepareRequestContext, AbortSignal],
+                                  RequestUpdate | None] | None = None,
+        prepare_next_turn: Callable[[AgentTurnContext, AbortSignal],
+                                    AgentLoopTurnUpdate | None] | None = None,
+        get_api_key: Callable[[str], str | None] | None = None,
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        tool_execution: ToolExecutionMode = "parallel",
+        max_parallel_tools: int | None = None,
+        session_id: str | None = None,
+        api_key: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        max_retry_delay_ms: int | None = None,
+    ) -> None:
+        tools = list(tools)
+        messages = list(messages)
+        if not (messages and isinstance(messages[0], SystemMessage)):
+            initial = create_initial_system_message(
+                system_prompt, [to_tool_declaration(t) for t in tools])
+            if initial is not None:
+                messages.insert(0, initial)
+        self._state = AgentState(model, thinking_level, tools, messages)
+        self.stream_fn = stream_fn
+        self.convert_to_llm = convert_to_llm or default_convert_to_llm
+        self.transform_context = transform_context
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.finish_turn = finish_turn
+        self.prepare_request = prepare_request
+        self.prepare_next_turn = prepare_next_turn
+        self.get_api_key = get_api_key
+        self.tool_execution = tool_execution
+        self.max_parallel_tools = max_parallel_tools
+        self.session_id = session_id
+        self.api_key = api_key
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_retry_delay_ms = max_retry_delay_ms
+        self._queues = QueueLedger(steering_mode, follow_up_mode)
+        # guards changes to _listeners, a tuple replaced on each change, so emitting reads it
+        # without a lock and listeners may (un)subscribe while an event is delivered
+        self._listeners_lock = threading.Lock()
+        self._listeners: tuple[Listener, ...] = ()
+        # guards _active: the check-and-set that starts a run, and its clearing
+        self._run_lock = threading.Lock()
+        self._active: AgentRun | None = None
+
+    def __repr__(self) -> str:
+        model = self._state.model.id if self._state.model is not None else None
+        run = "running" if self._active is not None else "idle"
+        return (f"<Agent model={model!r} messages={len(self._state.messages)} "
+                f"tools={len(self._state.tools)} {run}>")
+
+    # --- state and configuration ---------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """The live state."""
+        return self._state
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How steering is drained: "one-at-a-time" (default) or "all"; changeable live."""
+        return self._queues.steering.mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._queues.steering.mode = check_mode(mode, "steering_mode")
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How follow-ups are drained: "one-at-a-time" (default) or "all"; changeable live."""
+        return self._queues.follow_up.mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._queues.follow_up.mode = check_mode(mode, "follow_up_mode")
+
+    @property
+    def signal(self) -> AbortSignal | None:
+        """The active run's abort signal, or ``None`` when idle."""
+        run = self._active
+        return run.signal if run is not None else None
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event; returns the unsubscribe function."""
+        with self._listeners_lock:
+            self._listeners = (*self._listeners, listener)
+
+        def unsubscribe() -> None:
+            with self._listeners_lock:
+                listeners = list(self._listeners)
+                if listener in listeners:  # the first registration of it goes
+                    listeners.remove(listener)
+                    self._listeners = tuple(listeners)
+
+        return unsubscribe
+
+    # --- queues -------------------------------------------------------------------------
+
+    def steer(self, message: str | AgentMessage) -> None:
+        """Queue a message for after the current tool batch (a str becomes a user message)."""
+        self._queues.steering.enqueue(as_message(message))
+
+    def follow_up(self, message: str | AgentMessage) -> None:
+        """Queue a message for when the agent would otherwise stop."""
+        self._queues.follow_up.enqueue(as_message(message))
+
+    def clear_steering_queue(self) -> None:
+        """Drop every queued steering message."""
+        self._queues.steering.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        """Drop every queued follow-up message."""
+        self._queues.follow_up.clear()
+
+    def clear_all_queues(self) -> None:
+        """Drop every queued message."""
+        self._queues.clear()
+
+    def has_queued_messages(self) -> bool:
+        """True if either queue holds a message."""
+        return self._queues.has_items()
+
+    def peek_queued_messages(self) -> list[AgentMessage]:
+        """What the next drain would take: the steering selection, else the follow-up one."""
+        return self._queues.peek()
+
+    def take_queued_messages(self, predicate: Callable[[AgentMessage], bool]) -> list[AgentMessage]:
+        """Remove and return the queued messages matching ``predicate`` (steering first)."""
+        return self._queues.take(predicate)
+
+    # --- runs ---------------------------------------------------------------------------
+
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None) -> AgentRun:
+        """Start a run with new input; by default wait until it settles.
+
+        ``input`` is a str (with optional ``images``), a message or a list of messages.
+        With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
+        """
+        prompts = normalise_input(input, images)
+        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False), block, timeout)
+
+    def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
+        """Continue from the transcript (a retry after an error, or queued input).
+
+        With a user or tool-result tail the loop continues as is. With an assistant tail
+        the queued steering (else follow-up) messages are run as a prompt.
+        """
+        return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
+
+    def stream(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None) -> AgentEventIterator:
+        """Start a run and iterate its events as they happen; closing it aborts the run."""
+        return AgentEventIterator(self.prompt(input, images, block=False))
+
+    def abort(self, reason: object = None) -> None:
+        """Abort the active run (no-op when idle)."""
+        run = self._active
+        if run is not None:
+            run.abort(reason)
+
+    def wait_for_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no run is active; False if ``timeout`` seconds pass first."""
+        run = self._active
+        return True if run is None else run.wait(timeout)
+
+    def reset(self) -> None:
+        """Back to the replayed system message alone; clears the queues and errors."""
+        with self._run_lock:
+            if self._active is not None:
+                raise AgentBusyError(_BUSY_RESET)
+            head = get_current_system_message(self._state.messages)
+            self._state._reset([head] if head is not None else [])
+            self._queues.clear()
+
+    # --- run machinery --------------------------------------------------------------------
+
+    def _continue_input(self, takings: Takings) -> _RunInput:
+        """What ``continue_`` runs: queued input as prompts, or the transcript as it is."""
+        messages = self._state.messages
+        if not messages or all(isinstance(m, SystemMessage) for m in messages):
+            msg = "No messages to continue from"
+            raise ValueError(msg)
+        if getattr(messages[-1], "role", None) != "assistant":
+            return None, False
+        with self._queues.lock:
+            steering = takings.take(self._queues.steering)
+            if steering:
+                return steering, True
+            follow_ups = takings.take(self._queues.follow_up)
+            if follow_ups:
+                return follow_ups, False
+        msg = "Cannot continue from message role: assistant"
+        raise ValueError(msg)
+
+    def _call(self, busy_message: str, choose: Callable[[Takings], _RunInput],
+              block: bool, timeout: float | None) -> AgentRun:
+        """Start a run, then wait for it as asked.
+
+        A ``KeyboardInterrupt`` anywhere after the worker thread was created (``Thread.start``
+        waits for the new thread, so Ctrl-C often lands there) aborts the run and waits for
+        it to settle, as one during the wait does; a second one escapes at once.
+        """
+        run = AgentRun(self._queues.takings())
+        try:
+            self._start(run, busy_message, choose)
+            if not block and timeout is None:
+                return run
+            settled = run._wait(timeout)
+        except KeyboardInterrupt:
+            if run._thread is not None:
+                run.abort()
+                run._wait(None)
+            raise
+        if not settled:
+            run.abort()
+            run.wait()
+            msg = f"The run did not finish within {timeout} seconds, so it was aborted."
+            raise TimeoutError(msg)
+        return run
+
+    def _start(self, run: AgentRun, busy_message: str,
+               choose: Callable[[Takings], _RunInput]) -> None:
+        with self._run_lock:
+            if self._active is not None:
+                raise AgentBusyError(busy_message)
+            prompts, skip_poll = choose(run.takings)
+            self._active = run
+            self._state._run_started()
+        thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+                                  name="piagent-run", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            # Ctrl-C inside start(), or "can't start new thread": if the worker never runs,
+            # undo the start here, or the agent would stay busy for ever
+            if not run._worker_started.wait(1.0):
+                run.takings.restore()
+                self._settle(run)
+                raise
+            run._thread = thread
+            raise
+        run._thread = thread
+
+    def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
+        state, queues, takings = self._state, self._queues, run.takings
+        skip = [skip_initial_steering_poll]
+
+        def get_steering_messages() -> list[AgentMessage]:
+            if skip[0]:
+                skip[0] = False
+                return []
+            return takings.take(queues.steering)
+
+        prepare_next_turn = self.prepare_next_turn
+        next_turn = None
+        if prepare_next_turn is not None:
+            def next_turn(ctx: AgentTurnContext) -> AgentLoopTurnUpdate | None:
+                return prepare_next_turn(ctx, run.signal)
+
+        return AgentLoopConfig(
+            model=state.model,
+            convert_to_llm=self.convert_to_llm,
+            reasoning=None if state.thinking_level == "off" else state.thinking_level,
+            session_id=self.session_id,
+            api_key=self.api_key,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_retry_delay_ms=self.max_retry_delay_ms,
+            transform_context=self.transform_context,
+            get_api_key=self.get_api_key,
+            finish_turn=self.finish_turn,
+            prepare_request=self.prepare_request,
+            prepare_next_turn=next_turn,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=lambda: takings.take(queues.follow_up),
+            tool_execution=self.tool_execution,
+            max_parallel_tools=self.max_parallel_tools,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+        )
+
+    def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
+                    skip_initial_steering_poll: bool) -> None:
+        """The run's worker thread: the loop, failure handling, settling."""
+        run._worker_started.set()
+        try:
+            state = self._state
+            context = AgentContext(list(state.messages), list(state.tools))
+            config = self._loop_config(run, skip_initial_steering_poll)
+            stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
+
+            def emit(event: AgentEvent) -> None:
+                self._process(run, event)
+
+            if prompts is None:
+                run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
+            else:
+                run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
+        except BaseException as exc:  # the run must end with agent_end, whatever failed
+            _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+            self._fail_run(run, exc)
+        finally:
+            run.takings.restore()
+            self._settle(run)
+
+    def _process(self, run: AgentRun, event: AgentEvent) -> None:
+        """The reducer, the run's record, then every listener in order (a barrier)."""
+        self._state._apply(event)
+        run._observe(event)
+        signal = run.signal
+        for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed
+            listener(event, signal)
+
+    def _fail_run(self, run: AgentRun, error: BaseException) -> None:
+        """The seed's handleRunFailure: a synthetic assistant message closes the run."""
+        model = self._state.model
+        message = AssistantMessage(
+            content=[TextContent("")], api=model.api if model else "",
+            provider=model.provider if model else "", model=model.id if model else "",
+            stop_reason="aborted" if run.signal.aborted else "error",
+            error_message=str(error) or type(error).__name__)
+        for event in (MessageStartEvent(message), MessageEndEvent(message),
+                      TurnEndEvent(message, [])):
+            self._process_safely(run, event)
+        self._process_safely(run, AgentEndEvent(run.messages))
+
+    def _process_safely(self, run: AgentRun, event: AgentEvent) -> None:
+        try:
+            self._process(run, event)
+        except Exception:  # the failure path must reach agent_end; the error is logged
+            _log.exception("A listener raised while the failed run was being closed")
+
+    def _settle(self, run: AgentRun) -> None:
+        with self._run_lock:
+            self._state._run_settled()
+            self._active = None
+        run._settle()

@@ -1,0 +1,120 @@
+"""``AgentState``: the live state of an Agent, changed only by its reducer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..events import AgentEvent
+from ..messages import AgentMessage, ThinkingLevel
+from ..models import Model
+from ..tools import AgentTool
+from ..transcript import get_current_system_prompt
+
+__all__ = ["AgentState"]
+
+
+class AgentState:
+    """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
+
+    ``system_prompt`` is replayed from the transcript's system messages; to change it,
+    append a system message. The streaming fields are read-only and change only through
+    events. ``model`` and ``thinking_level`` are read when a run starts.
+
+    Thread safety: the reducer runs on the run's worker thread; readers on other threads
+    see each field replaced whole (a new frozenset, a new message), never half-changed.
+    """
+
+    def __init__(self, model: Model | None, thinking_level: ThinkingLevel,
+                 tools: Iterable[AgentTool], messages: Iterable[AgentMessage]) -> None:
+        self.model = model
+        self.thinking_level: ThinkingLevel = thinking_level
+        self._tools: list[AgentTool] = list(tools)
+        self._messages: list[AgentMessage] = list(messages)
+        self._is_streaming = False
+        self._streaming_message: AgentMessage | None = None
+        self._pending_tool_calls: frozenset[str] = frozenset()
+        self._error_message: str | None = None
+
+    def __repr__(self) -> str:
+        model = self.model.id if self.model is not None else None
+        return (f"<AgentState model={model!r} messages={len(self._messages)} "
+                f"tools={[t.name for t in self._tools]} streaming={self._is_streaming} "
+                f"error={self._error_message!r}>")
+
+    @property
+    def system_prompt(self) -> str:
+        """The current system prompt, replayed from the transcript."""
+        return get_current_system_prompt(self._messages)
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        """The executable tools (the live list)."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Iterable[AgentTool]) -> None:
+        self._tools = list(tools)
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The transcript (the live list)."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, messages: Iterable[AgentMessage]) -> None:
+        self._messages = list(messages)
+
+    @property
+    def is_streaming(self) -> bool:
+        """True from the start of a run until its ``agent_end`` listeners have returned."""
+        return self._is_streaming
+
+    @property
+    def streaming_message(self) -> AgentMessage | None:
+        """The message being streamed (assistant: a shallow copy of the partial), if any."""
+        return self._streaming_message
+
+    @property
+    def pending_tool_calls(self) -> frozenset[str]:
+        """The ids of the tool calls executing now (a new frozenset per change)."""
+        return self._pending_tool_calls
+
+    @property
+    def error_message(self) -> str | None:
+        """The error of the most recent failed or aborted turn, if any."""
+        return self._error_message
+
+    # --- changed by the Agent only ------------------------------------------------------
+
+    def _apply(self, event: AgentEvent) -> None:
+        """The reducer: one event's change to the state."""
+        if event.type == "message_update" or event.type == "message_start":
+            self._streaming_message = event.message
+        elif event.type == "message_end":
+            self._streaming_message = None
+            self._messages.append(event.message)
+        elif event.type == "tool_execution_start":
+            self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
+        elif event.type == "tool_execution_end":
+            self._pending_tool_calls = self._pending_tool_calls - {event.tool_call_id}
+        elif event.type == "turn_end":
+            if event.message.error_message:
+                self._error_message = event.message.error_message
+        elif event.type == "agent_end":
+            self._streaming_message = None
+
+    def _run_started(self) -> None:
+        self._is_streaming = True
+        self._streaming_message = None
+        self._error_message = None
+
+    def _run_settled(self) -> None:
+        self._is_streaming = False
+        self._streaming_message = None
+        self._pending_tool_calls = frozenset()
+
+    def _reset(self, messages: list[AgentMessage]) -> None:
+        self._messages = messages
+        self._streaming_message = None
+        self._pending_tool_calls = frozenset()
+        self._error_message = None

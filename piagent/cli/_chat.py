@@ -1,0 +1,196 @@
+"""``piagent chat``: the REPL over an Agent, and how a model is chosen from the flags."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..models import Model
+
+from ._output import EventPrinter, Style
+
+__all__ = ["CliError", "chat_loop", "cmd_chat"]
+
+_EXIT_USAGE = 2
+
+_CHAT_HELP = """\
+Type a message and press Enter. While the agent works, what you type becomes a steering
+message (delivered after the current tool batch). Ctrl-C aborts the current run.
+Commands: /follow-up TEXT   queue TEXT for when the agent would stop
+          /reset            forget the conversation (keeps the system prompt and tools)
+          /help             this text
+          /quit             leave (also Ctrl-D)"""
+
+
+def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter, *,
+              wait_each: bool = False) -> int:
+    """The chat REPL: ``read_line`` blocks on the main thread while runs go on in the
+    background. It returns the exit code; ``EOFError`` from ``read_line`` ends the chat.
+
+    ``wait_each`` finishes each run before reading the next line (for piped input, where
+    the next line is not something typed while the agent worked).
+    """
+    from ..errors import AgentBusyError
+
+    style = printer.style
+    say = printer.line
+
+    def prompt_marker(event: Any, signal: Any) -> None:
+        if event.type == "agent_end":
+            if agent.has_queued_messages():  # typed just after the loop's last poll
+                say(style.dim("(queued messages will go with your next message)"))
+            printer.write(style.user("you> "))
+
+    def start(text: str) -> None:
+        try:
+            agent.prompt(text, block=False)
+        except AgentBusyError:  # a run started between the check and now
+            agent.steer(text)
+            return
+        if wait_each:
+            try:
+                while not agent.wait_for_idle(0.05):
+                    pass
+            except KeyboardInterrupt:
+                agent.abort("Aborted by the user (Ctrl-C)")
+                agent.wait_for_idle(30)
+
+    unsubscribe = agent.subscribe(prompt_marker)
+    printer.write(style.user("you> "))
+    try:
+        while True:
+            try:
+                line = read_line()
+            except EOFError:
+                printer.write("\n")
+                agent.wait_for_idle(30)
+                return 0
+            except KeyboardInterrupt:
+                if agent.state.is_streaming:
+                    agent.abort("Aborted by the user (Ctrl-C)")
+                    agent.wait_for_idle(30)
+                else:
+                    say(style.dim("(Ctrl-C aborts a run; type /quit to leave)"))
+                    printer.write(style.user("you> "))
+                continue
+            text = line.strip()
+            busy = agent.state.is_streaming
+            if not text:
+                if not busy:
+                    printer.write(style.user("you> "))
+                continue
+            if text.startswith("/"):
+                command, _, rest = text.partition(" ")
+                rest = rest.strip()
+                if command in ("/quit", "/exit"):
+                    if busy:
+                        agent.abort("The user quit")
+                        agent.wait_for_idle(30)
+                    return 0
+                if command == "/help":
+                    say(_CHAT_HELP)
+                elif command == "/reset":
+                    if busy:
+                        agent.abort("Reset by the user")
+                        agent.wait_for_idle(30)
+                    agent.reset()
+                    say(style.dim("(conversation cleared)"))
+                elif command in ("/follow-up", "/followup"):
+                    if not rest:
+                        say(style.dim("usage: /follow-up TEXT"))
+                    elif busy:
+                        agent.follow_up(rest)
+                        say(style.dim("(follow-up queued: sent when the agent would stop)"))
+                        continue
+                    else:
+                        start(rest)
+                        continue
+                else:
+                    say(style.dim(f"unknown command {command}; type /help"))
+                if not agent.state.is_streaming:
+                    printer.write(style.user("you> "))
+                continue
+            if busy:
+                agent.steer(text)
+                say(style.dim("(steering message queued: delivered after the current tool batch)"))
+                continue
+            start(text)
+    finally:
+        unsubscribe()
+
+
+def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
+    """The environment variables to set when ``provider`` needs a key and has none."""
+    from ..providers._keys import ENV_VARS, resolve_api_key
+
+    names = ENV_VARS.get(provider)
+    if not names or resolve_api_key(provider, explicit):
+        return None
+    return list(names)
+
+
+class CliError(Exception):
+    """A problem to report in one line, with exit code 2."""
+
+
+def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
+    provider, sep, model_id = spec.partition("/")
+    if not sep or not provider or not model_id:
+        msg = f"--model must be PROVIDER/MODEL (for example openai/gpt-4o-mini), got {spec!r}."
+        raise CliError(msg)
+    if base_url:
+        from ..models import Model
+
+        return Model(id=model_id, api=api, provider=provider, base_url=base_url)
+    from ..providers import get_model
+
+    try:
+        return get_model(provider, model_id)
+    except LookupError as exc:
+        detail = exc.args[0] if exc.args else str(exc)
+        msg = (f"Unknown model {spec!r}. {detail} For an OpenAI-compatible server, pass "
+               "--base-url URL (for example http://localhost:11434/v1).")
+        raise CliError(msg) from None
+
+
+def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..agent import Agent
+
+    try:
+        model = _resolve_model(args.model, args.base_url, args.api)
+    except CliError as exc:
+        err.write(f"piagent chat: {exc}\n")
+        return _EXIT_USAGE
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    missing = None if args.base_url else _missing_key(model.provider, api_key)
+    if missing:
+        err.write(f"piagent chat: no API key for {model.provider}: set "
+                  f"{' or '.join(missing)} in the environment (or pass --api-key-env NAME).\n")
+        return _EXIT_USAGE
+    tools = []
+    if args.tools:
+        from ._demo import make_demo_tools
+
+        tools = make_demo_tools(Path.cwd())
+    agent = Agent(system_prompt=args.system, model=model, tools=tools,
+                  get_api_key=(lambda provider: api_key) if api_key else None)
+    style = Style.for_stream(out)
+    printer = EventPrinter(out, style=style, show_usage=True)
+    agent.subscribe(printer)
+    where = f" at {model.base_url}" if args.base_url else ""
+    printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
+                           f"{' (tools: read_file, list_folder, calculator, current_time)' if tools else ''}"
+                           ". /help for commands, /quit to leave."))
+
+    def read_line() -> str:
+        return input()
+
+    return chat_loop(agent, read_line, printer, wait_each=not sys.stdin.isatty())
+
+

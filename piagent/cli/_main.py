@@ -1,0 +1,126 @@
+"""The ``piagent`` command: ``demo`` (offline), ``chat`` (a real provider) and ``proxy``.
+
+Output is plain text that reads well in a dumb terminal, a log file and a notebook; colour
+is added only on a TTY, and never with ``NO_COLOR`` set or ``TERM=dumb``. ``EventPrinter``
+is the listener that turns agent events into that text; the demo and the chat share it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from .._version import __version__
+from ._chat import cmd_chat
+from ._output import Style
+
+__all__ = ["main"]
+
+_EXIT_USAGE = 2
+
+
+# --- proxy -------------------------------------------------------------------------------
+
+
+def _cmd_proxy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    token = args.token or os.environ.get("PIAGENT_PROXY_TOKEN")
+    if not token:
+        err.write("piagent proxy: pass --token T (or set PIAGENT_PROXY_TOKEN); clients send it "
+                  "as 'Authorization: Bearer T'.\n")
+        return _EXIT_USAGE
+    from ..proxy import ProxyApp, serve_proxy
+
+    def ready(url: str) -> None:
+        out.write(f"piagent proxy on {url}/api/stream (clients send 'Authorization: Bearer "
+                  "<token>'; provider keys come from this process's environment; Ctrl-C "
+                  "stops it)\n")
+        out.flush()
+
+    app = ProxyApp(auth_tokens=[token])
+    try:
+        serve_proxy(app, args.host, args.port, ready=ready)
+    except KeyboardInterrupt:
+        out.write("\nproxy stopped\n")
+    except OSError as exc:
+        err.write(f"piagent proxy: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}\n")
+        return 1
+    return 0
+
+
+# --- demo --------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._demo import run_demo
+
+    delay = 0.0 if args.fast else args.delay
+    pause = 0.0 if args.fast else 0.08
+    return run_demo(out, delay=delay, pause=pause, color=Style.for_stream(out).enabled)
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="piagent", description="A synchronous, thread-based agent loop for LLMs.")
+    parser.add_argument("--version", action="version", version=f"piagent {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo", help="run an agent offline on a scripted model, with real tools",
+        description="Run a real Agent with real tools on a scripted model: no network, no key.")
+    demo.add_argument("--delay", type=float, default=0.02, metavar="SECONDS",
+                      help="pause between streamed chunks (default 0.02)")
+    demo.add_argument("--fast", action="store_true", help="no pauses at all")
+
+    chat = commands.add_parser(
+        "chat", help="chat with a real model (key from the environment)",
+        description="A REPL against a real provider. Text typed while the agent works "
+                    "becomes a steering message; Ctrl-C aborts the current run.")
+    chat.add_argument("--model", required=True, metavar="PROVIDER/MODEL",
+                      help="for example openai/gpt-4o-mini or anthropic/claude-sonnet-4-5")
+    chat.add_argument("--base-url", metavar="URL",
+                      help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, ...)")
+    chat.add_argument("--api", default="openai-completions",
+                      help="the wire API for --base-url (default openai-completions)")
+    chat.add_argument("--api-key-env", metavar="NAME",
+                      help="read the API key from this environment variable")
+    chat.add_argument("--tools", action="store_true",
+                      help="give the model read_file, list_folder (current folder), "
+                           "calculator and current_time")
+    chat.add_argument("--system", default="You are a helpful assistant.", metavar="TEXT",
+                      help="the system prompt")
+
+    proxy = commands.add_parser(
+        "proxy", help="serve the provider proxy (keys stay on this machine)",
+        description="Serve piagent.proxy.ProxyApp with the standard library's WSGI server.")
+    proxy.add_argument("--port", type=int, default=8787, help="default 8787; 0 picks a free port")
+    proxy.add_argument("--host", default="127.0.0.1")
+    proxy.add_argument("--token", help="the bearer token clients must send "
+                                       "(default: $PIAGENT_PROXY_TOKEN)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``piagent`` command line; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy}
+    if args.command is None:
+        parser.print_help(out)
+        return 0
+    try:
+        return handlers[args.command](args, out, err)
+    except KeyboardInterrupt:
+        err.write("\ninterrupted\n")
+        return 130
+    except BrokenPipeError:  # e.g. `piagent demo | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+

@@ -1,0 +1,259 @@
+"""How the CLI prints: ``Style`` (ANSI colour, only on a TTY) and ``EventPrinter`` (the
+listener that turns agent events into text; the demo and the chat share it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..abort import AbortSignal
+
+__all__ = ["EventPrinter", "Style"]
+
+
+class Style:
+    """ANSI styling that is a no-op when disabled."""
+
+    _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33",
+              "blue": "34", "magenta": "35", "cyan": "36"}
+
+    def __init__(self, enabled: bool = False) -> None:
+        self.enabled = enabled
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> Style:
+        """Colour only on a TTY, and not with ``NO_COLOR`` set or ``TERM=dumb``."""
+        isatty = getattr(stream, "isatty", None)
+        enabled = bool(isatty and isatty())
+        if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+            enabled = False
+        return cls(enabled)
+
+    def paint(self, text: str, *names: str) -> str:
+        if not self.enabled or not text:
+            return text
+        codes = ";".join(self._CODES[name] for name in names)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def dim(self, text: str) -> str:
+        return self.paint(text, "dim")
+
+    def user(self, text: str) -> str:
+        return self.paint(text, "bold", "green")
+
+    def assistant(self, text: str) -> str:
+        return self.paint(text, "bold", "cyan")
+
+    def tool(self, text: str) -> str:
+        return self.paint(text, "yellow")
+
+    def error(self, text: str) -> str:
+        return self.paint(text, "bold", "red")
+
+
+def _one_line(text: str, limit: int = 100) -> str:
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    more = len(lines) - 1
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    return first + (f" (+{more} more line{'s' if more != 1 else ''})" if more > 0 else "")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or ():
+        if getattr(block, "type", None) == "text":
+            parts.append(block.text)
+        elif getattr(block, "type", None) == "image":
+            parts.append("[image]")
+    return "".join(parts)
+
+
+def _format_args(args: Any, limit: int = 120) -> str:
+    if not isinstance(args, dict):
+        text = json.dumps(args, ensure_ascii=False, default=str)
+    else:
+        text = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False, default=str)}"
+                         for key, value in args.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class EventPrinter:
+    """A listener that prints a run as plain text: streamed text, tool calls, progress.
+
+    ``echo_prompt`` also prints the run's own prompt messages (the chat does not, since
+    the user just typed them); messages that arrive later in a run (steering and follow-up
+    messages) are always printed, where the loop inserts them.
+
+    Thread safety: events arrive on the run's worker thread, one at a time; other threads
+    that write to the same stream should hold ``lock``.
+    """
+
+    def __init__(self, out: TextIO, *, style: Style | None = None, echo_prompt: bool = False,
+                 show_thinking: bool = True, show_usage: bool = False) -> None:
+        self.out = out
+        self.style = style or Style()
+        self.echo_prompt = echo_prompt
+        self.show_thinking = show_thinking
+        self.show_usage = show_usage
+        self.lock = threading.RLock()  # guards the terminal: one writer at a time
+        self._at_line_start = True
+        self._seen_assistant = False
+        self._streamed_text = False
+        self._tool_numbers: dict[str, int] = {}  # this batch's call ids -> display numbers
+        self._tool_count = 0
+        self._batch_started: float | None = None  # monotonic time of the batch's first start
+        self._batch_durations: list[int] = []
+
+    # plumbing
+
+    def write(self, text: str) -> None:
+        """Write and flush, remembering whether the cursor is at the start of a line."""
+        if not text:
+            return
+        with self.lock:
+            self.out.write(text)
+            self.out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        """Write ``text`` on a line of its own."""
+        with self.lock:
+            if not self._at_line_start:
+                self.write("\n")
+            self.write(text + "\n")
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self.write("\n")
+
+    # the listener
+
+    def __call__(self, event: Any, signal: AbortSignal | None = None) -> None:
+        handler = getattr(self, "_on_" + event.type, None)
+        if handler is not None:
+            with self.lock:
+                handler(event)
+
+    def _on_agent_start(self, event: Any) -> None:
+        self._seen_assistant = False
+        self._tool_count = 0
+
+    def _on_turn_start(self, event: Any) -> None:
+        self._tool_numbers = {}  # call ids need only be unique within one message
+        self._batch_started = None
+        self._batch_durations = []
+
+    def _on_turn_end(self, event: Any) -> None:
+        durations = self._batch_durations
+        if self._batch_started is None or len(durations) < 2:
+            return
+        wall = (time.monotonic() - self._batch_started) * 1000
+        if sum(durations) > wall:  # worth saying only when running them together saved time
+            self.line(self.style.dim(
+                f"  ({len(durations)} tools in {wall:.0f} ms; one after another they would "
+                f"take {sum(durations)} ms)"))
+
+    def _on_message_start(self, event: Any) -> None:
+        if getattr(event.message, "role", None) == "assistant":
+            self._seen_assistant = True
+            self._streamed_text = False
+
+    def _on_message_update(self, event: Any) -> None:
+        update = event.assistant_message_event
+        kind = update.type
+        style = self.style
+        if kind == "text_start":
+            self._end_line()
+            self.write(style.assistant("assistant> "))
+            self._streamed_text = True
+        elif kind == "text_delta":
+            self.write(update.delta)
+        elif kind == "text_end":
+            self._end_line()
+        elif kind == "thinking_start" and self.show_thinking:
+            self._end_line()
+            self.write(style.dim("(thinking) "))
+        elif kind == "thinking_delta" and self.show_thinking:
+            self.write(style.dim(update.delta))
+        elif kind == "thinking_end" and self.show_thinking:
+            self._end_line()
+
+    def _on_message_end(self, event: Any) -> None:
+        message = event.message
+        role = getattr(message, "role", None)
+        style = self.style
+        if role == "user":
+            if self.echo_prompt or self._seen_assistant:
+                label = "you> " if not self._seen_assistant else "you (queued, delivered now)> "
+                self.line(style.user(label) + _content_text(message.content))
+        elif role == "assistant":
+            text = _content_text(message.content)
+            if text and not self._streamed_text:  # a stream function that sent no deltas
+                self.line(style.assistant("assistant> ") + text)
+            self._end_line()
+            if message.stop_reason == "error":
+                self.line(style.error("error: ") + (message.error_message or "unknown error"))
+            elif message.stop_reason == "aborted":
+                self.line(style.error("aborted: ") + (message.error_message or "Operation aborted"))
+            elif message.stop_reason == "length":
+                self.line(style.dim("(the response hit the output token limit)"))
+            usage = message.usage
+            if self.show_usage and (usage.input or usage.output):
+                cost = f", ${usage.cost.total:.4f}" if usage.cost.total else ""
+                self.line(style.dim(f"({usage.input} tokens in, {usage.output} out{cost})"))
+        elif role == "system":
+            parts = []
+            if message.tools_added:
+                parts.append("tools added: " + ", ".join(t.name for t in message.tools_added))
+            if message.tools_removed:
+                parts.append("tools removed: " + ", ".join(message.tools_removed))
+            if message.content:
+                parts.append("instructions: " + _one_line(message.content, 60))
+            if message.sections:
+                parts.append("sections: " + ", ".join(message.sections))
+            if parts:
+                self.line(style.dim("[system] " + "; ".join(parts)))
+        elif role not in ("toolResult", None):
+            self.line(style.dim(f"[{role} message]"))
+
+    def _number(self, tool_call_id: str) -> int:
+        if tool_call_id not in self._tool_numbers:
+            self._tool_count += 1
+            self._tool_numbers[tool_call_id] = self._tool_count
+        return self._tool_numbers[tool_call_id]
+
+    def _on_tool_execution_start(self, event: Any) -> None:
+        if self._batch_started is None:
+            self._batch_started = time.monotonic()
+        number = self._number(event.tool_call_id)
+        self.line(self.style.tool(f"  [{number}] {event.tool_name}({_format_args(event.args)})"))
+
+    def _on_tool_execution_update(self, event: Any) -> None:
+        number = self._number(event.tool_call_id)
+        partial = event.partial_result
+        content = getattr(partial, "content", None)
+        text = _content_text(content) if content is not None else str(partial)
+        self.line(self.style.dim(f"  [{number}] {event.tool_name}: {_one_line(text, 80)}"))
+
+    def _on_tool_execution_end(self, event: Any) -> None:
+        if event.duration_ms is not None:
+            self._batch_durations.append(event.duration_ms)
+        number = self._number(event.tool_call_id)
+        result = event.result
+        text = _one_line(_content_text(getattr(result, "content", None)), 80)
+        took = f" in {event.duration_ms} ms" if event.duration_ms is not None else ""
+        if event.is_error:
+            self.line(self.style.error(f"  [{number}] {event.tool_name} failed{took}: ") + text)
+        else:
+            self.line(self.style.tool(f"  [{number}] {event.tool_name} done{took}")
+                      + (f": {text}" if text else ""))
+
+

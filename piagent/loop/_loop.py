@@ -1,0 +1,373 @@
+"""The agent loop: call the model, run the tools it asks for, feed the results back, repeat.
+
+``run_agent_loop`` and ``run_agent_loop_continue`` run on the calling thread and call
+``emit`` synchronously for every event (each event is a barrier). ``agent_loop`` and
+``agent_loop_continue`` run the same loop on a new worker thread and return an
+``EventStream`` at once. None of them mutates the caller's ``context.messages``.
+
+The loop works with ``AgentMessage`` everywhere and turns the transcript into LLM
+messages only at the model boundary (``transform_context`` → ``convert_to_llm``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..abort import AbortSignal
+from ..errors import AgentLoopError
+from ..events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
+from ..stream import Context, EventStream, StreamFn, StreamOptions, get_default_stream_fn
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentTurnContext,
+    PrepareRequestContext,
+)
+from ._declare import ToolDeclarations
+from ._tools import ToolRunner
+
+__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
+
+Emit = Callable[[AgentEvent], None]
+
+_STREAM_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(StreamOptions))
+
+
+def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
+                   config: AgentLoopConfig, emit: Emit, signal: AbortSignal | None = None,
+                   stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+    """Run a prompt: add ``prompts`` to a copy of the context and loop until the agent stops.
+
+    Blocks; returns the run's new messages (the prompts included).
+    """
+    run = _Run(context, config, emit, signal, stream_fn)
+    initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
+    run.context.messages.extend(initial)
+    run.new_messages.extend(initial)
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
+    for message in initial:
+        emit(MessageStartEvent(message))
+        emit(MessageEndEvent(message))
+    return run.run()
+
+
+def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit: Emit,
+                            signal: AbortSignal | None = None,
+                            stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+    """Continue from the context as it is (a retry, say); the last message must not be the model's.
+
+    Blocks; returns the run's new messages.
+    """
+    _check_can_continue(context)
+    run = _Run(context, config, emit, signal, stream_fn)
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
+    return run.run()
+
+
+def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,
+               signal: AbortSignal | None = None,
+               stream_fn: StreamFn | None = None) -> EventStream[AgentEvent, list[AgentMessage]]:
+    """``run_agent_loop`` on a new worker thread; returns its events as an ``EventStream``.
+
+    The stream is observational: the loop does not wait for the reader. If a hook, the
+    stream function or ``convert_to_llm`` raises, iteration and ``result()`` raise
+    ``AgentLoopError`` chained to the cause.
+    """
+    prompts = list(prompts)
+    return _start_worker(lambda emit: run_agent_loop(prompts, context, config, emit, signal,
+                                                     stream_fn))
+
+
+def agent_loop_continue(context: AgentContext, config: AgentLoopConfig,
+                        signal: AbortSignal | None = None, stream_fn: StreamFn | None = None
+                        ) -> EventStream[AgentEvent, list[AgentMessage]]:
+    """``run_agent_loop_continue`` on a new worker thread (guards raise here, at once)."""
+    _check_can_continue(context)
+    return _start_worker(lambda emit: run_agent_loop_continue(context, config, emit, signal,
+                                                              stream_fn))
+
+
+def _check_can_continue(context: AgentContext) -> None:
+    if not context.messages:
+        msg = "Cannot continue: no messages in context"
+        raise ValueError(msg)
+    if getattr(context.messages[-1], "role", None) == "assistant":
+        msg = "Cannot continue from message role: assistant"
+        raise ValueError(msg)
+
+
+def _start_worker(body: Callable[[Emit], list[AgentMessage]]
+                  ) -> EventStream[AgentEvent, list[AgentMessage]]:
+    worker: list[threading.Thread] = []
+
+    def join() -> None:  # the stream's end was read: the worker is finishing, wait for it
+        if worker and worker[0] is not threading.current_thread():
+            worker[0].join()
+
+    stream: EventStream[AgentEvent, list[AgentMessage]] = EventStream(
+        _is_agent_end, _end_messages, on_finish=join)
+
+    def work() -> None:
+        try:
+            stream.end(body(stream.push))
+        except BaseException as exc:  # the stream must end, never hang: report the cause
+            error = AgentLoopError(f"The agent loop stopped because {type(exc).__name__} was "
+                                   f"raised: {exc}")
+            error.__cause__ = exc
+            stream.fail(error)
+
+    worker.append(threading.Thread(target=work, name="piagent-loop", daemon=True))
+    worker[0].start()
+    return stream
+
+
+def _is_agent_end(event: AgentEvent) -> bool:
+    return event.type == "agent_end"
+
+
+def _end_messages(event: AgentEvent) -> list[AgentMessage]:
+    return list(event.messages) if event.type == "agent_end" else []
+
+
+class _Run:
+    """One run of the loop: its context copy, config, signal and tool runner."""
+
+    def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
+                 signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
+        self.context = AgentContext(list(context.messages), list(context.tools))
+        self.config = config
+        self.emit = emit
+        self.signal = signal if signal is not None else AbortSignal()
+        self.stream_fn = stream_fn if stream_fn is not None else get_default_stream_fn()
+        self.new_messages: list[AgentMessage] = []
+        self.declarations = ToolDeclarations()
+
+    def run(self) -> list[AgentMessage]:
+        tools = ToolRunner(self.config, self.signal, self.emit)
+        try:
+            self._loop(tools)
+        finally:
+            tools.close()
+        return self.new_messages
+
+    def _poll(self, getter: Callable[[], Sequence[AgentMessage]] | None) -> list[AgentMessage]:
+        if getter is None or self.signal.aborted:  # an aborted run polls no queue
+            return []
+        return list(getter() or ())
+
+    def _loop(self, tools: ToolRunner) -> None:
+        config, signal, emit = self.config, self.signal, self.emit
+        last_turn: AgentTurnContext | None = None
+        explicit_continuation = False
+        # steering the user typed while waiting
+        pending = self._poll(config.get_steering_messages)
+
+        while True:  # outer loop: follow-ups arriving when the agent would stop
+            has_more_tool_calls = True
+            while has_more_tool_calls or pending:  # inner loop: one turn per pass
+                prepared: list[AgentMessage] = []
+                if last_turn is not None:
+                    if signal.aborted:
+                        return self._close_aborted(turn_open=False)
+                    update = (config.prepare_next_turn(last_turn)
+                              if config.prepare_next_turn is not None else None)
+                    if update is not None:
+                        if update.context is not None:
+                            self.context = update.context
+                        prepared = list(update.messages or ())
+                        config = self.config = _with_model(config, update.model,
+                                                           update.thinking_level)
+                    # preparation can be long (compaction): pick up steering queued meanwhile,
+                    # only if the earlier poll was empty (one-at-a-time means one per turn)
+                    if not pending:
+                        pending = self._poll(config.get_steering_messages)
+                    emit(TurnStartEvent())
+
+                # inject prepared and queued messages before the next response
+                injected = self.declarations.declare(self.context.messages, self.context.tools,
+                                                     [*prepared, *pending])
+                pending = []
+                for queued in injected:
+                    if signal.aborted:
+                        break
+                    emit(MessageStartEvent(queued))
+                    emit(MessageEndEvent(queued))
+                    self.context.messages.append(queued)
+                    self.new_messages.append(queued)
+                if signal.aborted:
+                    return self._close_aborted(turn_open=True)
+
+                if config.prepare_request is not None:
+                    request = config.prepare_request(PrepareRequestContext(
+                        self.context, config.model, config.reasoning or "off"), signal)
+                    if request is not None:
+                        if request.context is not None:
+                            self.context = request.context
+                        config = self.config = _with_model(config, request.model,
+                                                           request.thinking_level)
+
+                message = self._stream_assistant_response()
+                if message is None:  # aborted before the request could start
+                    return self._close_aborted(turn_open=True)
+                self.new_messages.append(message)
+                if message.stop_reason in ("error", "aborted"):
+                    last_turn = AgentTurnContext(message, [], self.context, self.new_messages)
+                    if config.finish_turn is not None and not signal.aborted:
+                        config.finish_turn(last_turn, signal)  # observes; decision ignored
+                    emit(TurnEndEvent(message, []))
+                    emit(AgentEndEvent(list(self.new_messages)))
+                    return None
+
+                tool_results: list[ToolResultMessage] = []
+                has_more_tool_calls = False
+                if message.tool_calls:
+                    batch = tools.run_batch(self.context, message, config)
+                    tool_results = batch.messages
+                    has_more_tool_calls = not batch.terminate
+                    self.context.messages.extend(tool_results)
+                    self.new_messages.extend(tool_results)
+
+                last_turn = AgentTurnContext(message, tool_results, self.context,
+                                             self.new_messages)
+                decision = (_decision(config.finish_turn(last_turn, signal))
+                            if config.finish_turn is not None and not signal.aborted else None)
+                emit(TurnEndEvent(message, list(tool_results)))
+                if decision == "end":
+                    emit(AgentEndEvent(list(self.new_messages)))
+                    return None
+                explicit_continuation = decision == "continue"
+                pending = self._poll(config.get_steering_messages)
+                if has_more_tool_calls or pending:
+                    explicit_continuation = False  # a natural request satisfies "continue"
+
+            # the agent would stop here: look for follow-ups
+            follow_ups = self._poll(config.get_follow_up_messages)
+            if follow_ups:
+                explicit_continuation = False
+                pending = follow_ups
+                continue
+            if explicit_continuation and not signal.aborted:
+                explicit_continuation = False  # one context-only turn, as finish_turn asked
+                continue
+            break
+        emit(AgentEndEvent(list(self.new_messages)))
+        return None
+
+    def _stream_assistant_response(self) -> AssistantMessage | None:
+        """Ask the model; keep the streaming message as the context's last entry.
+
+        Returns ``None``, having asked nothing, when the signal is aborted before the request.
+        """
+        config, signal, emit, messages = self.config, self.signal, self.emit, self.context.messages
+        if signal.aborted:
+            return None
+        view = messages
+        if config.transform_context is not None:
+            view = config.transform_context(view, signal)
+        llm_messages = config.convert_to_llm(view)
+        llm_context = Context(llm_messages if isinstance(llm_messages, list) else list(llm_messages))
+        api_key = None
+        if config.get_api_key is not None and config.model is not None:
+            api_key = config.get_api_key(config.model.provider)
+        if signal.aborted:  # never start a provider request with an aborted signal
+            return None
+        options = StreamOptions(**{name: getattr(config, name) for name in _STREAM_OPTION_FIELDS})
+        options.api_key = api_key or config.api_key
+        options.signal = signal
+        response = self.stream_fn(config.model, llm_context, options)
+
+        partial: AssistantMessage | None = None
+        final: AssistantMessage | None = None
+        for event in response:
+            kind = event.type
+            if kind == "start":
+                partial = event.partial  # type: ignore[union-attr]
+                messages.append(partial)
+                emit(MessageStartEvent(_shallow_copy(partial)))
+            elif kind == "done":
+                final = event.message  # type: ignore[union-attr]
+                break
+            elif kind == "error":
+                final = event.error  # type: ignore[union-attr]
+                break
+            elif partial is not None:
+                partial = event.partial  # type: ignore[union-attr]
+                messages[-1] = partial
+                emit(MessageUpdateEvent(_shallow_copy(partial), event))
+        if final is None:
+            final = (response.result(0) if response.has_result() else self._failed(
+                "The stream function ended its stream without a done or error event."))
+        final.thinking_level = config.reasoning or "off"
+        if partial is not None:
+            messages[-1] = final
+        else:
+            messages.append(final)
+            emit(MessageStartEvent(_shallow_copy(final)))
+        emit(MessageEndEvent(final))
+        return final
+
+    def _failed(self, text: str, *, aborted: bool = False) -> AssistantMessage:
+        model = self.config.model
+        return AssistantMessage(
+            content=[], api=model.api if model else "", provider=model.provider if model else "",
+            model=model.id if model else "", stop_reason="aborted" if aborted else "error",
+            error_message=text, thinking_level=self.config.reasoning or "off")
+
+    def _synthetic_aborted(self) -> AssistantMessage:
+        reason = self.signal.reason
+        return self._failed(str(reason) if reason is not None else "Operation aborted",
+                            aborted=True)
+
+    def _close_aborted(self, *, turn_open: bool) -> None:
+        """End an aborted run where it would have made a request: no hook runs any more."""
+        if not turn_open:
+            self.emit(TurnStartEvent())
+        message = self._synthetic_aborted()
+        self.emit(MessageStartEvent(_shallow_copy(message)))
+        self.emit(MessageEndEvent(message))
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        self.emit(TurnEndEvent(message, []))
+        self.emit(AgentEndEvent(list(self.new_messages)))
+
+
+def _with_model(config: AgentLoopConfig, model: Any, thinking_level: str | None
+                ) -> AgentLoopConfig:
+    if model is None and thinking_level is None:
+        return config
+    changes: dict[str, Any] = {}
+    if model is not None:
+        changes["model"] = model
+    if thinking_level is not None:
+        changes["reasoning"] = None if thinking_level == "off" else thinking_level
+    return dataclasses.replace(config, **changes)
+
+
+def _decision(value: Any) -> str | None:
+    """``finish_turn``'s answer: "continue", "end", or pi's ``{"action": ...}`` form."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return value.get("action")
+    return getattr(value, "action", None)
+
+
+def _shallow_copy(message: AssistantMessage) -> AssistantMessage:
+    copied = object.__new__(AssistantMessage)
+    copied.__dict__.update(message.__dict__)
+    return copied

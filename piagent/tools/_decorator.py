@@ -1,0 +1,260 @@
+"""``@tool``: an ``AgentTool`` from a plain function.
+
+The JSON Schema comes from the type hints (``_hints``), the descriptions from the docstring
+(``_docstrings``). Parameters named ``signal``, ``on_update`` and ``tool_call_id`` are
+injected, not declared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, overload
+
+from ..abort import AbortSignal
+from ..messages import ImageContent, TextContent
+from ._docstrings import parse_docstring
+from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
+from ._tool import AgentTool, AgentToolResult, ReplayPolicy, ToolExecutionMode, ToolUpdateFn
+
+__all__ = ["tool"]
+
+_INJECTED = frozenset({"signal", "on_update", "tool_call_id"})
+_NO_DEFAULT: Any = inspect.Parameter.empty
+
+@overload
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    label: str | None = None,
+    execution_mode: ToolExecutionMode | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    replay: ReplayPolicy | None = None,
+) -> AgentTool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    label: str | None = None,
+    execution_mode: ToolExecutionMode | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    replay: ReplayPolicy | None = None,
+) -> Callable[[Callable[..., Any]], AgentTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    label: str | None = None,
+    execution_mode: ToolExecutionMode | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    replay: ReplayPolicy | None = None,
+) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
+    """Build an ``AgentTool`` from a plain (synchronous) function.
+
+    Use as ``@tool``, ``@tool(name=...)`` or ``tool(fn, name=..., description=...)``. The
+    name defaults to the function's; the description and each parameter's description
+    come from the docstring (Google ``Args:`` or reST ``:param x:``). The schema comes
+    from the type hints: ``str``, ``int``, ``float``, ``bool``, ``Optional[X]``/``X |
+    None``, ``list[X]``, ``tuple``, ``set[X]``, ``dict[str, X]``, ``Literal``, ``Enum``,
+    ``TypedDict``, dataclasses, ``Any`` and ``Annotated[X, "description"]``; a parameter
+    with a default is not required, and extra properties are refused unless the function
+    takes ``**kwargs``. Parameters named ``signal``, ``on_update`` and ``tool_call_id`` are
+    injected by the loop and not declared.
+
+    The function runs on a pool thread with the validated arguments: an Enum parameter
+    gets the member, a dataclass parameter an instance, a TypedDict a dict. Its return
+    value becomes the result: an ``AgentToolResult`` as is, a ``str`` as text content,
+    ``None`` as empty content, content blocks as content, and anything else as JSON text
+    with the value in ``structured_content``.
+
+    Raises:
+        TypeError: a parameter's type has no JSON Schema, or ``fn`` is a coroutine function.
+    """
+
+    def build(f: Callable[..., Any]) -> AgentTool:
+        return _build_tool(
+            f,
+            name=name,
+            description=description,
+            label=label,
+            execution_mode=execution_mode,
+            prepare_arguments=prepare_arguments,
+            replay=replay,
+        )
+
+    return build if fn is None else build(fn)
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    positional_only: bool
+    default: Any
+    convert: Converter | None
+
+
+class _FunctionExecute:
+    """The ``execute`` callable of a ``@tool``: maps arguments in and the result out."""
+
+    def __init__(
+        self, fn: Callable[..., Any], params: list[_Param], injected: list[str], var_kw: bool
+    ) -> None:
+        self.__wrapped__ = fn
+        self._params = params
+        self._injected = injected
+        self._var_kw = var_kw
+        self._declared = frozenset(p.name for p in params) | _INJECTED
+
+    def __call__(
+        self,
+        tool_call_id: str,
+        params: dict[str, Any],
+        signal: AbortSignal,
+        on_update: ToolUpdateFn,
+    ) -> AgentToolResult:
+        injected = {"tool_call_id": tool_call_id, "signal": signal, "on_update": on_update}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for p in self._params:
+            if p.name in self._injected:
+                value = injected[p.name]
+            elif p.name in params:
+                value = params[p.name]
+                if p.convert is not None:
+                    value = p.convert(value)
+            elif not p.positional_only:
+                continue  # the function's own default applies
+            elif p.default is not _NO_DEFAULT:
+                value = p.default
+            else:
+                msg = f"missing required argument {p.name!r}"
+                raise TypeError(msg)
+            if p.positional_only:
+                args.append(value)
+            else:
+                kwargs[p.name] = value
+        if self._var_kw:
+            for key, value in params.items():
+                if key not in self._declared:
+                    kwargs[key] = value
+        return _to_result(self.__wrapped__(*args, **kwargs))
+
+
+def _build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    label: str | None,
+    execution_mode: ToolExecutionMode | None,
+    prepare_arguments: Callable[[Any], Any] | None,
+    replay: ReplayPolicy | None,
+) -> AgentTool:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
+        raise TypeError(msg)
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name:
+        msg = f"Cannot name a tool after {fn!r}; pass name=..."
+        raise TypeError(msg)
+    summary, param_docs = parse_docstring(inspect.getdoc(fn))
+    hints = type_hints(fn)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    params: list[_Param] = []
+    injected: list[str] = []
+    var_kw = False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            var_kw = True
+            continue
+        positional_only = p.kind is inspect.Parameter.POSITIONAL_ONLY
+        if p.name in _INJECTED:
+            injected.append(p.name)
+            params.append(_Param(p.name, positional_only, p.default, None))
+            continue
+        hint, note = unwrap_annotated(hints.get(p.name, Any))
+        try:
+            schema = schema_for(hint, frozenset())
+        except TypeError as exc:
+            msg = f"Tool {tool_name!r}: parameter {p.name!r}: {exc}"
+            raise TypeError(msg) from None
+        text = param_docs.get(p.name) or note
+        if text:
+            schema = {**schema, "description": text}
+        if p.default is _NO_DEFAULT:
+            required.append(p.name)
+        else:
+            default = _jsonable(p.default)
+            if isinstance(default, (str, int, float, bool, type(None))):
+                schema["default"] = default
+        properties[p.name] = schema
+        params.append(_Param(p.name, positional_only, p.default, converter_for(hint)))
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    parameters["additionalProperties"] = var_kw
+    return AgentTool(
+        name=tool_name,
+        description=summary if description is None else description,
+        parameters=parameters,
+        execute=_FunctionExecute(fn, params, injected, var_kw),
+        label=label,
+        prepare_arguments=prepare_arguments,
+        execution_mode=execution_mode,
+        replay=replay,
+    )
+
+
+# --- results -------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with dataclasses, Enums, tuples and sets turned into JSON types."""
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _to_result(value: Any) -> AgentToolResult:
+    if isinstance(value, AgentToolResult):
+        return value
+    if value is None:
+        return AgentToolResult(content=[])
+    if isinstance(value, str):
+        return AgentToolResult(content=[TextContent(text=value)])
+    if isinstance(value, (TextContent, ImageContent)):
+        return AgentToolResult(content=[value])
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(b, (TextContent, ImageContent)) for b in value)
+    ):
+        return AgentToolResult(content=list(value))
+    data = _jsonable(value)
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return AgentToolResult(content=[TextContent(text=text)], structured_content=data)

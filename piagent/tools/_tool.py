@@ -1,0 +1,116 @@
+"""``AgentTool`` and ``AgentToolResult``, and the validation of a model's arguments.
+
+Compiled schemas, AJV-style coercion and pi's error text live in ``_schema``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ..abort import AbortSignal
+from ..errors import ToolArgumentError
+from ..messages import ImageContent, TextContent, Usage
+from ._schema import compile_schema, format_error_text
+
+__all__ = [
+    "AgentTool",
+    "AgentToolResult",
+    "ReplayPolicy",
+    "ToolExecuteFn",
+    "ToolExecutionMode",
+    "ToolUpdateFn",
+    "validate_tool_arguments",
+]
+
+ToolExecutionMode: TypeAlias = Literal["parallel", "sequential"]
+"""How a batch runs: every call at once on the pool, or one after another."""
+
+ReplayPolicy: TypeAlias = Literal["never", "safe"]
+"""Whether a call that started but has no result may be run again after a crash."""
+
+
+@dataclass
+class AgentToolResult:
+    """What a tool returns: content for the model, and data for the application."""
+
+    content: list[TextContent | ImageContent] = field(default_factory=list)
+    """Text and images sent back to the model."""
+    details: Any = None
+    """Application data (for UIs and logs); not sent to the model."""
+    structured_content: Any = None
+    """A JSON-able form of the result, carried at runtime (not copied into the message)."""
+    usage: Usage | None = None
+    """What the tool itself spent, if it called a model."""
+    is_error: bool = False
+    """Report a failure without raising."""
+    terminate: bool = False
+    """Ask the loop to stop after the current tool batch."""
+
+
+ToolUpdateFn: TypeAlias = Callable[[AgentToolResult], None]
+"""``on_update(partial_result)``: hands a progress update to the loop and returns at once."""
+
+ToolExecuteFn: TypeAlias = Callable[
+    [str, dict[str, Any], AbortSignal, ToolUpdateFn], AgentToolResult
+]
+"""``execute(tool_call_id, params, signal, on_update) -> AgentToolResult``."""
+
+
+@dataclass
+class AgentTool:
+    """A tool the model may call.
+
+    ``parameters`` is the JSON Schema of the arguments. ``execute(tool_call_id, params,
+    signal, on_update)`` runs on a pool thread, possibly concurrently with other tools (and
+    with itself) unless ``execution_mode`` is ``"sequential"``; it receives the validated,
+    coerced arguments, should watch ``signal`` (an ``AbortSignal``) if it runs long, and
+    fails by raising or by returning ``is_error=True``. ``on_update(partial)`` emits a
+    ``tool_execution_update`` event; calls after ``execute`` returned are ignored.
+    ``prepare_arguments(raw)`` may rewrite the raw arguments before validation.
+    ``replay`` is carried for harnesses and not used by the loop.
+
+    Thread safety: treat a tool as immutable while a run uses it; do not change
+    ``parameters`` in place (assign a new dict instead).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: ToolExecuteFn
+    label: str | None = None
+    prepare_arguments: Callable[[Any], Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    execution_mode: ToolExecutionMode | None = None
+    replay: ReplayPolicy | None = None
+
+
+def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
+    """Return a coerced deep copy of ``arguments`` that satisfies ``tool.parameters``.
+
+    Coercion follows AJV's ``coerceTypes: true`` (``"5"`` → ``5`` for an integer,
+    ``"true"`` → ``True``, ``5`` → ``"5"`` for a string, ``null`` → ``""``/``0``/``False``)
+    and also wraps a scalar in a list where an array is expected. The schema is compiled
+    once and cached. If the schema itself is invalid a warning is logged and the arguments
+    are returned unchanged.
+
+    Raises:
+        ToolArgumentError: the arguments fail the schema. The message is pi's:
+            ``Validation failed for tool "<name>":`` then one ``  - <path>: <message>``
+            line per error, then the original arguments as indented JSON.
+    """
+    compiled = compile_schema(tool.parameters)
+    if compiled.validator is None:
+        return arguments
+    coerced = compiled.coerce(arguments)
+    check = compiled.check
+    if check is not None and check(coerced):
+        return coerced
+    errors = compiled.errors(coerced)
+    if not errors:
+        return coerced
+    msg = format_error_text(tool.name, errors, arguments)
+    raise ToolArgumentError(
+        msg, tool_name=tool.name, errors=[f"{path}: {message}" for path, message in errors]
+    )
