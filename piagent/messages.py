@@ -161,6 +161,11 @@ class SystemMessage:
     timestamp: int = field(default_factory=now_ms)
     role: ClassVar[Literal["system"]] = "system"
 
+    @property
+    def text(self) -> str:
+        """The instructions this message appends (``content``)."""
+        return self.content
+
 
 @dataclass
 class UserMessage:
@@ -169,6 +174,13 @@ class UserMessage:
     content: str | list[UserContent] = ""
     timestamp: int = field(default_factory=now_ms)
     role: ClassVar[Literal["user"]] = "user"
+
+    @property
+    def text(self) -> str:
+        """The text: ``content`` itself when it is a str, else its text blocks joined."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(block.text for block in self.content if isinstance(block, TextContent))
 
 
 @dataclass

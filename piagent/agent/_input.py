@@ -8,6 +8,7 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
+    Message,
     SystemMessage,
     TextContent,
     ToolResultMessage,
@@ -20,9 +21,13 @@ _LLM_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
 _LLM_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolResultMessage})
 
 
-def default_convert_to_llm(messages: list[AgentMessage]) -> list[AgentMessage]:
-    """Keep the messages a model understands: system, user, assistant and toolResult."""
-    return [m for m in messages
+def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
+    """Keep the messages a model understands: system, user, assistant and toolResult.
+
+    An application message whose ``role`` is one of those passes through as it is (the
+    providers read it by its role).
+    """
+    return [m for m in messages  # type: ignore[misc]  # kept: a Message, or one by role
             if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES]
 
 

@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 from ..abort import AbortController, AbortSignal
 from ..events import AgentEvent
-from ..messages import AgentMessage
+from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
 
 __all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled"]
@@ -79,6 +79,20 @@ class AgentRun:
     def error_message(self) -> str | None:
         """The run's error (an error or aborted final message), or ``None``."""
         return self._error_message
+
+    @property
+    def reply(self) -> AssistantMessage | None:
+        """The last assistant message the run added (its answer), or ``None``."""
+        for message in reversed(self._messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+    @property
+    def text(self) -> str:
+        """The text of ``reply`` ("" when the run added no assistant message)."""
+        reply = self.reply
+        return reply.text if reply is not None else ""
 
     def abort(self, reason: object = None) -> None:
         """Abort the run (no-op once it is done)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from ..messages import (
     AgentMessage,
     AssistantMessage,
+    Message,
     ThinkingLevel,
     ToolCall,
     ToolResultMessage,
@@ -158,7 +159,7 @@ class AgentLoopConfig(StreamOptions):
     """
 
     model: Model | None
-    convert_to_llm: Callable[[list[AgentMessage]], Sequence[AgentMessage]]
+    convert_to_llm: Callable[[list[AgentMessage]], Sequence[Message]]
     transform_context: Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]] | None = None
     get_api_key: Callable[[str], str | None] | None = None
     finish_turn: Callable[[AgentTurnContext, AbortSignal], TurnDecision | None] | None = None

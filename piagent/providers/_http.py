@@ -72,8 +72,8 @@ from .._version import __version__
 from ..abort import AbortSignal
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
 from ..messages import (
-    AgentMessage,
     AssistantMessage,
+    Message,
 )
 from ..models import Model
 from ..stream import (
@@ -477,7 +477,7 @@ class ProviderCall:
         self._responses: list[requests.Response] = []
 
     @property
-    def messages(self) -> list[AgentMessage]:
+    def messages(self) -> list[Message]:
         """The context's messages."""
         return self.context.messages
 

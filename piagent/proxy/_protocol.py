@@ -225,7 +225,8 @@ def context_from_dict(data: Mapping[str, Any]) -> Context:
                                         dict(t.get("parameters") or {})) for t in tools or ()]
         messages.insert(0, SystemMessage(content=prompt or "", tools_added=declarations or None,
                                          timestamp=0))
-    return Context(messages)
+    # a registered application message the sender let through stays as it came
+    return Context(messages)  # type: ignore[arg-type]
 
 
 def options_to_dict(options: StreamOptions) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import StreamFnError
-from ..messages import AgentMessage, ThinkingLevel
+from ..messages import Message, ThinkingLevel
 from ._events import AssistantMessageEventStream
 
 if TYPE_CHECKING:
@@ -33,11 +33,12 @@ __all__ = [
 class Context:
     """The normalised transcript sent to a model.
 
-    The system prompt and the tool declarations travel only as system messages inside
-    ``messages``.
+    ``messages`` are what ``convert_to_llm`` made of the transcript: system, user, assistant
+    and tool-result messages. The system prompt and the tool declarations travel only as
+    system messages inside them.
     """
 
-    messages: list[AgentMessage] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

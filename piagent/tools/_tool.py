@@ -12,7 +12,8 @@ from typing import Any, Literal, TypeAlias
 from ..abort import AbortSignal
 from ..errors import ToolArgumentError
 from ..messages import ImageContent, TextContent, Usage
-from ._schema import compile_schema, format_error_text
+from ._errortext import format_error_text
+from ._schema import compile_schema
 
 __all__ = [
     "AgentTool",
