@@ -127,7 +127,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
 
 def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
     """The environment variables to set when ``provider`` needs a key and has none."""
-    from ..providers._keys import ENV_VARS, resolve_api_key
+    from ..providers.kit import ENV_VARS, resolve_api_key
 
     names = ENV_VARS.get(provider)
     if not names or resolve_api_key(provider, explicit):

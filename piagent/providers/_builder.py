@@ -26,8 +26,8 @@ from ..stream import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    parse_streaming_json,
 )
-from ..stream._partial_json import parse_streaming_json
 
 __all__ = ["MessageBuilder"]
 

@@ -1,7 +1,7 @@
 """Provider failures as messages: HTTP error text, retry decisions, secret redaction.
 
 Owned here: how a provider's error body becomes one readable sentence (API keys never
-included), which statuses are retried and how long to wait. ``_http`` uses these while it
+included), which statuses are retried and how long to wait. ``_call`` uses these while it
 makes a request; nothing here does I/O.
 """
 

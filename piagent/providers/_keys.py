@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-__all__ = ["ENV_VARS", "is_local_url", "provider_label", "resolve_api_key"]
+__all__ = ["ENV_VARS", "is_local_url", "missing_key_message", "provider_label", "resolve_api_key"]
 
 ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),

@@ -3,7 +3,7 @@
 Owns the wire mapping only: the request body built from a ``Context`` (system prompt,
 tools, messages, thinking, prompt caching via ``cache_control``) and the SSE event →
 pi event state machine (thinking with signatures, redacted thinking, ``input_json``
-deltas, cache usage). Transport, retries, abort and error formatting live in ``_http``;
+deltas, cache usage). Transport, retries, abort and error formatting live in ``kit`` (``_call``, ``_start``);
 replay rules (skipped errored turns, orphan tool calls, cross-model thinking) in
 ``_transform``.
 """
@@ -33,15 +33,6 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
-from ._http import (
-    HttpClient,
-    MessageBuilder,
-    ProviderCall,
-    SSEEvent,
-    SSERequest,
-    parse_event_json,
-    start_stream,
-)
 from ._keys import is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
     SegmentCache,
@@ -51,6 +42,15 @@ from ._transform import (
     renames_tool_call_ids,
     system_update_text,
     transform_messages,
+)
+from .kit import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSEEvent,
+    SSERequest,
+    parse_event_json,
+    start_stream,
 )
 
 __all__ = ["build_anthropic_headers", "build_anthropic_request", "stream_anthropic"]

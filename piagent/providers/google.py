@@ -4,7 +4,7 @@ Owns the wire mapping only: the ``streamGenerateContent?alt=sse`` request body b
 ``Context`` (``systemInstruction``, ``contents``, function declarations, thinking config)
 and the chunk → pi event mapping (thought parts, thought signatures, whole function calls,
 ``usageMetadata``, the bare JSON error tail Gemini appends to a broken stream). Transport,
-retries and abort live in ``_http``; replay rules in ``_transform``.
+retries and abort live in ``kit`` (``_call``, ``_start``); replay rules in ``_transform``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
-from ._http import (
+from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._transform import leading_system_text, system_update_text, transform_messages
+from .kit import (
     HttpClient,
     MessageBuilder,
     ProviderCall,
@@ -42,8 +44,6 @@ from ._http import (
     parse_event_json,
     start_stream,
 )
-from ._keys import is_local_url, missing_key_message, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
 
 __all__ = ["build_google_request", "stream_google"]
 

@@ -3,7 +3,7 @@
 Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, Groq, DeepSeek, … differ in small ways;
 those are per-model ``compat`` flags (providers.md §3.6), detected from the provider and
 base URL and overridable with ``Model.compat`` (pi's camelCase keys or snake_case). This
-module only maps the wire format; transport, retries and abort live in ``_http``.
+module only maps the wire format; transport, retries and abort live in ``kit`` (``_call``, ``_start``).
 """
 
 from __future__ import annotations
@@ -31,15 +31,6 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_system_prompt, get_current_tools
-from ._http import (
-    HttpClient,
-    MessageBuilder,
-    ProviderCall,
-    SSERequest,
-    arguments_json,
-    parse_event_json,
-    start_stream,
-)
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import (
     SegmentCache,
@@ -48,6 +39,15 @@ from ._transform import (
     renames_tool_call_ids,
     system_update_text,
     transform_messages,
+)
+from .kit import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSERequest,
+    arguments_json,
+    parse_event_json,
+    start_stream,
 )
 
 __all__ = ["OpenAICompat", "build_completions_request", "get_compat", "stream_openai_completions"]

@@ -2,7 +2,7 @@
 
 Stateless (``store: false``): the whole history is sent every turn, with reasoning items
 replayed verbatim from their signatures (providers.md §4). Wire mapping only; transport,
-retries and abort live in ``_http``.
+retries and abort live in ``kit`` (``_call``, ``_start``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
-from ._http import (
+from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._transform import leading_system_text, system_update_text, transform_messages
+from .kit import (
     HttpClient,
     MessageBuilder,
     ProviderCall,
@@ -38,8 +40,6 @@ from ._http import (
     parse_event_json,
     start_stream,
 )
-from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
 
 __all__ = ["build_responses_request", "stream_openai_responses"]
 

@@ -4,7 +4,7 @@ The proxy (``ProxyApp``, or pi's TypeScript server) keeps the provider keys. The
 POSTs the model, the context and the serialisable options, reads pi's proxy events
 (assistant events without ``partial``) and rebuilds the partial message itself, as pi's
 ``proxy.ts`` does. The transport (sessions, abort by socket shutdown, SSE parsing) is the
-providers' ``_http`` module, run lazily on the thread that consumes the stream (as the
+adapter kit (``piagent.providers.kit``), run lazily on the thread that consumes the stream (as the
 providers are); this module owns only the proxy's request and event mapping.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
 from ..messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
 from ..models import Model
-from ..providers._http import HttpClient, MessageBuilder, ProviderCall, SSERequest, start_stream
+from ..providers.kit import HttpClient, MessageBuilder, ProviderCall, SSERequest, start_stream
 from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
 from ._protocol import context_to_dict, model_to_dict, options_to_dict, usage_from_dict
 

@@ -66,6 +66,7 @@ SERIALISABLE_OPTIONS: dict[str, str] = {
     "transport": "transport",
     "thinking_budgets": "thinkingBudgets",
     "max_retry_delay_ms": "maxRetryDelayMs",
+    "max_retries": "maxRetries",
 }
 """The options that travel to the proxy (snake_case → wire name); never the signal, the
 API key, the proxy URL or the auth token (pi #3512, #7568)."""
@@ -136,6 +137,7 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "thinkingBudgets": {"type": ["object", "null"],
                                     "additionalProperties": {"type": "integer"}},
                 "maxRetryDelayMs": {"type": ["integer", "null"], "minimum": 0},
+                "maxRetries": {"type": ["integer", "null"], "minimum": 0},
             },
         },
     },

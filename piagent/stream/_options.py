@@ -53,6 +53,9 @@ class StreamOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     headers: Mapping[str, str] | None = None
+    max_retries: int | None = None
+    """Retries of a failed request before its response starts; ``None``: the adapter's
+    default (2 for the built-in providers)."""
     max_retry_delay_ms: int | None = None
     """The longest server-requested retry delay to honour; longer ones fail at once."""
     cache_retention: str | None = None

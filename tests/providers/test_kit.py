@@ -1,4 +1,4 @@
-"""The shared transport (``piagent.providers._http``) against a real local server.
+"""The adapter kit (``piagent.providers.kit``) against a real local server.
 
 Covers: the event sequence built by ``MessageBuilder``; retries on 429/5xx/connection
 errors honouring ``retry-after-ms``/``retry-after``; the retry cap; no retry once the body
@@ -8,7 +8,7 @@ and mid-UTF-8; Gemini-style bare JSON tails; abort while the stream stalls, whil
 for headers and during a retry sleep; the API key never appearing in messages; worker
 threads ending.
 
-The adapter used here is a minimal one written against ``_http``'s public surface (events
+The adapter used here is a minimal one written against the public kit (events
 ``{"text": …}``, ``{"think": …}``, ``{"tool": [id, name, json]}``, ``{"end": reason}``).
 """
 
@@ -25,7 +25,7 @@ from piagent.abort import AbortController
 from piagent.errors import ProviderResponseError
 from piagent.messages import AssistantMessage, UserMessage
 from piagent.models import Model, ModelCost
-from piagent.providers._http import (
+from piagent.providers.kit import (
     HttpClient,
     ProviderCall,
     SSERequest,

@@ -1,0 +1,294 @@
+"""``ProviderCall``: one request's inputs, its POST with retries, and its event stream.
+
+``open_sse`` maps every ``requests``/urllib3 failure into ``ProviderError`` (the only place,
+with ``SSEResponse.events``, that catches ``requests.*``); error texts and retry decisions
+live in ``_errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+
+import requests
+import sseclient
+import urllib3.exceptions
+
+from .._version import __version__
+from ..abort import AbortSignal
+from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
+from ..messages import Message
+from ..models import Model
+from ..stream import Context, StreamOptions
+from ._builder import MessageBuilder
+from ._errors import (
+    MESSAGE_BODY_LIMIT,
+    Aborted,
+    Failure,
+    describe,
+    error_details,
+    format_http_error,
+    is_retryable,
+    redact,
+    retry_delay_s,
+)
+from ._pool import HttpClient
+from ._sockets import SocketTracker, current
+from ._wire import ChunkSource, SSEEvent, SSERequest, json_dumps
+
+__all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_MAX_RETRY_DELAY_MS", "ProviderCall", "SSEResponse"]
+
+_log = logging.getLogger("piagent.providers")
+
+DEFAULT_MAX_RETRIES = 2
+"""Retries after the first attempt (the Stainless SDK default); ``options.max_retries`` and
+``SSERequest.max_retries`` win."""
+DEFAULT_MAX_RETRY_DELAY_MS = 60_000
+"""The longest server-requested delay honoured; longer ones fail at once (0: no cap)."""
+
+_ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
+_DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
+_USER_AGENT = f"piagent/{__version__}"
+
+
+class ProviderCall:
+    """What an adapter's ``_run`` gets: the request inputs, the builder, and ``open_sse``.
+
+    Thread safety: owned by the worker thread (see the module docstring).
+    """
+
+    def __init__(self, model: Model, context: Context, options: StreamOptions,
+                 out: MessageBuilder, client: HttpClient, label: str) -> None:
+        self.model = model
+        self.context = context
+        self.options = options
+        self.out = out
+        self.client = client
+        self.label = label
+        self.signal: AbortSignal | None = options.signal
+        self.tracker = SocketTracker()
+        self._secrets = tuple(s for s in (options.api_key,) if s)
+        self._session: requests.Session | None = None
+        self._responses: list[requests.Response] = []
+
+    @property
+    def messages(self) -> list[Message]:
+        """The context's messages."""
+        return self.context.messages
+
+    def add_secret(self, secret: str | None) -> None:
+        """Redact ``secret`` (e.g. an API key read from the environment) from messages."""
+        if secret and secret not in self._secrets:
+            self._secrets = (*self._secrets, secret)
+
+    def redact(self, text: str) -> str:
+        """``text`` without any of this call's secrets."""
+        return redact(text, self._secrets)
+
+    def raise_if_aborted(self) -> None:
+        """Unwind the worker if the signal has fired."""
+        if self.signal is not None and self.signal.aborted:
+            raise Aborted
+
+    def open_sse(self, request: SSERequest) -> SSEResponse:
+        """POST ``request`` and return the accepted event stream; pushes ``start``.
+
+        Retries (only before any body byte is read) on connection errors, 408, 409, 429
+        and 5xx, honouring ``retry-after-ms`` / ``retry-after`` (and Google's body
+        ``retryDelay``), else exponential back-off (0.5 s·2^n ≤ 8 s, clamped to
+        ``max_retry_delay_ms``). A server delay above ``max_retry_delay_ms`` fails at once.
+        The wait is ``signal.wait(delay)``, so an abort ends it immediately.
+        """
+        body = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
+        headers.update(request.headers)
+        max_retries = request.max_retries
+        if max_retries is None:
+            max_retries = self.options.max_retries
+        if max_retries is None:
+            max_retries = DEFAULT_MAX_RETRIES
+        cap_ms = self.options.max_retry_delay_ms
+        if cap_ms is None:
+            cap_ms = DEFAULT_MAX_RETRY_DELAY_MS
+        if self._session is None:
+            self._session = self.client.checkout()
+        attempt = 0
+        while True:
+            self.raise_if_aborted()
+            outcome = self._attempt(request, body, headers)
+            if isinstance(outcome, SSEResponse):
+                self.out.start()
+                return outcome
+            error = outcome.error
+            if not outcome.retryable or attempt >= max_retries:
+                raise error
+            if outcome.delay is not None:
+                if cap_ms > 0 and outcome.delay * 1000 > cap_ms:
+                    msg = (f"Server requested {outcome.delay:g}s retry delay "
+                           f"(max: {cap_ms / 1000:g}s). {error}")
+                    raise ProviderError(msg, provider=error.provider,
+                                        status_code=error.status_code, body=error.body,
+                                        retry_after=outcome.delay)
+                delay = outcome.delay
+            else:
+                delay = min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
+                if cap_ms > 0:
+                    delay = min(delay, cap_ms / 1000)
+            attempt += 1
+            _log.info("%s request failed (%s); retry %d of %d in %.2fs", self.label, error,
+                      attempt, max_retries, delay)
+            if self.signal is None:
+                time.sleep(delay)
+            elif self.signal.wait(delay):
+                raise Aborted
+
+    def _attempt(self, request: SSERequest, body: bytes,
+                 headers: Mapping[str, str]) -> SSEResponse | Failure:
+        """One POST: the accepted stream, or why it failed and whether to retry."""
+        assert self._session is not None
+        provider = self.model.provider
+        proxies, verify = self.client.environment(request.url)
+        current.tracker = self.tracker
+        try:
+            response = self._session.post(request.url, data=body, headers=headers,
+                                          stream=True, timeout=request.timeout,
+                                          proxies=proxies, verify=verify)
+        except requests.RequestException as exc:
+            self.tracker.detach()
+            self.raise_if_aborted()
+            kind = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
+            msg = (f"Could not reach {self.label} at {request.url}: {kind} "
+                   f"({describe(exc)}). Check base_url and that the server is running.")
+            return Failure(ProviderConnectionError(self.redact(msg), provider=provider))
+        finally:
+            current.tracker = None
+        self._responses.append(response)
+        if self.signal is not None and self.signal.aborted:
+            response.close()
+            raise Aborted
+        status = response.status_code
+        if status >= 300:
+            body_text = self._read_error_body(response)
+            msg = self.redact(format_http_error(self.label, status, body_text))
+            delay = retry_delay_s(response.headers, body_text)
+            error = ProviderError(msg, provider=provider, status_code=status,
+                                  body=self.redact(body_text), retry_after=delay)
+            return Failure(error, is_retryable(status, response.headers, body_text), delay)
+        content_type = response.headers.get("content-type", "")
+        if content_type and not content_type.lower().startswith("text/event-stream"):
+            body_text = self._read_error_body(response)
+            message, _code = error_details(body_text)
+            msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
+                   f"event stream: {message[:MESSAGE_BODY_LIMIT]}. Check that base_url points "
+                   "at a server that speaks this API and supports streaming.")
+            error = ProviderResponseError(self.redact(msg), provider=provider,
+                                          status_code=status)
+            return Failure(error, retryable=False)
+        return SSEResponse(self, response)
+
+    def _read_error_body(self, response: requests.Response) -> str:
+        try:
+            raw = response.raw.read(_ERROR_BODY_LIMIT, decode_content=True)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            self.raise_if_aborted()
+            raw = f"(the error body could not be read: {describe(exc)})".encode()
+        finally:
+            self.tracker.detach()
+            response.close()
+        return raw.decode(response.encoding or "utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Close every response and return the session to the client."""
+        self.tracker.detach()
+        for response in self._responses:
+            response.close()
+        self._responses.clear()
+        if self._session is not None:
+            self.client.checkin(self._session)
+            self._session = None
+
+    def abort_transport(self) -> None:
+        """Wake a blocked read: shut the in-flight socket down (any thread)."""
+        self.tracker.shutdown()
+
+
+class SSEResponse:
+    """An accepted (2xx, ``text/event-stream``) streaming response.
+
+    Use as a context manager; leaving it closes the response. ``events()`` maps transport
+    failures into ``ProviderConnectionError`` and an abort into the worker's exit.
+    """
+
+    def __init__(self, call: ProviderCall, response: requests.Response) -> None:
+        self._call = call
+        self.response = response
+        self.status = response.status_code
+        self.headers = response.headers
+        self._source = ChunkSource(response.raw)
+
+    def events(self) -> Iterator[SSEEvent]:
+        """The events in order (comments, keep-alives and empty events skipped)."""
+        source = self._source
+        call = self._call
+        try:
+            for raw in sseclient.SSEClient(iter(source)).events():
+                if source.exhausted and source.tail:
+                    yield SSEEvent(raw.event, raw.data, truncated=True)
+                else:
+                    yield SSEEvent(raw.event, raw.data)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            call.raise_if_aborted()
+            msg = (f"The connection to {call.label} broke in the middle of the response "
+                   f"({call.redact(describe(exc))}). Retry the request.")
+            raise ProviderConnectionError(msg, provider=call.model.provider) from exc
+        except UnicodeDecodeError as exc:
+            call.raise_if_aborted()
+            msg = f"{call.label} sent an event stream that is not valid UTF-8 ({exc})."
+            raise ProviderResponseError(msg, provider=call.model.provider) from exc
+        except (ValueError, AttributeError):
+            # urllib3 raises these when a shut-down response is re-entered after an abort
+            call.raise_if_aborted()
+            raise
+        call.raise_if_aborted()
+        call.tracker.detach()
+
+    @property
+    def trailing_text(self) -> str:
+        """Bytes after the last complete event that formed no event, decoded; often ""."""
+        return self._source.tail.decode("utf-8", errors="replace").strip()
+
+    def close(self, *, reuse: bool = False) -> None:
+        """Close the response; ``reuse``: first read the rest (briefly) to keep the connection."""
+        self._call.tracker.detach()
+        if reuse and not (self._call.signal is not None and self._call.signal.aborted):
+            self._release_for_reuse()
+        self.response.close()
+
+    def _release_for_reuse(self) -> None:
+        # An adapter stops at its terminal event (e.g. "[DONE]"), usually just before the
+        # chunked body's terminator. Reading that (with a short timeout, so a server that
+        # keeps the stream open cannot hold us) hands the connection back to the pool;
+        # closing an unfinished response would drop it and the next turn would reconnect.
+        raw = self.response.raw
+        connection = getattr(raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is None:
+            return  # already released: the body was read to the end
+        sock.settimeout(_DRAIN_TIMEOUT_S)
+        try:
+            raw.read(decode_content=True)  # reading to the end releases the connection
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # more data or silence after the terminal event: close() drops the connection
+            _log.debug("Not reusing the %s connection: %s", self._call.label, exc)
+
+    def __enter__(self) -> SSEResponse:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close(reuse=exc_type is None)
+

@@ -1,0 +1,75 @@
+"""``HttpClient``: the pool of ``requests`` sessions of one provider adapter."""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from collections.abc import Callable
+
+import requests
+import requests.utils
+
+from ._sockets import new_session
+
+__all__ = ["HttpClient"]
+
+_IDLE_SESSIONS = 8  # idle sessions kept per client
+
+
+class HttpClient:
+    """The sessions of one provider adapter: connections are reused across requests.
+
+    A ``requests.Session`` is not documented as thread-safe, so each request checks one
+    out of a small pool and returns it afterwards; concurrent requests use different
+    sessions and sequential ones reuse the same connections.
+
+    Thread safety: every method may be called from any thread.
+    """
+
+    def __init__(self, name: str, session_factory: Callable[[], requests.Session] = new_session):
+        self.name = name
+        self._session_factory = session_factory
+        self._idle_lock = threading.Lock()  # guards _idle and _environment
+        self._idle: list[requests.Session] = []
+        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
+
+    def environment(self, url: str) -> tuple[dict[str, str], bool | str]:
+        """Proxies and TLS verification for ``url`` from the environment, as requests would
+        read them with ``trust_env`` (``HTTPS_PROXY``, ``NO_PROXY``, ``REQUESTS_CA_BUNDLE``,
+        ``CURL_CA_BUNDLE``); read once per origin."""
+        parts = urllib.parse.urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        with self._idle_lock:
+            cached = self._environment.get(origin)
+        if cached is None:
+            proxies = dict(requests.utils.get_environ_proxies(url))
+            verify: bool | str = (os.environ.get("REQUESTS_CA_BUNDLE")
+                                  or os.environ.get("CURL_CA_BUNDLE") or True)
+            cached = (proxies, verify)
+            with self._idle_lock:
+                self._environment[origin] = cached
+        return cached
+
+    def checkout(self) -> requests.Session:
+        """An idle session, or a new one."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._session_factory()
+
+    def checkin(self, session: requests.Session) -> None:
+        """Give a session back for reuse (closed if the pool is full)."""
+        with self._idle_lock:
+            if len(self._idle) < _IDLE_SESSIONS:
+                self._idle.append(session)
+                return
+        session.close()
+
+    def close(self) -> None:
+        """Close every idle session (in-flight ones close when they come back)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for session in idle:
+            session.close()
+
