@@ -216,6 +216,18 @@ def test_retries_exhausted_reports_last_error(sse_server):
     assert len(sse_server.requests) == 3  # the first attempt plus DEFAULT_MAX_RETRIES
 
 
+@pytest.mark.parametrize("max_retries", [0, 1])
+def test_stream_options_max_retries_sets_the_retry_count(sse_server, max_retries):
+    """``StreamOptions.max_retries`` (pi's ``maxRetries``) replaces the default of 2."""
+    for _ in range(3):
+        sse_server.add(Reply(status=500, headers={"retry-after-ms": "1"},
+                             content_type="application/json",
+                             body=[b'{"error":{"message":"boom"}}']))
+    message = _stream(sse_server, max_retries=max_retries).result(WAIT)
+    assert message.stop_reason == "error"
+    assert len(sse_server.requests) == 1 + max_retries
+
+
 def test_retry_delay_above_cap_fails_fast(sse_server):
     """A server delay longer than max_retry_delay_ms fails at once, saying so."""
     sse_server.add(Reply(status=429, headers={"retry-after": "3600"},
