@@ -228,20 +228,21 @@ def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, Assista
         if isinstance(block, TextContent):
             partial.content.append(TextContent("", block.text_signature))
             yield partial, TextStartEvent(index, partial)
+            text = ""
             for piece in _chunks(block.text, 12):
-                partial.content[index] = TextContent(
-                    partial.content[index].text + piece, block.text_signature)  # type: ignore[union-attr]
+                text += piece
+                partial.content[index] = TextContent(text, block.text_signature)
                 yield partial, TextDeltaEvent(index, piece, partial)
             partial.content[index] = block
             yield partial, TextEndEvent(index, block.text, partial)
         elif isinstance(block, ThinkingContent):
             partial.content.append(ThinkingContent("", block.thinking_signature, block.redacted))
             yield partial, ThinkingStartEvent(index, partial)
+            thinking = ""
             for piece in _chunks(block.thinking, 12):
-                current = partial.content[index]
+                thinking += piece
                 partial.content[index] = ThinkingContent(
-                    current.thinking + piece,  # type: ignore[union-attr]
-                    block.thinking_signature, block.redacted)
+                    thinking, block.thinking_signature, block.redacted)
                 yield partial, ThinkingDeltaEvent(index, piece, partial)
             partial.content[index] = block
             yield partial, ThinkingEndEvent(index, block.thinking, partial)

@@ -29,7 +29,16 @@ from ..events import (
     TurnStartEvent,
 )
 from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
-from ..stream import Context, EventStream, StreamFn, StreamOptions, get_default_stream_fn
+from ..stream import (
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    EventStream,
+    StartEvent,
+    StreamFn,
+    StreamOptions,
+    get_default_stream_fn,
+)
 from ._config import (
     AgentContext,
     AgentLoopConfig,
@@ -294,19 +303,18 @@ class _Run:
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None
         for event in response:
-            kind = event.type
-            if kind == "start":
-                partial = event.partial  # type: ignore[union-attr]
+            if isinstance(event, StartEvent):
+                partial = event.partial
                 messages.append(partial)
                 emit(MessageStartEvent(_shallow_copy(partial)))
-            elif kind == "done":
-                final = event.message  # type: ignore[union-attr]
+            elif isinstance(event, DoneEvent):
+                final = event.message
                 break
-            elif kind == "error":
-                final = event.error  # type: ignore[union-attr]
+            elif isinstance(event, ErrorEvent):
+                final = event.error
                 break
             elif partial is not None:
-                partial = event.partial  # type: ignore[union-attr]
+                partial = event.partial
                 messages[-1] = partial
                 emit(MessageUpdateEvent(_shallow_copy(partial), event))
         if final is None:

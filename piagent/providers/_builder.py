@@ -8,7 +8,7 @@ matching ``start``/``*_start``/``*_delta``/``*_end``/``done``/``error`` events.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
 from ..models import Model, calculate_cost
@@ -30,6 +30,8 @@ from ..stream import (
 )
 
 __all__ = ["MessageBuilder"]
+
+_Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
 
 
 class MessageBuilder:
@@ -75,6 +77,15 @@ class MessageBuilder:
         """True while the block at ``index`` has had no ``*_end``."""
         return index in self._open
 
+    def _block(self, index: int, kind: type[_Block]) -> _Block:
+        """The content block at ``index``, which the adapter says is a ``kind``."""
+        block = self.message.content[index]
+        if not isinstance(block, kind):
+            msg = (f"Block {index} of the message is a {type(block).__name__}, not a "
+                   f"{kind.__name__}: the adapter used the index of another block.")
+            raise TypeError(msg)
+        return block
+
     # text and thinking ------------------------------------------------------------------
 
     def open_text(self, signature: str | None = None) -> int:
@@ -86,8 +97,8 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self.message.content[index]
-            block.text += delta  # type: ignore[union-attr]
+            block = self._block(index, TextContent)
+            block.text += delta
             self._stream.push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
@@ -100,8 +111,8 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self.message.content[index]
-            block.thinking += delta  # type: ignore[union-attr]
+            block = self._block(index, ThinkingContent)
+            block.thinking += delta
             self._stream.push(ThinkingDeltaEvent(index, delta, self.message))
 
     # tool calls ---------------------------------------------------------------------------
@@ -121,8 +132,8 @@ class MessageBuilder:
                 return
             buffer = self._args.get(index, "") + fragment
             self._args[index] = buffer
-            block = self.message.content[index]
-            block.arguments = _as_object(parse_streaming_json(buffer))  # type: ignore[union-attr]
+            block = self._block(index, ToolCall)
+            block.arguments = _as_object(parse_streaming_json(buffer))
             self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
@@ -131,8 +142,8 @@ class MessageBuilder:
             if self._ended:
                 return
             self._args[index] = arguments_json
-            block = self.message.content[index]
-            block.arguments = _as_object(parse_streaming_json(arguments_json))  # type: ignore[union-attr]
+            block = self._block(index, ToolCall)
+            block.arguments = _as_object(parse_streaming_json(arguments_json))
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -164,14 +175,15 @@ class MessageBuilder:
                 return
             kind = self._open.pop(index, None)
             block = self.message.content[index]
-            if kind == "text":
-                self._stream.push(TextEndEvent(index, block.text, self.message))  # type: ignore[union-attr]
-            elif kind == "thinking":
-                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))  # type: ignore[union-attr]
-            elif kind == "toolCall":
-                block.arguments = _as_object(  # type: ignore[union-attr]
-                    parse_streaming_json(self._args.pop(index, "")))
-                self._stream.push(ToolCallEndEvent(index, block, self.message))  # type: ignore[arg-type]
+            if kind is None:
+                return
+            if isinstance(block, TextContent):
+                self._stream.push(TextEndEvent(index, block.text, self.message))
+            elif isinstance(block, ThinkingContent):
+                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))
+            elif isinstance(block, ToolCall):
+                block.arguments = _as_object(parse_streaming_json(self._args.pop(index, "")))
+                self._stream.push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
         """``close_block`` for every block still open, in index order."""
