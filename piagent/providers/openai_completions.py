@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -31,6 +30,7 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_system_prompt, get_current_tools
+from ._compat import OpenAICompat, get_compat
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import (
     SegmentCache,
@@ -54,78 +54,6 @@ __all__ = ["OpenAICompat", "build_completions_request", "get_compat", "stream_op
 
 API = "openai-completions"
 _CLIENT = HttpClient(API)
-
-
-@dataclass(frozen=True)
-class OpenAICompat:
-    """How one OpenAI-compatible server differs from api.openai.com (pi's ``compat``)."""
-
-    supports_store: bool = True
-    supports_developer_role: bool = True
-    supports_reasoning_effort: bool = True
-    reasoning_effort_map: Mapping[str, str] = field(default_factory=dict)
-    supports_usage_in_streaming: bool = True
-    max_tokens_field: str = "max_completion_tokens"
-    requires_tool_result_name: bool = False
-    requires_assistant_after_tool_result: bool = False
-    requires_thinking_as_text: bool = False
-    thinking_format: str = "openai"
-    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together"""
-    supports_strict_mode: bool = True
-    supports_finish_reason: bool = True
-    requires_reasoning_content_on_assistant_messages: bool = False
-    supports_mid_convo_system_messages: bool = True
-
-
-_NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
-                 "together", "nvidia", "cloudflare", "groq", "mistral", "fireworks"}
-_KNOWN_CLOUD = _NON_STANDARD | {"openrouter", "azure-openai"}
-_LOCAL_PROVIDERS = {"ollama", "vllm", "llamacpp", "llama.cpp", "lmstudio", "sglang", "local"}
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-
-
-def _detect(model: Model) -> OpenAICompat:
-    provider, url = model.provider, model.base_url
-    if provider == "openai":
-        return OpenAICompat()  # wherever it points (a proxy, a test server): the reference
-    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD):
-        return OpenAICompat(supports_store=False, supports_developer_role=False,
-                            supports_reasoning_effort=False, supports_strict_mode=False)
-    compat = OpenAICompat()
-    if provider in _NON_STANDARD or "api.openai.com" not in url:
-        compat = replace(compat, supports_store=False, supports_developer_role=False)
-    if provider == "openrouter" or "openrouter.ai" in url:
-        compat = replace(compat, thinking_format="openrouter")
-    elif provider == "deepseek" or "deepseek.com" in url:
-        compat = replace(compat, max_tokens_field="max_tokens", thinking_format="deepseek",
-                         requires_reasoning_content_on_assistant_messages=True)
-    elif provider == "zai" or "z.ai" in url:
-        compat = replace(compat, max_tokens_field="max_tokens", thinking_format="zai")
-    elif provider in ("mistral", "chutes", "moonshot", "together", "nvidia"):
-        compat = replace(compat, max_tokens_field="max_tokens")
-        if provider == "mistral":
-            compat = replace(compat, requires_tool_result_name=True,
-                             requires_thinking_as_text=True)
-    elif provider == "groq" and model.id == "qwen/qwen3-32b":
-        levels = ("minimal", "low", "medium", "high", "xhigh", "max")
-        compat = replace(compat, reasoning_effort_map=dict.fromkeys(levels, "default"))
-    elif provider == "xai" or provider == "cerebras":
-        compat = replace(compat, supports_reasoning_effort=False)
-    return compat
-
-
-def get_compat(model: Model) -> OpenAICompat:
-    """The detected flags with ``model.compat`` applied on top."""
-    compat = _detect(model)
-    if not model.compat:
-        return compat
-    names = {f.name for f in fields(OpenAICompat)}
-    overrides: dict[str, Any] = {}
-    for key, value in model.compat.items():
-        name = _CAMEL.sub("_", key).lower()
-        if name in names:
-            overrides[name] = value
-    return replace(compat, **overrides)
 
 
 # --- the request ----------------------------------------------------------------------------
