@@ -286,19 +286,27 @@ class ToolRunner:
             messages.append(result_message)
         return ToolBatch(messages, terminate=False)
 
+    def _preflight(self, context: AgentContext, message: AssistantMessage,
+                   call: ToolCall) -> Finalized | _Prepared:
+        """``tool_execution_start``, then the call prepared to run, or already finished
+        (unknown tool, invalid arguments, blocked) with its ``tool_execution_end`` sent."""
+        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+        prepared = prepare_tool_call(context, message, call, self._config, self._signal,
+                                     context.tools)
+        if not isinstance(prepared, _Immediate):
+            return prepared
+        done = Finalized(call, prepared.result, True)
+        _emit_end(self._emit, done)
+        return done
+
     def _run_sequential(self, context: AgentContext, message: AssistantMessage,
                         calls: list[ToolCall]) -> ToolBatch:
         finished: list[Finalized] = []
         messages: list[ToolResultMessage] = []
         for call in calls:
-            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-            prepared = prepare_tool_call(context, message, call, self._config, self._signal,
-                                         context.tools)
-            if isinstance(prepared, _Immediate):
-                done = Finalized(call, prepared.result, True)
-                _emit_end(self._emit, done)
-            else:
-                done = self._execute_all(context, message, [prepared])[0]
+            slot = self._preflight(context, message, call)
+            done = (slot if isinstance(slot, Finalized)
+                    else self._execute_all(context, message, [slot])[0])
             result_message = tool_result_message(done)
             _emit_result(self._emit, result_message)
             finished.append(done)
@@ -311,15 +319,7 @@ class ToolRunner:
                       calls: list[ToolCall]) -> ToolBatch:
         slots: list[Finalized | _Prepared] = []
         for call in calls:  # phase 1: preflight in source order
-            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-            prepared = prepare_tool_call(context, message, call, self._config, self._signal,
-                                         context.tools)
-            if isinstance(prepared, _Immediate):
-                done = Finalized(call, prepared.result, True)
-                _emit_end(self._emit, done)
-                slots.append(done)
-            else:
-                slots.append(prepared)
+            slots.append(self._preflight(context, message, call))
             if self._signal.aborted:
                 break
         deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
