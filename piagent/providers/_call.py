@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 
@@ -154,9 +155,11 @@ class ProviderCall:
         proxies, verify = self.client.environment(request.url)
         current.tracker = self.tracker
         try:
+            # never follow a redirect: it would carry the key headers to another server
             response = self._session.post(request.url, data=body, headers=headers,
                                           stream=True, timeout=request.timeout,
-                                          proxies=proxies, verify=verify)
+                                          proxies=proxies, verify=verify,
+                                          allow_redirects=False)
         except requests.RequestException as exc:
             self.tracker.detach()
             self.raise_if_aborted()
@@ -171,16 +174,19 @@ class ProviderCall:
             response.close()
             raise Aborted
         status = response.status_code
-        if status >= 300:
-            body_text = self._read_error_body(response)
+        if 300 <= status < 400:
+            return Failure(self._redirect_error(request.url, response), retryable=False)
+        if status >= 400:
+            # redacted before anything is cut, so no part of a key survives a truncation
+            body_text = self.redact(self._read_error_body(response))
             msg = self.redact(format_http_error(self.label, status, body_text))
             delay = retry_delay_s(response.headers, body_text)
             error = ProviderError(msg, provider=provider, status_code=status,
-                                  body=self.redact(body_text), retry_after=delay)
+                                  body=body_text, retry_after=delay)
             return Failure(error, is_retryable(status, response.headers, body_text), delay)
         content_type = response.headers.get("content-type", "")
         if content_type and not content_type.lower().startswith("text/event-stream"):
-            body_text = self._read_error_body(response)
+            body_text = self.redact(self._read_error_body(response))
             message, _code = error_details(body_text)
             msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
                    f"event stream: {message[:MESSAGE_BODY_LIMIT]}. Check that base_url points "
@@ -189,6 +195,17 @@ class ProviderCall:
                                           status_code=status)
             return Failure(error, retryable=False)
         return SSEResponse(self, response)
+
+    def _redirect_error(self, url: str, response: requests.Response) -> ProviderError:
+        location = response.headers.get("location", "")
+        self._read_error_body(response)  # closes the response
+        target = urllib.parse.urlsplit(urllib.parse.urljoin(url, location))
+        origin = f"{target.scheme}://{target.netloc}" if target.netloc else "(no Location)"
+        msg = (f"{self.label} answered {response.status_code} with a redirect to {origin}. "
+               "Provider requests never follow redirects (they would send the API key to "
+               "that server); set base_url to the address that answers without one.")
+        return ProviderError(self.redact(msg), provider=self.model.provider,
+                             status_code=response.status_code)
 
     def _read_error_body(self, response: requests.Response) -> str:
         try:

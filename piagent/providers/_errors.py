@@ -8,6 +8,7 @@ makes a request; nothing here does I/O.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import re
 import time
@@ -21,12 +22,32 @@ MESSAGE_BODY_LIMIT = 4000  # characters of a provider body quoted in a message (
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
+_MIN_FRAGMENT = 6  # the shortest cut-off start of a secret still redacted before "…" or the end
+_WORD = r"[\w-]"  # characters a secret's neighbours must not be, so words keep their letters
+
+
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
+    """``text`` with each secret replaced by ``[redacted]``, in one pass.
+
+    A secret counts only as a whole token (not inside a longer word), so a short proxy
+    token never rewrites ordinary words, and the replacement is never redacted again. A
+    secret cut off by truncation ("sk-abc…" or at the very end) is redacted too.
+    """
+    secrets = tuple(s for s in secrets if s)
+    if not secrets or not text:
+        return text
+    return _pattern(secrets).sub("[redacted]", text)
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = []
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        alternatives.append(re.escape(secret) + f"(?!{_WORD})")
+        # the start of the secret where a cut left it: before "…" or at the end of the text
+        alternatives.extend(re.escape(secret[:k]) + r"(?=…|\Z)"
+                            for k in range(len(secret) - 1, _MIN_FRAGMENT - 1, -1))
+    return re.compile(f"(?<!{_WORD})(?:{'|'.join(alternatives)})")
 
 
 def describe(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ from ..abort import AbortController
 from ..errors import ProxyProtocolError
 from ..messages import AssistantMessage
 from ..models import Model
+from ..providers.kit import redact
 from ..stream import Context, ErrorEvent, StreamFn, StreamOptions
 from ._protocol import (
     context_from_dict,
@@ -307,7 +308,7 @@ class _StreamBody:
                 data = proxy_event_to_dict(event)
                 if event.type in ("done", "error"):
                     if "errorMessage" in data:
-                        data["errorMessage"] = _redact(data["errorMessage"],
+                        data["errorMessage"] = redact(data["errorMessage"],
                                                        app._secrets(model.provider))
                     put(encode_sse(data))
                     return
@@ -318,7 +319,7 @@ class _StreamBody:
         except Exception as exc:  # the pump thread's top level: the client gets the error
             _log.exception("The proxy's stream function raised for %s/%s", model.provider,
                            model.id)
-            text = _redact(f"The proxy's stream function raised {type(exc).__name__}: {exc}",
+            text = redact(f"The proxy's stream function raised {type(exc).__name__}: {exc}",
                            app._secrets(model.provider))
             put(encode_sse(proxy_event_to_dict(_error_event(model, text))))
         finally:
@@ -329,13 +330,6 @@ def _error_event(model: Model, text: str) -> ErrorEvent:
     return ErrorEvent("error", AssistantMessage(api=model.api, provider=model.provider,
                                                 model=model.id, stop_reason="error",
                                                 error_message=text))
-
-
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def _json(start_response: StartResponse, status: str, error: str,
