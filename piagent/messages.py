@@ -311,15 +311,20 @@ def usage_from_dict(data: Any) -> Usage:
     cost = data.get("cost")
     cost = cost if isinstance(cost, Mapping) else {}
 
-    def num(source: Mapping[str, Any], key: str) -> float:
-        value = source.get(key, 0)
+    def count(key: str) -> int:  # exact for any size: ints never pass through float
+        value = data.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return 0
+        return value if isinstance(value, int) else int(value)
+
+    def num(key: str) -> float:
+        value = cost.get(key, 0)
         return float(value) if isinstance(value, (int, float)) else 0.0
 
     return Usage(
-        int(num(data, "input")), int(num(data, "output")), int(num(data, "cacheRead")),
-        int(num(data, "cacheWrite")), int(num(data, "totalTokens")),
-        Cost(num(cost, "input"), num(cost, "output"), num(cost, "cacheRead"),
-             num(cost, "cacheWrite"), num(cost, "total")),
+        count("input"), count("output"), count("cacheRead"), count("cacheWrite"),
+        count("totalTokens"),
+        Cost(num("input"), num("output"), num("cacheRead"), num("cacheWrite"), num("total")),
     )
 
 

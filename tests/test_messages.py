@@ -204,3 +204,14 @@ def test_transcripts_round_trip_through_json(transcript: list[Any]) -> None:
 def test_messages_from_json_rejects_non_arrays() -> None:
     with pytest.raises(ValueError, match="JSON array"):
         messages_from_json('{"role": "user"}')
+
+
+def test_usage_counts_beyond_2_53_round_trip_exactly() -> None:
+    from piagent.messages import Usage, usage_from_dict, usage_to_dict
+
+    big = 2**60 + 1  # not representable as a float
+    usage = Usage(input=big, output=big + 2, cache_read=3, cache_write=4, total_tokens=2 * big)
+    again = usage_from_dict(json.loads(json.dumps(usage_to_dict(usage))))
+    assert (again.input, again.output, again.total_tokens) == (big, big + 2, 2 * big)
+    assert usage_from_dict({"input": True, "output": "7", "cacheRead": 2.0}).input == 0
+    assert usage_from_dict({"output": "7", "cacheRead": 2.0}).cache_read == 2
