@@ -23,7 +23,6 @@ mypy_api = pytest.importorskip("mypy.api")
 TYPED = sorted((ROOT / "tests" / "typed").glob("*.py"))
 PENDING: set[str] = {
     "docs/concepts.md#1",
-    "docs/errors.md#1",
     "docs/errors.md#2",
     "docs/errors.md#3",
     "docs/errors.md#4",
@@ -41,8 +40,6 @@ PENDING: set[str] = {
     "docs/proxy.md#5",
     "docs/threading.md#1",
     "docs/threading.md#2",
-    "docs/tools.md#2",
-    "docs/tools.md#3",
     "docs/tools.md#4",
     "docs/tools.md#5",
     "docs/transcripts.md#1",
