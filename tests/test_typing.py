@@ -26,8 +26,6 @@ PENDING: set[str] = {
     "docs/errors.md#2",
     "docs/errors.md#3",
     "docs/errors.md#4",
-    "docs/hooks.md#3",
-    "docs/hooks.md#4",
     "docs/hooks.md#5",
     "docs/hooks.md#6",
     "docs/hooks.md#7",
