@@ -36,7 +36,6 @@ PENDING: set[str] = {
     "docs/threading.md#2",
     "docs/tools.md#4",
     "docs/tools.md#5",
-    "docs/transcripts.md#1",
     "docs/transcripts.md#2",
     "docs/transcripts.md#3",
     "docs/web.md#2",
