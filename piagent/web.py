@@ -19,6 +19,8 @@ from .errors import AgentBusyError
 from .events import event_to_dict
 
 if TYPE_CHECKING:
+    import flask
+
     from .agent import Agent
     from .messages import AgentMessage, ImageContent
 
@@ -90,7 +92,7 @@ def _busy_body(exc: AgentBusyError) -> str:
 
 def flask_response(agent: Agent, input: str | AgentMessage | Sequence[AgentMessage],
                    images: Sequence[ImageContent] | None = None, *,
-                   headers: Mapping[str, str] | None = None) -> Any:
+                   headers: Mapping[str, str] | None = None) -> flask.Response:
     """A ``flask.Response`` streaming a new run of ``agent`` as SSE.
 
     If the agent is already running, the answer is 409 with ``{"error": ...}`` (queue the
