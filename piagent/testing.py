@@ -9,6 +9,7 @@ no threads: events are produced on the consuming thread, as the loop iterates.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import re
 import threading
@@ -123,7 +124,7 @@ class ScriptedStreamFn:
                  chunk_delay: float = 0.0) -> None:
         # guards _responses and _calls, shared by the test thread and the run's worker
         self._lock = threading.Lock()
-        self._responses: deque[ScriptedResponse] = deque(responses)
+        self._responses: deque[ScriptedResponse] = deque(_checked(responses))
         self._calls: list[ScriptedCall] = []
         self.chunk_delay = chunk_delay
         self.model = Model(id=_SCRIPTED, api=_SCRIPTED, provider=_SCRIPTED,
@@ -132,10 +133,11 @@ class ScriptedStreamFn:
     def set_responses(self, responses: Iterable[ScriptedResponse]) -> None:
         """Replace the remaining script."""
         with self._lock:
-            self._responses = deque(responses)
+            self._responses = deque(_checked(responses))
 
     def add_response(self, response: ScriptedResponse) -> None:
         """Append one response to the script."""
+        _check_response(response, "add_response()")
         with self._lock:
             self._responses.append(response)
 
@@ -190,6 +192,44 @@ class ScriptedStreamFn:
                                 else model.provider)
             message.model = message.model if message.model not in ("", _SCRIPTED) else model.id
         return message
+
+
+def _checked(responses: Iterable[ScriptedResponse]) -> list[ScriptedResponse]:
+    if isinstance(responses, (str, AssistantMessage)) or callable(responses):
+        msg = ("ScriptedStreamFn takes a list of responses; wrap the one you have: "
+               "[assistant_text('...')].")
+        raise TypeError(msg)
+    checked = list(responses)
+    for index, response in enumerate(checked):
+        _check_response(response, f"response {index}")
+    return checked
+
+
+def _check_response(response: object, where: str) -> None:
+    """``TypeError`` now, not a failed run later, for a response that cannot be played."""
+    if isinstance(response, AssistantMessage):
+        return
+    if isinstance(response, str):
+        msg = (f"ScriptedStreamFn: {where} is the str {response[:40]!r}; a response is an "
+               f"AssistantMessage or a callable (context, options) -> AssistantMessage; "
+               f"for text write assistant_text({response[:40]!r}).")
+        raise TypeError(msg)
+    if not callable(response):
+        msg = (f"ScriptedStreamFn: {where} is {type(response).__name__}; a response is an "
+               f"AssistantMessage or a callable (context, options) -> AssistantMessage.")
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(response)
+    except (TypeError, ValueError):  # no signature to check
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        msg = (f"ScriptedStreamFn: {where}, the callable "
+               f"{getattr(response, '__qualname__', response)!r}, must take two arguments "
+               f"(context, options), but its signature is {signature}; write "
+               f"'lambda context, options: ...'.")
+        raise TypeError(msg) from None
 
 
 def _error(model: Model | None, text: str) -> AssistantMessage:
