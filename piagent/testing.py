@@ -114,18 +114,23 @@ class ScriptedStreamFn:
     A response is an ``AssistantMessage`` or a callable ``(context, options) ->
     AssistantMessage`` that can look at the request. Each response is streamed as a copy,
     so one object can be scripted twice. ``chunk_delay`` (seconds) waits between events,
-    on the abort signal, for demos that show streaming.
+    on the abort signal, for demos that show streaming. ``calls`` keeps the last
+    ``keep_calls`` requests (``None`` keeps all); ``call_count`` counts every one.
 
     Thread safety: ``set_responses``, ``add_response``, ``calls`` and ``call_count`` may
     be used from any thread while a run streams.
     """
 
     def __init__(self, responses: Iterable[ScriptedResponse] = (), *,
-                 chunk_delay: float = 0.0) -> None:
-        # guards _responses and _calls, shared by the test thread and the run's worker
+                 chunk_delay: float = 0.0, keep_calls: int | None = 100) -> None:
+        if keep_calls is not None and (not isinstance(keep_calls, int) or keep_calls < 0):
+            msg = f"keep_calls must be None (keep all) or an int >= 0, not {keep_calls!r}."
+            raise ValueError(msg)
+        # guards _responses, _calls and _count, shared by the test thread and the run's worker
         self._lock = threading.Lock()
         self._responses: deque[ScriptedResponse] = deque(_checked(responses))
-        self._calls: list[ScriptedCall] = []
+        self._calls: deque[ScriptedCall] = deque(maxlen=keep_calls)
+        self._count = 0
         self.chunk_delay = chunk_delay
         self.model = Model(id=_SCRIPTED, api=_SCRIPTED, provider=_SCRIPTED,
                            base_url="https://example.invalid", name="Scripted model")
@@ -143,15 +148,21 @@ class ScriptedStreamFn:
 
     @property
     def calls(self) -> list[ScriptedCall]:
-        """Every request received so far, in order."""
+        """The requests received, in order: the last ``keep_calls`` of them (100 by default,
+        so a long-running demo does not keep every transcript it was sent)."""
         with self._lock:
             return list(self._calls)
 
     @property
     def call_count(self) -> int:
-        """How many requests were received."""
+        """How many requests were received (all of them, not only those kept in ``calls``)."""
         with self._lock:
-            return len(self._calls)
+            return self._count
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return (f"ScriptedStreamFn(calls={self._count}, remaining={len(self._responses)}, "
+                    f"keep_calls={self._calls.maxlen})")
 
     @property
     def remaining(self) -> int:
@@ -165,7 +176,8 @@ class ScriptedStreamFn:
         snapshot = Context(list(context.messages))
         with self._lock:
             self._calls.append(ScriptedCall(model, snapshot, options))
-            number = len(self._calls)
+            self._count += 1
+            number = self._count
             response = self._responses.popleft() if self._responses else None
         return _scripted_stream(self._plan(response, number, model, snapshot, options), options,
                                 self.chunk_delay)

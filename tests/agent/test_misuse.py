@@ -84,3 +84,16 @@ def test_scripted_response_misuse_is_refused_when_scripted() -> None:
         fn.set_responses(assistant_text("x"))  # type: ignore[arg-type]
     fn.add_response(lambda context, options: assistant_text("ok"))
     assert fn.remaining == 1
+
+
+def test_scripted_stream_fn_keeps_a_bounded_record() -> None:
+    fn = ScriptedStreamFn([assistant_text(str(i)) for i in range(5)], keep_calls=2)
+    agent = Agent(model=fn.model, stream_fn=fn)
+    for i in range(5):
+        agent.prompt(f"q{i}")
+    assert fn.call_count == 5
+    assert len(fn.calls) == 2
+    assert fn.calls[-1].context.messages[-1].text == "q4"
+    assert repr(fn) == "ScriptedStreamFn(calls=5, remaining=0, keep_calls=2)"
+    with pytest.raises(ValueError, match="keep_calls must be None"):
+        ScriptedStreamFn(keep_calls=-1)
