@@ -33,6 +33,7 @@ from piagent.agent import Agent  # noqa: E402
 from piagent.web import django_response  # noqa: E402
 
 PAGE = SHARED / "static" / "chat.html"
+STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
 _agents: dict[str, Agent] = {}  # "default" -> the agent; set by main() or on first use
 
 
@@ -72,8 +73,14 @@ def chat(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 @require_POST
 def stop(request: HttpRequest) -> HttpResponse:
-    get_agent().abort("Stopped by the user")
-    return JsonResponse({"ok": True})
+    # Stop means stop: steering typed into this run is not carried into the next one. The
+    # queues outlive an abort (undelivered input returns to them when the run settles), so
+    # wait for that, then drop what is left.
+    agent = get_agent()
+    agent.abort("Stopped by the user")
+    settled = agent.wait_for_idle(STOP_WAIT_S)
+    dropped = agent.take_queued_messages(lambda message: True)
+    return JsonResponse({"ok": True, "settled": settled, "dropped": [m.text for m in dropped]})
 
 
 @csrf_exempt

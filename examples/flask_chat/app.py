@@ -27,6 +27,7 @@ from piagent.agent import Agent  # noqa: E402
 from piagent.web import flask_response  # noqa: E402
 
 PAGE = Path(__file__).resolve().parent / "static" / "chat.html"
+STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
 
 
 def create_app(agent: Agent | None = None) -> Flask:
@@ -48,8 +49,13 @@ def create_app(agent: Agent | None = None) -> Flask:
 
     @app.post("/stop")
     def stop() -> Any:
+        # Stop means stop: what was steered into this run is not carried into the next one.
+        # The queues outlive an abort (undelivered input goes back to them when the run
+        # settles), so wait for that, then drop what is left.
         chat_agent.abort("Stopped by the user")
-        return jsonify(ok=True)
+        settled = chat_agent.wait_for_idle(STOP_WAIT_S)
+        dropped = chat_agent.take_queued_messages(lambda message: True)
+        return jsonify(ok=True, settled=settled, dropped=[m.text for m in dropped])
 
     @app.post("/steer")
     def steer() -> Any:
