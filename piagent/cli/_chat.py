@@ -23,6 +23,8 @@ _CHAT_HELP = """\
 Type a message and press Enter. While the agent works, what you type becomes a steering
 message (delivered after the current tool batch). Ctrl-C aborts the current run.
 Commands: /follow-up TEXT   queue TEXT for when the agent would stop
+          /clear            drop queued steering and follow-up messages (they outlive
+                            a Ctrl-C abort and would otherwise go with your next message)
           /reset            forget the conversation (keeps the system prompt and tools)
           /help             this text
           /quit             leave (also Ctrl-D)"""
@@ -44,7 +46,8 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
     def prompt_marker(event: Any, signal: Any) -> None:
         if event.type == "agent_end":
             if agent.has_queued_messages():  # typed just after the loop's last poll
-                say(style.dim("(queued messages will go with your next message)"))
+                say(style.dim("(queued messages will go with your next message; /clear drops "
+                              "them)"))
             printer.write(style.user("you> "))
 
     def start(text: str) -> None:
@@ -95,6 +98,10 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     return 0
                 if command == "/help":
                     say(_CHAT_HELP)
+                elif command == "/clear":
+                    dropped = agent.take_queued_messages(lambda message: True)
+                    say(style.dim(f"(dropped {len(dropped)} queued message"
+                                  f"{'' if len(dropped) == 1 else 's'})"))
                 elif command == "/reset":
                     if busy:
                         agent.abort("Reset by the user")
