@@ -238,7 +238,7 @@ def test_chat_unreachable_server_prints_the_error(monkeypatch, capsys):
         code = main(["chat", "--model", "local/llama", "--base-url",
                      f"http://127.0.0.1:{port}/v1"])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == 1  # piped input whose last run failed
     assert "error: " in out
 
 

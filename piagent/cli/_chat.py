@@ -146,17 +146,29 @@ class CliError(Exception):
     """A problem to report in one line, with exit code 2."""
 
 
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address."""
+
+
 def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     provider, sep, model_id = spec.partition("/")
     if not sep or not provider or not model_id:
         msg = f"--model must be PROVIDER/MODEL (for example openai/gpt-4o-mini), got {spec!r}."
         raise CliError(msg)
-    if base_url:
-        from ..models import Model
-
-        return Model(id=model_id, api=api, provider=provider, base_url=base_url)
     from ..providers import get_model
 
+    if provider == "ollama" and not base_url:
+        base_url = OLLAMA_BASE_URL
+    if base_url:
+        import dataclasses
+
+        from ..models import Model
+
+        try:  # a catalogued model keeps its prices (and limits) at another address
+            known = get_model(provider, model_id)
+        except LookupError:
+            return Model(id=model_id, api=api, provider=provider, base_url=base_url)
+        return dataclasses.replace(known, base_url=base_url)
     try:
         return get_model(provider, model_id)
     except LookupError as exc:
@@ -175,7 +187,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"piagent chat: {exc}\n")
         return _EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    missing = None if args.base_url else _missing_key(model.provider, api_key)
+    local = bool(args.base_url) or model.provider == "ollama"
+    missing = None if local else _missing_key(model.provider, api_key)
     if missing:
         err.write(f"piagent chat: no API key for {model.provider}: set "
                   f"{' or '.join(missing)} in the environment (or pass --api-key-env NAME).\n")
@@ -186,18 +199,99 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         tools = make_demo_tools(Path.cwd())
     agent = Agent(system_prompt=args.system, model=model, tools=tools,
+                  thinking_level=args.thinking, temperature=args.temperature,
+                  max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None)
     style = Style.for_stream(out)
-    printer = EventPrinter(out, style=style, show_usage=True)
+    interactive = _isatty(sys.stdin) and _isatty(out)
+    question = " ".join(args.question)
+    if question == "-":
+        question = sys.stdin.read().strip()
+        if not question:
+            err.write("piagent chat: '-' reads the question from stdin, which was empty.\n")
+            return _EXIT_USAGE
+    printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
     agent.subscribe(printer)
-    where = f" at {model.base_url}" if args.base_url else ""
+    if question:
+        return _one_shot(agent, question, printer, err)
+    where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
                            f"{' (tools: read_file, list_folder, calculator, current_time)' if tools else ''}"
                            ". /help for commands, /quit to leave."))
+    save_history = _readline_history() if _isatty(sys.stdin) else None
 
     def read_line() -> str:
         return input()
 
-    return chat_loop(agent, read_line, printer, wait_each=not sys.stdin.isatty())
+    try:
+        code = chat_loop(agent, read_line, printer, wait_each=not _isatty(sys.stdin))
+    finally:
+        if save_history is not None:
+            save_history()
+        summary = printer.session_summary()
+        if summary:
+            printer.line(style.dim(summary))
+    if code == 0 and not _isatty(sys.stdin) and agent.state.error_message:
+        return 1  # piped input: a failed last run fails the command, as in the one-shot form
+    return code
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def _catalogue_url(model: Model) -> str | None:
+    from ..providers import get_model
+
+    try:
+        return get_model(model.provider, model.id).base_url
+    except LookupError:
+        return None
+
+
+def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -> int:
+    """``piagent chat -m MODEL "question"``: one run, then exit 1 if it failed."""
+    try:
+        run = agent.prompt(question)
+    except KeyboardInterrupt:
+        err.write("piagent chat: interrupted\n")
+        return 130
+    if run.error_message:
+        err.write(f"piagent chat: the run failed: {run.error_message}\n")
+        return 1
+    return 0
+
+
+def history_path() -> Path:
+    """Where ``piagent chat`` keeps its line history: ``$PIAGENT_HISTORY``, else
+    ``~/.piagent_history``."""
+    return Path(os.environ.get("PIAGENT_HISTORY") or Path.home() / ".piagent_history")
+
+
+def _readline_history() -> Callable[[], None] | None:
+    """Line editing and history for ``input()``; returns the function that saves it."""
+    try:
+        import readline
+    except ImportError:  # e.g. Windows without pyreadline: plain input() still works
+        return None
+    path = history_path()
+    try:
+        readline.read_history_file(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        sys.stderr.write(f"piagent chat: cannot read the history file {path}: {exc}\n")
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        try:
+            readline.write_history_file(path)
+        except OSError as exc:
+            sys.stderr.write(f"piagent chat: cannot save the history to {path}: {exc}\n")
+
+    return save
 
 
