@@ -168,7 +168,7 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
             known = get_model(provider, model_id)
         except LookupError:
             return Model(id=model_id, api=api, provider=provider, base_url=base_url)
-        return dataclasses.replace(known, base_url=base_url)
+        return dataclasses.replace(known, base_url=base_url, api=api)  # --api names the wire
     try:
         return get_model(provider, model_id)
     except LookupError as exc:

@@ -55,6 +55,11 @@ class Style:
         return self.paint(text, "bold", "red")
 
 
+def _dollars(amount: float) -> str:
+    """``$0.0021``; an amount under a hundredth of a cent shows six places (``$0.000004``)."""
+    return f"${amount:.4f}" if amount >= 0.0001 else f"${amount:.6f}"
+
+
 def _one_line(text: str, limit: int = 100) -> str:
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
@@ -123,7 +128,7 @@ class EventPrinter:
         """``session: N tokens in, M out, $X`` over everything printed, or ``None``."""
         if not (self.session_input or self.session_output):
             return None
-        cost = f", ${self.session_cost:.4f}" if self.session_cost else ""
+        cost = f", {_dollars(self.session_cost)}" if self.session_cost else ""
         return f"session: {self.session_input} tokens in, {self.session_output} out{cost}"
 
     def _clear_waiting(self) -> None:
@@ -245,7 +250,7 @@ class EventPrinter:
             self.session_output += usage.output
             self.session_cost += usage.cost.total
             if self.show_usage and (usage.input or usage.output):
-                cost = f", ${usage.cost.total:.4f}" if usage.cost.total else ""
+                cost = f", {_dollars(usage.cost.total)}" if usage.cost.total else ""
                 # after this turn's tool lines (at turn_end), not between the reply and them
                 self._pending_usage = f"({usage.input} tokens in, {usage.output} out{cost})"
         elif role == "system":

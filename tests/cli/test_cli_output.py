@@ -56,4 +56,5 @@ def test_ollama_needs_no_base_url_and_catalogued_models_keep_prices() -> None:
     known = get_model("openai", "gpt-4o-mini")
     moved = _resolve_model("openai/gpt-4o-mini", "http://127.0.0.1:9/v1", "openai-completions")
     assert moved.base_url == "http://127.0.0.1:9/v1"
+    assert moved.api == "openai-completions"  # --api, not the catalogue's wire API
     assert moved.cost == known.cost and known.cost.input > 0
