@@ -218,7 +218,7 @@ def test_chat_rejects_a_malformed_model(capsys):
 def test_chat_unknown_model_is_one_line(capsys):
     assert main(["chat", "--model", "openai/no-such-model-xyz"]) == 2
     err = capsys.readouterr().err
-    assert "Unknown model 'openai/no-such-model-xyz'" in err
+    assert "--model openai/no-such-model-xyz: openai has no model 'no-such-model-xyz'" in err
     assert "Traceback" not in err
 
 

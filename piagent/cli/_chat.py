@@ -171,11 +171,23 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
         return dataclasses.replace(known, base_url=base_url, api=api)  # --api names the wire
     try:
         return get_model(provider, model_id)
-    except LookupError as exc:
-        detail = exc.args[0] if exc.args else str(exc)
-        msg = (f"Unknown model {spec!r}. {detail} For an OpenAI-compatible server, pass "
-               "--base-url URL (for example http://localhost:11434/v1).")
-        raise CliError(msg) from None
+    except LookupError:
+        raise CliError(_unknown_model_text(provider, model_id)) from None
+
+
+def _unknown_model_text(provider: str, model_id: str) -> str:
+    """The unknown-model error in the CLI's words (flags, commands), said once."""
+    from ..providers import get_models, get_providers
+
+    local = ("; for a model on another server add --base-url URL (an OpenAI-compatible "
+             "server), or use ollama/MODEL for Ollama")
+    providers = get_providers()
+    if provider not in providers:
+        return (f"--model {provider}/{model_id}: the catalogue has no provider {provider!r} "
+                f"(it has {', '.join(providers)}){local}.")
+    known = ", ".join(m.id for m in get_models(provider))
+    return (f"--model {provider}/{model_id}: {provider} has no model {model_id!r} in the "
+            f"catalogue (it has {known}; see 'piagent models {provider}'){local}.")
 
 
 def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

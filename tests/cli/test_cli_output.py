@@ -58,3 +58,19 @@ def test_ollama_needs_no_base_url_and_catalogued_models_keep_prices() -> None:
     assert moved.base_url == "http://127.0.0.1:9/v1"
     assert moved.api == "openai-completions"  # --api, not the catalogue's wire API
     assert moved.cost == known.cost and known.cost.input > 0
+
+
+def test_unknown_model_is_said_once_in_the_clis_words() -> None:
+    import pytest
+
+    from piagent.cli._chat import CliError
+
+    with pytest.raises(CliError) as info:
+        _resolve_model("openai/gpt-nope", None, "openai-completions")
+    text = str(info.value)
+    assert text.startswith("--model openai/gpt-nope: openai has no model 'gpt-nope' in the "
+                           "catalogue (it has gpt-4o")
+    assert "see 'piagent models openai'" in text and "--base-url URL" in text
+    assert text.lower().count("unknown") == 0 and "Model(" not in text
+    with pytest.raises(CliError, match=r"the catalogue has no provider 'nosuch' \(it has "):
+        _resolve_model("nosuch/x", None, "openai-completions")
