@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -224,6 +225,19 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _EXIT_USAGE
     printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
     agent.subscribe(printer)
+    hide_notices = show_notices(printer)
+    try:
+        return _chat_or_ask(agent, args, question, printer, out, err)
+    finally:
+        hide_notices()
+
+
+def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
+                 printer: EventPrinter, out: TextIO, err: TextIO) -> int:
+    style = printer.style
+    model = agent.state.model
+    assert model is not None  # cmd_chat resolved it
+    tools = agent.state.tools
     if question:
         return _one_shot(agent, question, printer, err)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
@@ -246,6 +260,28 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if code == 0 and not _isatty(sys.stdin) and agent.state.error_message:
         return 1  # piped input: a failed last run fails the command, as in the one-shot form
     return code
+
+
+class _NoticeHandler(logging.Handler):
+    """Warnings from piagent's loggers (a tool still running after an abort) on the terminal."""
+
+    def __init__(self, printer: EventPrinter) -> None:
+        super().__init__(logging.WARNING)
+        self._printer = printer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._printer.line(self._printer.style.dim(f"({record.getMessage()})"))
+        except Exception:  # noqa: BLE001 - the logging module's own contract
+            self.handleError(record)
+
+
+def show_notices(printer: EventPrinter) -> Callable[[], None]:
+    """Print piagent's warnings through ``printer`` until the returned function is called."""
+    handler = _NoticeHandler(printer)
+    logger = logging.getLogger("piagent")
+    logger.addHandler(handler)
+    return lambda: logger.removeHandler(handler)
 
 
 def _isatty(stream: Any) -> bool:

@@ -74,3 +74,18 @@ def test_unknown_model_is_said_once_in_the_clis_words() -> None:
     assert text.lower().count("unknown") == 0 and "Model(" not in text
     with pytest.raises(CliError, match=r"the catalogue has no provider 'nosuch' \(it has "):
         _resolve_model("nosuch/x", None, "openai-completions")
+
+
+def test_chat_prints_the_notice_about_a_tool_still_running_after_abort() -> None:
+    import logging
+
+    from piagent.cli._chat import show_notices
+
+    out = io.StringIO()
+    hide = show_notices(EventPrinter(out))
+    try:
+        logging.getLogger("piagent.loop").warning("tool 'stubborn' has not returned yet")
+    finally:
+        hide()
+    logging.getLogger("piagent.loop").warning("not shown once hidden")
+    assert out.getvalue() == "(tool 'stubborn' has not returned yet)\n"
