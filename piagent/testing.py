@@ -9,6 +9,7 @@ no threads: events are produced on the consuming thread, as the loop iterates.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import re
 import threading
@@ -113,18 +114,23 @@ class ScriptedStreamFn:
     A response is an ``AssistantMessage`` or a callable ``(context, options) ->
     AssistantMessage`` that can look at the request. Each response is streamed as a copy,
     so one object can be scripted twice. ``chunk_delay`` (seconds) waits between events,
-    on the abort signal, for demos that show streaming.
+    on the abort signal, for demos that show streaming. ``calls`` keeps the last
+    ``keep_calls`` requests (``None`` keeps all); ``call_count`` counts every one.
 
     Thread safety: ``set_responses``, ``add_response``, ``calls`` and ``call_count`` may
     be used from any thread while a run streams.
     """
 
     def __init__(self, responses: Iterable[ScriptedResponse] = (), *,
-                 chunk_delay: float = 0.0) -> None:
-        # guards _responses and _calls, shared by the test thread and the run's worker
+                 chunk_delay: float = 0.0, keep_calls: int | None = 100) -> None:
+        if keep_calls is not None and (not isinstance(keep_calls, int) or keep_calls < 0):
+            msg = f"keep_calls must be None (keep all) or an int >= 0, not {keep_calls!r}."
+            raise ValueError(msg)
+        # guards _responses, _calls and _count, shared by the test thread and the run's worker
         self._lock = threading.Lock()
-        self._responses: deque[ScriptedResponse] = deque(responses)
-        self._calls: list[ScriptedCall] = []
+        self._responses: deque[ScriptedResponse] = deque(_checked(responses))
+        self._calls: deque[ScriptedCall] = deque(maxlen=keep_calls)
+        self._count = 0
         self.chunk_delay = chunk_delay
         self.model = Model(id=_SCRIPTED, api=_SCRIPTED, provider=_SCRIPTED,
                            base_url="https://example.invalid", name="Scripted model")
@@ -132,24 +138,31 @@ class ScriptedStreamFn:
     def set_responses(self, responses: Iterable[ScriptedResponse]) -> None:
         """Replace the remaining script."""
         with self._lock:
-            self._responses = deque(responses)
+            self._responses = deque(_checked(responses))
 
     def add_response(self, response: ScriptedResponse) -> None:
         """Append one response to the script."""
+        _check_response(response, "add_response()")
         with self._lock:
             self._responses.append(response)
 
     @property
     def calls(self) -> list[ScriptedCall]:
-        """Every request received so far, in order."""
+        """The requests received, in order: the last ``keep_calls`` of them (100 by default,
+        so a long-running demo does not keep every transcript it was sent)."""
         with self._lock:
             return list(self._calls)
 
     @property
     def call_count(self) -> int:
-        """How many requests were received."""
+        """How many requests were received (all of them, not only those kept in ``calls``)."""
         with self._lock:
-            return len(self._calls)
+            return self._count
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return (f"ScriptedStreamFn(calls={self._count}, remaining={len(self._responses)}, "
+                    f"keep_calls={self._calls.maxlen})")
 
     @property
     def remaining(self) -> int:
@@ -163,7 +176,8 @@ class ScriptedStreamFn:
         snapshot = Context(list(context.messages))
         with self._lock:
             self._calls.append(ScriptedCall(model, snapshot, options))
-            number = len(self._calls)
+            self._count += 1
+            number = self._count
             response = self._responses.popleft() if self._responses else None
         return _scripted_stream(self._plan(response, number, model, snapshot, options), options,
                                 self.chunk_delay)
@@ -190,6 +204,44 @@ class ScriptedStreamFn:
                                 else model.provider)
             message.model = message.model if message.model not in ("", _SCRIPTED) else model.id
         return message
+
+
+def _checked(responses: Iterable[ScriptedResponse]) -> list[ScriptedResponse]:
+    if isinstance(responses, (str, AssistantMessage)) or callable(responses):
+        msg = ("ScriptedStreamFn takes a list of responses; wrap the one you have: "
+               "[assistant_text('...')].")
+        raise TypeError(msg)
+    checked = list(responses)
+    for index, response in enumerate(checked):
+        _check_response(response, f"response {index}")
+    return checked
+
+
+def _check_response(response: object, where: str) -> None:
+    """``TypeError`` now, not a failed run later, for a response that cannot be played."""
+    if isinstance(response, AssistantMessage):
+        return
+    if isinstance(response, str):
+        msg = (f"ScriptedStreamFn: {where} is the str {response[:40]!r}; a response is an "
+               f"AssistantMessage or a callable (context, options) -> AssistantMessage; "
+               f"for text write assistant_text({response[:40]!r}).")
+        raise TypeError(msg)
+    if not callable(response):
+        msg = (f"ScriptedStreamFn: {where} is {type(response).__name__}; a response is an "
+               f"AssistantMessage or a callable (context, options) -> AssistantMessage.")
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(response)
+    except (TypeError, ValueError):  # no signature to check
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        msg = (f"ScriptedStreamFn: {where}, the callable "
+               f"{getattr(response, '__qualname__', response)!r}, must take two arguments "
+               f"(context, options), but its signature is {signature}; write "
+               f"'lambda context, options: ...'.")
+        raise TypeError(msg) from None
 
 
 def _error(model: Model | None, text: str) -> AssistantMessage:

@@ -76,7 +76,7 @@ def test_flask_chat_bad_input_and_idle_controls(flask_chat):
     assert client.post("/chat", json={}).status_code == 400
     assert client.post("/steer", json={"text": "x"}).status_code == 409
     assert client.post("/steer", json={}).status_code == 400
-    assert client.post("/stop").get_json() == {"ok": True}
+    assert client.post("/stop").get_json() == {"ok": True, "settled": True, "dropped": []}
 
 
 @pytest.fixture(scope="module")
@@ -111,5 +111,5 @@ def test_django_chat_streams_a_run(django_chat):
         assert client.post("/chat", data={}, content_type="application/json").status_code == 400
         assert client.post("/steer", data={"text": "x"},
                            content_type="application/json").status_code == 409
-        assert client.post("/stop").json() == {"ok": True}
+        assert client.post("/stop").json() == {"ok": True, "settled": True, "dropped": []}
         assert client.get("/chat").status_code == 405

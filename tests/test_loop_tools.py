@@ -247,7 +247,7 @@ def test_a_raising_execute_is_an_error_result() -> None:
 
     fn, rec, _ = run([("read", {"path": "a"})], make_tool(execute=execute))
     end = rec.ends()["call_1"]
-    assert end.is_error and text_of(end.result) == "disk on fire"
+    assert end.is_error and text_of(end.result) == "OSError: disk on fire"
     assert type(end.duration_ms) is int
     assert rec.results()[0].is_error and fn.call_count == 2
 
@@ -640,7 +640,7 @@ def test_run_tool_call_never_raises_for_tool_failures() -> None:
         (ToolCall("n1", "ghost", {}), nested_args(), "Tool ghost not found"),
         (ToolCall("n2", "read", {}), nested_args(), 'Validation failed for tool "read":'),
         (ToolCall("n3", "read", {"path": "a"}), nested_args(tools=[make_tool(execute=boom)]),
-         "nested boom"),
+         "RuntimeError: nested boom"),
     ]
     for call, args, text in cases:
         outcome = run_tool_call(call, **args)

@@ -27,12 +27,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 SHARED = Path(__file__).resolve().parent.parent / "flask_chat"
 sys.path.insert(0, str(SHARED))
-from chat_agent import make_agent  # noqa: E402 - the shared demo agent
+from chat_agent import make_agent, page_html  # noqa: E402 - the shared demo agent
 
 from piagent.agent import Agent  # noqa: E402
 from piagent.web import django_response  # noqa: E402
 
 PAGE = SHARED / "static" / "chat.html"
+STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
 _agents: dict[str, Agent] = {}  # "default" -> the agent; set by main() or on first use
 
 
@@ -57,7 +58,7 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
 
 @require_GET
 def page(request: HttpRequest) -> HttpResponse:
-    return HttpResponse(PAGE.read_bytes(), content_type="text/html; charset=utf-8")
+    return HttpResponse(page_html(get_agent()), content_type="text/html; charset=utf-8")
 
 
 @csrf_exempt  # a demo: a real site keeps CSRF and sends the token from the page
@@ -72,8 +73,14 @@ def chat(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 @require_POST
 def stop(request: HttpRequest) -> HttpResponse:
-    get_agent().abort("Stopped by the user")
-    return JsonResponse({"ok": True})
+    # Stop means stop: steering typed into this run is not carried into the next one. The
+    # queues outlive an abort (undelivered input returns to them when the run settles), so
+    # wait for that, then drop what is left.
+    agent = get_agent()
+    agent.abort("Stopped by the user")
+    settled = agent.wait_for_idle(STOP_WAIT_S)
+    dropped = agent.take_queued_messages(lambda message: True)
+    return JsonResponse({"ok": True, "settled": settled, "dropped": [m.text for m in dropped]})
 
 
 @csrf_exempt
@@ -110,11 +117,13 @@ def configure() -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="provider/model-id for a real model (default: offline)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="an OpenAI-compatible server for --model (Ollama, vLLM, ...)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    set_agent(make_agent(args.model, base_url=args.base_url))  # a missing key stops here
     configure()
-    set_agent(make_agent(args.model))
     from django.core.management import execute_from_command_line
 
     execute_from_command_line([sys.argv[0], "runserver", f"{args.host}:{args.port}",

@@ -4,6 +4,7 @@ Run it offline (a scripted model and a slow counting tool)::
 
     python examples/flask_chat/app.py            # http://127.0.0.1:5000
     python examples/flask_chat/app.py --model openai/gpt-4o-mini   # needs OPENAI_API_KEY
+    python examples/flask_chat/app.py --model ollama/llama3.2 --base-url http://localhost:11434/v1
 
 Routes: ``GET /`` the page; ``POST /chat {"message"}`` streams the run as Server-Sent
 Events (``piagent.web.flask_response``); ``POST /stop`` aborts it; ``POST /steer
@@ -21,12 +22,12 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chat_agent import make_agent  # noqa: E402 - the shared demo agent, next to this file
+from chat_agent import make_agent, page_html  # noqa: E402 - the shared demo agent, next to this file
 
 from piagent.agent import Agent  # noqa: E402
 from piagent.web import flask_response  # noqa: E402
 
-PAGE = Path(__file__).resolve().parent / "static" / "chat.html"
+STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
 
 
 def create_app(agent: Agent | None = None) -> Flask:
@@ -37,7 +38,7 @@ def create_app(agent: Agent | None = None) -> Flask:
 
     @app.get("/")
     def page() -> Response:
-        return Response(PAGE.read_bytes(), mimetype="text/html")
+        return Response(page_html(chat_agent), mimetype="text/html")
 
     @app.post("/chat")
     def chat() -> Any:
@@ -48,8 +49,13 @@ def create_app(agent: Agent | None = None) -> Flask:
 
     @app.post("/stop")
     def stop() -> Any:
+        # Stop means stop: what was steered into this run is not carried into the next one.
+        # The queues outlive an abort (undelivered input goes back to them when the run
+        # settles), so wait for that, then drop what is left.
         chat_agent.abort("Stopped by the user")
-        return jsonify(ok=True)
+        settled = chat_agent.wait_for_idle(STOP_WAIT_S)
+        dropped = chat_agent.take_queued_messages(lambda message: True)
+        return jsonify(ok=True, settled=settled, dropped=[m.text for m in dropped])
 
     @app.post("/steer")
     def steer() -> Any:
@@ -67,10 +73,12 @@ def create_app(agent: Agent | None = None) -> Flask:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="provider/model-id for a real model (default: offline)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="an OpenAI-compatible server for --model (Ollama, vLLM, ...)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
-    app = create_app(make_agent(args.model))
+    app = create_app(make_agent(args.model, base_url=args.base_url))
     app.run(host=args.host, port=args.port, threaded=True)
 
 

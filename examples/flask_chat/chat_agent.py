@@ -9,7 +9,10 @@ uses a real provider instead, with the key from the provider's environment varia
 
 from __future__ import annotations
 
+import html
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from piagent.abort import AbortSignal
@@ -88,11 +91,27 @@ def offline_stream_fn(chunk_delay: float = 0.03) -> StreamFn:
     return stream
 
 
-def make_agent(model: str | None = None, *, step_s: float = 0.5,
+PAGE = Path(__file__).resolve().parent / "static" / "chat.html"
+
+# the usual environment variable of each hosted provider, checked when the server starts
+KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
+                 "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "groq": ("GROQ_API_KEY",),
+                 "openrouter": ("OPENROUTER_API_KEY",), "mistral": ("MISTRAL_API_KEY",),
+                 "xai": ("XAI_API_KEY",)}
+
+
+def make_agent(model: str | None = None, *, base_url: str | None = None, step_s: float = 0.5,
                chunk_delay: float = 0.03) -> Agent:
-    """The demo agent: offline unless ``model`` ("provider/model-id") is given."""
+    """The demo agent: offline unless ``model`` ("provider/model-id") is given.
+
+    ``base_url`` points a model at an OpenAI-compatible server (Ollama, vLLM, ...). A hosted
+    provider's key is checked here, when the server starts, not at the first message.
+    """
     tools = [make_count_tool(step_s)]
     if model is None:
+        if base_url:
+            raise SystemExit("--base-url needs --model provider/model-id "
+                             "(e.g. --model ollama/llama3.2).")
         return Agent(system_prompt=SYSTEM_PROMPT, model=ScriptedStreamFn().model, tools=tools,
                      stream_fn=offline_stream_fn(chunk_delay))
     from piagent.providers import get_model
@@ -101,4 +120,35 @@ def make_agent(model: str | None = None, *, step_s: float = 0.5,
     if not model_id:
         msg = f"--model must look like provider/model-id (e.g. openai/gpt-4o-mini), got {model!r}"
         raise SystemExit(msg)
-    return Agent(system_prompt=SYSTEM_PROMPT, model=get_model(provider, model_id), tools=tools)
+    if base_url:
+        return Agent(system_prompt=SYSTEM_PROMPT, tools=tools,
+                     model=Model(id=model_id, api="openai-completions", provider=provider,
+                                 base_url=base_url))
+    names = KEY_VARIABLES.get(provider, ())
+    if names and not any(os.environ.get(name) for name in names):
+        msg = (f"--model {model}: no API key; set {' or '.join(names)} in the environment "
+               f"(or pass --base-url URL for a local OpenAI-compatible server).")
+        raise SystemExit(msg)
+    try:
+        resolved = get_model(provider, model_id)
+    except LookupError as exc:
+        msg = (f"--model {model}: {exc.args[0] if exc.args else exc} For a local server, "
+               f"add --base-url URL.")
+        raise SystemExit(msg) from None
+    return Agent(system_prompt=SYSTEM_PROMPT, model=resolved, tools=tools)
+
+
+def model_note(agent: Agent) -> str:
+    """One line for the page: which model answers, and whether it is the offline one."""
+    model = agent.state.model
+    if model is None or model.provider == "scripted":
+        return ("Offline demo: the model is scripted (no network, no key). It counts, "
+                "and acknowledges steering. Start the server with --model "
+                "provider/model-id for a real model.")
+    return f"Model: {model.provider}/{model.id} at {model.base_url}"
+
+
+def page_html(agent: Agent) -> bytes:
+    """The chat page, with the model note under the title."""
+    note = f'<p id="model-note" class="note">{html.escape(model_note(agent))}</p>'
+    return PAGE.read_text(encoding="utf-8").replace("</h1>", "</h1>\n" + note, 1).encode()

@@ -7,6 +7,7 @@ thread; the caller waits on an event in short slices, so Ctrl-C aborts the run c
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -64,6 +65,24 @@ _log = logging.getLogger("piagent.agent")
 
 Listener = Callable[[AgentEvent, AbortSignal], Any]
 """``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
+
+def _check_listener(listener: Any) -> None:
+    if not callable(listener):
+        msg = (f"subscribe() takes a callable listener(event, signal), not "
+               f"{type(listener).__name__}.")
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(listener)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        msg = (f"subscribe(): the listener {getattr(listener, '__qualname__', listener)!r} must "
+               f"take two arguments, (event, signal), but its signature is {signature}; write "
+               f"e.g. 'def on_event(event, signal): ...' or 'lambda event, signal: ...'.")
+        raise TypeError(msg) from None
+
 
 _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
                 "messages, or wait for completion.")
@@ -191,7 +210,12 @@ class Agent:
         return run.signal if run is not None else None
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(event, signal)`` for every event; returns the unsubscribe function."""
+        """Call ``listener(event, signal)`` for every event; returns the unsubscribe function.
+
+        Raises ``TypeError`` at once if ``listener`` is not callable or cannot take the two
+        arguments (``lambda event: ...`` is the usual slip: write ``lambda event, signal: ...``).
+        """
+        _check_listener(listener)
         with self._listeners_lock:
             self._listeners = (*self._listeners, listener)
 
@@ -212,7 +236,7 @@ class Agent:
 
     def follow_up(self, message: str | AgentMessage) -> None:
         """Queue a message for when the agent would otherwise stop."""
-        self._queues.follow_up.enqueue(as_message(message))
+        self._queues.follow_up.enqueue(as_message(message, "follow_up()"))
 
     def clear_steering_queue(self) -> None:
         """Drop every queued steering message."""

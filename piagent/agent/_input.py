@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from ..messages import (
     AgentMessage,
@@ -15,7 +17,7 @@ from ..messages import (
     UserMessage,
 )
 
-__all__ = ["as_message", "default_convert_to_llm", "normalise_input"]
+__all__ = ["as_message", "check_message", "default_convert_to_llm", "normalise_input"]
 
 _LLM_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
 _LLM_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolResultMessage})
@@ -31,18 +33,59 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
             if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES]
 
 
-def as_message(message: str | AgentMessage) -> AgentMessage:
-    """A queued message: a ``str`` becomes a user message."""
+_ACCEPTED = ("a str, a message (UserMessage, AssistantMessage, ToolResultMessage, "
+             "SystemMessage, or a dataclass with a role registered with register_message_type)")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_message(value: Any, where: str) -> AgentMessage:
+    """``value`` if it is a message (a dataclass instance with a ``str`` role), else ``TypeError``.
+
+    ``where`` names the call in the error text (``"prompt()"``, ``"steer()"``).
+    """
+    if (dataclasses.is_dataclass(value) and not isinstance(value, type)
+            and isinstance(getattr(value, "role", None), str)):
+        return value  # type: ignore[return-value]  # a message by shape: a dataclass with a role
+    if isinstance(value, dict):
+        hint = ("; for {'role': 'user', 'content': ...} pass the text as a str, or "
+                "UserMessage(content=...)" if value.get("role") == "user" else
+                "; build the message (UserMessage(...)) or load it with message_from_dict()")
+        msg = f"{where} got a dict {_describe(value)}, not a message{hint}."
+        raise TypeError(msg)
+    msg = f"{where} got {type(value).__name__} {_describe(value)}; it accepts {_ACCEPTED}."
+    raise TypeError(msg)
+
+
+def as_message(message: str | AgentMessage, where: str = "steer()") -> AgentMessage:
+    """A queued message: a ``str`` becomes a user message; anything else must be a message."""
     if isinstance(message, str):
         return UserMessage(content=[TextContent(message)])
-    return message
+    return check_message(message, where)
 
 
 def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
-                    images: Sequence[ImageContent] | None) -> list[AgentMessage]:
-    """The prompts of a run: a ``str`` (with optional images), a message or a list of them."""
+                    images: Sequence[ImageContent] | None,
+                    where: str = "prompt()") -> list[AgentMessage]:
+    """The prompts of a run: a ``str`` (with optional images), a message or a list of them.
+
+    Raises ``TypeError`` at once, naming what is accepted, for anything else (a dict, a
+    number, ``None``, a list of str).
+    """
     if isinstance(input, str):
         return [UserMessage(content=[TextContent(input), *(images or ())])]
+    if images:
+        msg = f"{where}: images= goes with a str input, not {type(input).__name__}."
+        raise TypeError(msg)
     if isinstance(input, (list, tuple)):
+        for item in input:
+            if isinstance(item, str):
+                msg = (f"{where} got a list containing the str {_describe(item)}; pass one "
+                       f"str, or a list of messages (UserMessage(content=...)).")
+                raise TypeError(msg)
+            check_message(item, where)
         return list(input)
-    return [input]  # type: ignore[list-item]  # a single message
+    return [check_message(input, where)]

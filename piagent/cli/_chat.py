@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -23,6 +24,8 @@ _CHAT_HELP = """\
 Type a message and press Enter. While the agent works, what you type becomes a steering
 message (delivered after the current tool batch). Ctrl-C aborts the current run.
 Commands: /follow-up TEXT   queue TEXT for when the agent would stop
+          /clear            drop queued steering and follow-up messages (they outlive
+                            a Ctrl-C abort and would otherwise go with your next message)
           /reset            forget the conversation (keeps the system prompt and tools)
           /help             this text
           /quit             leave (also Ctrl-D)"""
@@ -44,7 +47,8 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
     def prompt_marker(event: Any, signal: Any) -> None:
         if event.type == "agent_end":
             if agent.has_queued_messages():  # typed just after the loop's last poll
-                say(style.dim("(queued messages will go with your next message)"))
+                say(style.dim("(queued messages will go with your next message; /clear drops "
+                              "them)"))
             printer.write(style.user("you> "))
 
     def start(text: str) -> None:
@@ -95,6 +99,10 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     return 0
                 if command == "/help":
                     say(_CHAT_HELP)
+                elif command == "/clear":
+                    dropped = agent.take_queued_messages(lambda message: True)
+                    say(style.dim(f"(dropped {len(dropped)} queued message"
+                                  f"{'' if len(dropped) == 1 else 's'})"))
                 elif command == "/reset":
                     if busy:
                         agent.abort("Reset by the user")
@@ -139,24 +147,48 @@ class CliError(Exception):
     """A problem to report in one line, with exit code 2."""
 
 
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address."""
+
+
 def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     provider, sep, model_id = spec.partition("/")
     if not sep or not provider or not model_id:
         msg = f"--model must be PROVIDER/MODEL (for example openai/gpt-4o-mini), got {spec!r}."
         raise CliError(msg)
-    if base_url:
-        from ..models import Model
-
-        return Model(id=model_id, api=api, provider=provider, base_url=base_url)
     from ..providers import get_model
 
+    if provider == "ollama" and not base_url:
+        base_url = OLLAMA_BASE_URL
+    if base_url:
+        import dataclasses
+
+        from ..models import Model
+
+        try:  # a catalogued model keeps its prices (and limits) at another address
+            known = get_model(provider, model_id)
+        except LookupError:
+            return Model(id=model_id, api=api, provider=provider, base_url=base_url)
+        return dataclasses.replace(known, base_url=base_url, api=api)  # --api names the wire
     try:
         return get_model(provider, model_id)
-    except LookupError as exc:
-        detail = exc.args[0] if exc.args else str(exc)
-        msg = (f"Unknown model {spec!r}. {detail} For an OpenAI-compatible server, pass "
-               "--base-url URL (for example http://localhost:11434/v1).")
-        raise CliError(msg) from None
+    except LookupError:
+        raise CliError(_unknown_model_text(provider, model_id)) from None
+
+
+def _unknown_model_text(provider: str, model_id: str) -> str:
+    """The unknown-model error in the CLI's words (flags, commands), said once."""
+    from ..providers import get_models, get_providers
+
+    local = ("; for a model on another server add --base-url URL (an OpenAI-compatible "
+             "server), or use ollama/MODEL for Ollama")
+    providers = get_providers()
+    if provider not in providers:
+        return (f"--model {provider}/{model_id}: the catalogue has no provider {provider!r} "
+                f"(it has {', '.join(providers)}){local}.")
+    known = ", ".join(m.id for m in get_models(provider))
+    return (f"--model {provider}/{model_id}: {provider} has no model {model_id!r} in the "
+            f"catalogue (it has {known}; see 'piagent models {provider}'){local}.")
 
 
 def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -168,7 +200,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"piagent chat: {exc}\n")
         return _EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    missing = None if args.base_url else _missing_key(model.provider, api_key)
+    local = bool(args.base_url) or model.provider == "ollama"
+    missing = None if local else _missing_key(model.provider, api_key)
     if missing:
         err.write(f"piagent chat: no API key for {model.provider}: set "
                   f"{' or '.join(missing)} in the environment (or pass --api-key-env NAME).\n")
@@ -179,18 +212,134 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         tools = make_demo_tools(Path.cwd())
     agent = Agent(system_prompt=args.system, model=model, tools=tools,
+                  thinking_level=args.thinking, temperature=args.temperature,
+                  max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None)
     style = Style.for_stream(out)
-    printer = EventPrinter(out, style=style, show_usage=True)
+    interactive = _isatty(sys.stdin) and _isatty(out)
+    question = " ".join(args.question)
+    if question == "-":
+        question = sys.stdin.read().strip()
+        if not question:
+            err.write("piagent chat: '-' reads the question from stdin, which was empty.\n")
+            return _EXIT_USAGE
+    printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
     agent.subscribe(printer)
-    where = f" at {model.base_url}" if args.base_url else ""
+    hide_notices = show_notices(printer)
+    try:
+        return _chat_or_ask(agent, args, question, printer, out, err)
+    finally:
+        hide_notices()
+
+
+def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
+                 printer: EventPrinter, out: TextIO, err: TextIO) -> int:
+    style = printer.style
+    model = agent.state.model
+    assert model is not None  # cmd_chat resolved it
+    tools = agent.state.tools
+    if question:
+        return _one_shot(agent, question, printer, err)
+    where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
                            f"{' (tools: read_file, list_folder, calculator, current_time)' if tools else ''}"
                            ". /help for commands, /quit to leave."))
+    save_history = _readline_history() if _isatty(sys.stdin) else None
 
     def read_line() -> str:
         return input()
 
-    return chat_loop(agent, read_line, printer, wait_each=not sys.stdin.isatty())
+    try:
+        code = chat_loop(agent, read_line, printer, wait_each=not _isatty(sys.stdin))
+    finally:
+        if save_history is not None:
+            save_history()
+        summary = printer.session_summary()
+        if summary:
+            printer.line(style.dim(summary))
+    if code == 0 and not _isatty(sys.stdin) and agent.state.error_message:
+        return 1  # piped input: a failed last run fails the command, as in the one-shot form
+    return code
+
+
+class _NoticeHandler(logging.Handler):
+    """Warnings from piagent's loggers (a tool still running after an abort) on the terminal."""
+
+    def __init__(self, printer: EventPrinter) -> None:
+        super().__init__(logging.WARNING)
+        self._printer = printer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._printer.line(self._printer.style.dim(f"({record.getMessage()})"))
+        except Exception:  # noqa: BLE001 - the logging module's own contract
+            self.handleError(record)
+
+
+def show_notices(printer: EventPrinter) -> Callable[[], None]:
+    """Print piagent's warnings through ``printer`` until the returned function is called."""
+    handler = _NoticeHandler(printer)
+    logger = logging.getLogger("piagent")
+    logger.addHandler(handler)
+    return lambda: logger.removeHandler(handler)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def _catalogue_url(model: Model) -> str | None:
+    from ..providers import get_model
+
+    try:
+        return get_model(model.provider, model.id).base_url
+    except LookupError:
+        return None
+
+
+def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -> int:
+    """``piagent chat -m MODEL "question"``: one run, then exit 1 if it failed."""
+    try:
+        run = agent.prompt(question)
+    except KeyboardInterrupt:
+        err.write("piagent chat: interrupted\n")
+        return 130
+    if run.error_message:
+        err.write(f"piagent chat: the run failed: {run.error_message}\n")
+        return 1
+    return 0
+
+
+def history_path() -> Path:
+    """Where ``piagent chat`` keeps its line history: ``$PIAGENT_HISTORY``, else
+    ``~/.piagent_history``."""
+    return Path(os.environ.get("PIAGENT_HISTORY") or Path.home() / ".piagent_history")
+
+
+def _readline_history() -> Callable[[], None] | None:
+    """Line editing and history for ``input()``; returns the function that saves it."""
+    try:
+        import readline
+    except ImportError:  # e.g. Windows without pyreadline: plain input() still works
+        return None
+    path = history_path()
+    try:
+        readline.read_history_file(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        sys.stderr.write(f"piagent chat: cannot read the history file {path}: {exc}\n")
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        try:
+            readline.write_history_file(path)
+        except OSError as exc:
+            sys.stderr.write(f"piagent chat: cannot save the history to {path}: {exc}\n")
+
+    return save
 
 

@@ -61,6 +61,54 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return run_demo(out, delay=delay, pause=pause, color=Style.for_stream(out).enabled)
 
 
+# --- models --------------------------------------------------------------------------------
+
+
+def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..providers import get_models, get_providers
+
+    providers = get_providers()
+    if args.provider is not None and args.provider not in providers:
+        err.write(f"piagent models: no provider {args.provider!r} in the catalogue; it has "
+                  f"{', '.join(providers)}. Any OpenAI-compatible server works with "
+                  f"'piagent chat -m NAME/MODEL --base-url URL'.\n")
+        return _EXIT_USAGE
+    for provider in [args.provider] if args.provider else providers:
+        for model in get_models(provider):
+            cost = model.cost
+            price = (f"${cost.input:g} in / ${cost.output:g} out per 1M tokens"
+                     if cost.input or cost.output else "price unknown")
+            out.write(f"{provider}/{model.id:<40} {price}\n")
+    return 0
+
+
+_THINKING = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"expected a number from 0 to 2, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0.0 <= value <= 2.0:
+        msg = f"expected a number from 0 to 2, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"expected a whole number above 0, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < 1:
+        msg = f"expected a whole number above 0, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 # --- entry point ---------------------------------------------------------------------------
 
 
@@ -81,8 +129,18 @@ def _parser() -> argparse.ArgumentParser:
         "chat", help="chat with a real model (key from the environment)",
         description="A REPL against a real provider. Text typed while the agent works "
                     "becomes a steering message; Ctrl-C aborts the current run.")
-    chat.add_argument("--model", required=True, metavar="PROVIDER/MODEL",
-                      help="for example openai/gpt-4o-mini or anthropic/claude-sonnet-4-5")
+    chat.add_argument("question", nargs="*", metavar="QUESTION",
+                      help="ask once, print the answer and exit (non-zero if the run fails); "
+                           "'-' reads the question from stdin")
+    chat.add_argument("-m", "--model", required=True, metavar="PROVIDER/MODEL",
+                      help="for example openai/gpt-4o-mini, anthropic/claude-sonnet-4-5 or "
+                           "ollama/llama3.2 (Ollama at http://localhost:11434/v1)")
+    chat.add_argument("--temperature", type=_temperature, metavar="T",
+                      help="sampling temperature, 0 to 2 (default: the provider's)")
+    chat.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                      help="the most tokens each reply may have (default: the model's)")
+    chat.add_argument("--thinking", default="off", choices=_THINKING,
+                      help="reasoning effort for models that think (default off)")
     chat.add_argument("--base-url", metavar="URL",
                       help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, ...)")
     chat.add_argument("--api", default="openai-completions",
@@ -94,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
                            "calculator and current_time")
     chat.add_argument("--system", default="You are a helpful assistant.", metavar="TEXT",
                       help="the system prompt")
+
+    models = commands.add_parser(
+        "models", help="list the models in the bundled catalogue, with prices",
+        description="List the catalogue's models as PROVIDER/MODEL, for --model.")
+    models.add_argument("provider", nargs="?", help="only this provider (default: all)")
 
     proxy = commands.add_parser(
         "proxy", help="serve the provider proxy (keys stay on this machine)",
@@ -110,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
-    handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy}
+    handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy,
+                "models": _cmd_models}
     if args.command is None:
         parser.print_help(out)
         return 0

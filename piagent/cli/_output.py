@@ -55,6 +55,11 @@ class Style:
         return self.paint(text, "bold", "red")
 
 
+def _dollars(amount: float) -> str:
+    """``$0.0021``; an amount under a hundredth of a cent shows six places (``$0.000004``)."""
+    return f"${amount:.4f}" if amount >= 0.0001 else f"${amount:.6f}"
+
+
 def _one_line(text: str, limit: int = 100) -> str:
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
@@ -97,7 +102,8 @@ class EventPrinter:
     """
 
     def __init__(self, out: TextIO, *, style: Style | None = None, echo_prompt: bool = False,
-                 show_thinking: bool = True, show_usage: bool = False) -> None:
+                 show_thinking: bool = True, show_usage: bool = False,
+                 show_waiting: bool = False) -> None:
         self.out = out
         self.style = style or Style()
         self.echo_prompt = echo_prompt
@@ -111,6 +117,26 @@ class EventPrinter:
         self._tool_count = 0
         self._batch_started: float | None = None  # monotonic time of the batch's first start
         self._batch_durations: list[int] = []
+        self.show_waiting = show_waiting
+        self._waiting = ""  # the waiting line on screen, erased by the first token
+        self._pending_usage: str | None = None  # this turn's usage, printed after its tools
+        self.session_input = 0  # tokens and dollars over every assistant message shown
+        self.session_output = 0
+        self.session_cost = 0.0
+
+    def session_summary(self) -> str | None:
+        """``session: N tokens in, M out, $X`` over everything printed, or ``None``."""
+        if not (self.session_input or self.session_output):
+            return None
+        cost = f", {_dollars(self.session_cost)}" if self.session_cost else ""
+        return f"session: {self.session_input} tokens in, {self.session_output} out{cost}"
+
+    def _clear_waiting(self) -> None:
+        if self._waiting:
+            width = len(self._waiting)
+            self._waiting = ""
+            self.write("\r" + " " * width + "\r")
+            self._at_line_start = True
 
     # plumbing
 
@@ -150,8 +176,20 @@ class EventPrinter:
         self._tool_numbers = {}  # call ids need only be unique within one message
         self._batch_started = None
         self._batch_durations = []
+        self._pending_usage = None
+        if self.show_waiting:
+            self._end_line()
+            self._waiting = "(waiting for the model...)"
+            self.write(self.style.dim(self._waiting))
 
     def _on_turn_end(self, event: Any) -> None:
+        self._clear_waiting()
+        self._batch_summary()
+        if self._pending_usage is not None:
+            self.line(self.style.dim(self._pending_usage))
+            self._pending_usage = None
+
+    def _batch_summary(self) -> None:
         durations = self._batch_durations
         if self._batch_started is None or len(durations) < 2:
             return
@@ -167,6 +205,7 @@ class EventPrinter:
             self._streamed_text = False
 
     def _on_message_update(self, event: Any) -> None:
+        self._clear_waiting()
         update = event.assistant_message_event
         kind = update.type
         style = self.style
@@ -195,6 +234,7 @@ class EventPrinter:
                 label = "you> " if not self._seen_assistant else "you (queued, delivered now)> "
                 self.line(style.user(label) + _content_text(message.content))
         elif role == "assistant":
+            self._clear_waiting()
             text = _content_text(message.content)
             if text and not self._streamed_text:  # a stream function that sent no deltas
                 self.line(style.assistant("assistant> ") + text)
@@ -206,9 +246,13 @@ class EventPrinter:
             elif message.stop_reason == "length":
                 self.line(style.dim("(the response hit the output token limit)"))
             usage = message.usage
+            self.session_input += usage.input
+            self.session_output += usage.output
+            self.session_cost += usage.cost.total
             if self.show_usage and (usage.input or usage.output):
-                cost = f", ${usage.cost.total:.4f}" if usage.cost.total else ""
-                self.line(style.dim(f"({usage.input} tokens in, {usage.output} out{cost})"))
+                cost = f", {_dollars(usage.cost.total)}" if usage.cost.total else ""
+                # after this turn's tool lines (at turn_end), not between the reply and them
+                self._pending_usage = f"({usage.input} tokens in, {usage.output} out{cost})"
         elif role == "system":
             parts = []
             if message.tools_added:

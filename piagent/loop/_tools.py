@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +44,10 @@ Emit = Callable[[AgentEvent], None]
 
 _ABORTED = "Operation aborted"
 
+ABORT_GRACE_S = 2.0
+"""After an abort, how long tools may take to return before the run names the ones that have
+not (once, as a warning on the ``piagent.loop`` logger)."""
+
 
 def error_result(text: str) -> AgentToolResult:
     """A failed tool result carrying ``text`` for the model."""
@@ -51,6 +56,27 @@ def error_result(text: str) -> AgentToolResult:
 
 def _exception_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _failure_text(exc: BaseException) -> str:
+    """What the model reads when a tool raised: ``KeyError: 'file'``, the type first."""
+    name = type(exc).__name__
+    text = str(exc)
+    return f"{name}: {text}" if text else name
+
+
+def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
+    """The error result of a tool that raised; the traceback is logged and kept in details.
+
+    ``details["error"]`` holds ``type``, ``message`` and ``traceback`` (text), so a
+    listener, the transcript or a test can show where the tool failed.
+    """
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    _log.debug("Tool %r raised %s", tool_name, _failure_text(exc), exc_info=exc)
+    result = error_result(_failure_text(exc))
+    result.details = {"error": {"type": type(exc).__name__, "message": str(exc),
+                                "traceback": trace}}
+    return result
 
 
 @dataclass
@@ -141,7 +167,7 @@ def execute_prepared(prepared: _Prepared, signal: AbortSignal,
         result = _coerce_result(prepared.tool.execute(prepared.tool_call.id, prepared.args,
                                                       signal, on_update))
     except Exception as exc:  # a failing tool is a result the model can read
-        return _Executed(error_result(_exception_text(exc)), True,
+        return _Executed(tool_failure_result(prepared.tool_call.name, exc), True,
                          round((time.monotonic() - started) * 1000))
     return _Executed(result, result.is_error is True, round((time.monotonic() - started) * 1000))
 
@@ -224,6 +250,15 @@ def _emit_end(emit: Emit, done: Finalized) -> None:
 def _emit_result(emit: Emit, message: ToolResultMessage) -> None:
     emit(MessageStartEvent(message))
     emit(MessageEndEvent(message))
+
+
+def _not_returned_text(prepared: list[_Prepared], results: list[Finalized | None]) -> str:
+    waiting = [p.tool_call for p, r in zip(prepared, results, strict=True) if r is None]
+    names = ", ".join(f"{c.name!r} (call {c.id})" for c in waiting)
+    verb = "has" if len(waiting) == 1 else "have"
+    return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} {verb} not returned "
+            f"yet; the run ends when it returns. A long-running tool should watch its signal "
+            f"(signal.aborted, signal.wait(timeout), signal.on_abort).")
 
 
 def _should_terminate(done: Sequence[Finalized]) -> bool:
@@ -345,26 +380,50 @@ class ToolRunner:
         results: list[Finalized | None] = [None] * len(prepared)
         remaining = len(prepared)
         failure: BaseException | None = None
-        while remaining:
-            kind, index, payload = inbox.get()
-            if kind == "done":
-                remaining -= 1
-                results[index] = payload
-            if failure is not None:
-                continue  # a listener failed: wait for the running tools, emit nothing more
-            call = prepared[index].tool_call
-            try:
-                if kind == "update":
-                    if results[index] is None:
-                        self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
-                                                            payload))
+        unregister = self._signal.on_abort(lambda: inbox.put(("abort", -1, time.monotonic())))
+        noticed_at: float | None = None  # when the abort was seen; None again once reported
+        try:
+            while remaining:
+                if noticed_at is None:  # not aborted, or the laggards were named already
+                    kind, index, payload = inbox.get()
                 else:
-                    _emit_end(self._emit, payload)
-            except BaseException as exc:  # re-raised below, once every tool has finished
-                failure = exc
+                    wait = noticed_at + ABORT_GRACE_S - time.monotonic()
+                    try:
+                        kind, index, payload = inbox.get(timeout=max(wait, 0.0))
+                    except queue.Empty:
+                        _log.warning("%s", _not_returned_text(prepared, results))
+                        noticed_at = None
+                        continue
+                if kind == "abort":
+                    noticed_at = payload
+                    continue
+                failure = self._deliver(prepared, results, kind, index, payload, failure)
+                if kind == "done":
+                    remaining -= 1
+        finally:
+            unregister()
         if failure is not None:
             raise failure
         return [r for r in results if r is not None]
+
+    def _deliver(self, prepared: list[_Prepared], results: list[Finalized | None], kind: str,
+                 index: int, payload: Any, failure: BaseException | None) -> BaseException | None:
+        """Record and emit one message from a pool thread; returns the first listener failure."""
+        if kind == "done":
+            results[index] = payload
+        if failure is not None:
+            return failure  # a listener failed: wait for the running tools, emit nothing more
+        call = prepared[index].tool_call
+        try:
+            if kind == "update":
+                if results[index] is None:
+                    self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
+                                                        payload))
+            else:
+                _emit_end(self._emit, payload)
+        except BaseException as exc:  # re-raised by _execute_all once every tool has finished
+            return exc
+        return None
 
     def _execute_one(self, context: AgentContext, message: AssistantMessage,
                      prepared: _Prepared, index: int,

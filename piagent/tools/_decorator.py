@@ -11,7 +11,7 @@ import dataclasses
 import enum
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -170,10 +170,16 @@ def _build_tool(
         msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
         raise TypeError(msg)
     tool_name = name or getattr(fn, "__name__", None)
-    if not tool_name:
-        msg = f"Cannot name a tool after {fn!r}; pass name=..."
+    if not tool_name or (name is None and tool_name == "<lambda>"):
+        msg = (f"Cannot name a tool after {fn!r}; pass a name: tool(fn, name='my_tool', "
+               f"description='...').")
         raise TypeError(msg)
+    if not name and not tool_name.isidentifier():
+        msg = f"Tool name {tool_name!r} is not a valid name; pass name=..."
+        raise TypeError(msg)
+    _check_not_method(fn, tool_name)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
+    _check_documented_params(fn, tool_name, param_docs)
     hints = type_hints(fn)
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -224,6 +230,36 @@ def _build_tool(
     )
 
 
+def _check_not_method(fn: Callable[..., Any], tool_name: str) -> None:
+    """``@tool`` inside a class body would declare ``self`` to the model: refuse it."""
+    if inspect.ismethod(fn):
+        return  # bound: inspect.signature already leaves self out
+    parameters = list(inspect.signature(fn).parameters)
+    qualname = getattr(fn, "__qualname__", "")
+    if parameters and parameters[0] in ("self", "cls") and "." in qualname \
+            and "<locals>" not in qualname.rsplit(".", 2)[-2]:
+        msg = (f"@tool on the method {qualname!r} would declare {parameters[0]!r} to the model. "
+               f"Decorate a plain function, or build the tool from the bound method: "
+               f"tool(instance.{tool_name}).")
+        raise TypeError(msg)
+    if parameters and parameters[0] == "self":
+        msg = (f"Tool {tool_name!r}: its first parameter is 'self'; build the tool from a "
+               f"bound method (tool(instance.{tool_name})), not the function.")
+        raise TypeError(msg)
+
+
+def _check_documented_params(fn: Callable[..., Any], tool_name: str,
+                             param_docs: Mapping[str, str]) -> None:
+    """An ``Args:`` entry for a parameter the function lacks is a typo or a stale doc."""
+    names = set(inspect.signature(fn).parameters)
+    unknown = [p for p in param_docs if p not in names]
+    if unknown:
+        msg = (f"Tool {tool_name!r}: the docstring documents {', '.join(map(repr, unknown))}, "
+               f"which the function does not take; its parameters are "
+               f"{', '.join(map(repr, names)) or 'none'}.")
+        raise TypeError(msg)
+
+
 # --- results -------------------------------------------------------------------------
 
 
@@ -238,6 +274,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in value]
     return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _to_result(value: Any) -> AgentToolResult:
@@ -255,6 +296,19 @@ def _to_result(value: Any) -> AgentToolResult:
         and all(isinstance(b, (TextContent, ImageContent)) for b in value)
     ):
         return AgentToolResult(content=list(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        msg = (f"the tool returned {type(value).__name__}, which is not text; return a str "
+               f"(value.decode()), or ImageContent(data=base64-text, mime_type=...).")
+        raise TypeError(msg)
+    if inspect.isgenerator(value) or isinstance(value, Iterator):
+        msg = (f"the tool returned a {type(value).__name__}, which would be sent as its repr; "
+               f"return a list (list(...)) or a str.")
+        raise TypeError(msg)
     data = _jsonable(value)
-    text = json.dumps(data, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError as exc:
+        msg = (f"the tool returned {_short(value)}, which JSON cannot carry ({exc}); "
+               f"return None, a str, or a finite number instead.")
+        raise ValueError(msg) from None
     return AgentToolResult(content=[TextContent(text=text)], structured_content=data)

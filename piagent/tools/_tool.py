@@ -86,6 +86,19 @@ class AgentTool:
     execution_mode: ToolExecutionMode | None = None
     replay: ReplayPolicy | None = None
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function a ``@tool`` was built from, as it was written (for unit tests).
+
+        ``add(1, 2)`` runs ``add`` directly: no validation, no result conversion. A tool
+        built by hand has no such function; call its ``execute`` instead.
+        """
+        fn = getattr(self.execute, "__wrapped__", None)
+        if fn is None:
+            msg = (f"AgentTool {self.name!r} was not built by @tool, so there is no function "
+                   f"to call; call tool.execute(tool_call_id, params, signal, on_update).")
+            raise TypeError(msg)
+        return fn(*args, **kwargs)
+
 
 def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     """Return a coerced deep copy of ``arguments`` that satisfies ``tool.parameters``.

@@ -1,0 +1,141 @@
+"""The real ``piagent`` command in a subprocess against a local OpenAI-compatible server:
+one-shot questions (argument and stdin) with exit codes, flags reaching the request,
+``piagent models``, and the errors for bad flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 60
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    bodies: list[dict[str, Any]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks: list[dict[str, Any]] = [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello "}}]},
+            {"choices": [{"index": 0, "delta": {"content": "there."}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
+                                      "total_tokens": 15}},
+        ]
+        for chunk in chunks:
+            chunk.update(id="c1", object="chat.completion.chunk", model=body["model"])
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.bodies = []
+    thread = threading.Thread(target=srv.serve_forever, name="test-openai-server")
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(TIMEOUT)
+
+
+def _piagent(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+           "PIAGENT_HISTORY": os.devnull}
+    return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=env, input=stdin,
+                          stdin=None if stdin is not None else subprocess.DEVNULL)
+
+
+def _url(srv: _Server) -> str:
+    return f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+
+def test_one_shot_question_prints_the_answer_and_exits_zero(server: _Server) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server),
+                    "--temperature", "0.2", "--max-tokens", "50", "What", "is", "up?")
+    assert proc.returncode == 0, proc.stderr
+    assert "assistant> Hello there." in proc.stdout
+    assert "(12 tokens in, 3 out)" in proc.stdout
+    body = server.bodies[0]
+    assert body["messages"][-1]["content"] in ("What is up?",
+                                               [{"type": "text", "text": "What is up?"}])
+    assert body["temperature"] == 0.2
+    assert body.get("max_tokens", body.get("max_completion_tokens")) == 50
+
+
+def test_one_shot_from_stdin(server: _Server) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server), "-",
+                    stdin="Summarise this\nplease\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "assistant> Hello there." in proc.stdout
+    sent = server.bodies[0]["messages"][-1]["content"]
+    assert "Summarise this\nplease" in json.dumps(sent).replace("\\n", "\n")
+
+
+def test_piped_chat_prints_session_totals(server: _Server) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server),
+                    stdin="one\ntwo\n/quit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("assistant> Hello there.") == 2
+    assert "session: 24 tokens in, 6 out" in proc.stdout
+
+
+def test_one_shot_failure_exits_non_zero() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", f"http://127.0.0.1:{port}/v1",
+                    "hello")
+    assert proc.returncode == 1
+    assert "piagent chat: the run failed: " in proc.stderr
+
+
+def test_bad_flag_values_say_what_is_accepted() -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--temperature", "hot", "hi")
+    assert proc.returncode == 2
+    assert "argument --temperature: expected a number from 0 to 2, got 'hot'" in proc.stderr
+    proc = _piagent("chat", "-m", "local/tiny", "--max-tokens", "0", "hi")
+    assert "argument --max-tokens: expected a whole number above 0, got 0" in proc.stderr
+    proc = _piagent("chat", "-m", "local/tiny", "--thinking", "lots", "hi")
+    assert "argument --thinking: invalid choice: 'lots'" in proc.stderr
+
+
+def test_models_lists_the_catalogue() -> None:
+    proc = _piagent("models", "openai")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and all(line.startswith("openai/") for line in lines)
+    assert any(line.startswith("openai/gpt-4o-mini ") and "per 1M tokens" in line
+               for line in lines)
+    proc = _piagent("models", "nosuch")
+    assert proc.returncode == 2
+    assert "piagent models: no provider 'nosuch' in the catalogue; it has " in proc.stderr

@@ -1,0 +1,91 @@
+"""What ``piagent chat`` prints around a reply, and how it picks a model from the flags."""
+
+from __future__ import annotations
+
+import io
+
+from piagent import Agent, Cost, Usage, tool
+from piagent.cli import EventPrinter
+from piagent.cli._chat import OLLAMA_BASE_URL, _resolve_model
+from piagent.providers import get_model
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+
+@tool
+def look(what: str) -> str:
+    """Look at something."""
+    return f"saw {what}"
+
+
+def test_usage_line_comes_after_the_replys_tool_lines_and_totals_add_up() -> None:
+    first = assistant_tool_calls(("look", {"what": "sky"}))
+    first.usage = Usage(input=10, output=2, cost=Cost(total=0.001))
+    second = assistant_text("Blue.")
+    second.usage = Usage(input=20, output=1, cost=Cost(total=0.002))
+    scripted = ScriptedStreamFn([first, second])
+    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[look])
+    out = io.StringIO()
+    printer = EventPrinter(out, show_usage=True)
+    agent.subscribe(printer)
+    agent.prompt("what colour is the sky?")
+    lines = out.getvalue().splitlines()
+    done = next(i for i, line in enumerate(lines) if "[1] look done" in line)
+    usage = lines.index("(10 tokens in, 2 out, $0.0010)")
+    assert usage == done + 1  # the tool lines first, then that reply's usage
+    assert lines[-1] == "(20 tokens in, 1 out, $0.0020)"
+    assert printer.session_summary() == "session: 30 tokens in, 3 out, $0.0030"
+
+
+def test_waiting_line_is_erased_by_the_first_token() -> None:
+    scripted = ScriptedStreamFn([assistant_text("Hi.")])
+    agent = Agent(model=scripted.model, stream_fn=scripted)
+    out = io.StringIO()
+    agent.subscribe(EventPrinter(out, show_waiting=True))
+    agent.prompt("hello")
+    text = out.getvalue()
+    waiting = "(waiting for the model...)"
+    assert text.startswith(waiting + "\r" + " " * len(waiting) + "\r")
+    assert text.endswith("assistant> Hi.\n")
+
+
+def test_ollama_needs_no_base_url_and_catalogued_models_keep_prices() -> None:
+    model = _resolve_model("ollama/llama3.2", None, "openai-completions")
+    assert (model.provider, model.id, model.api, model.base_url) == (
+        "ollama", "llama3.2", "openai-completions", OLLAMA_BASE_URL)
+    assert OLLAMA_BASE_URL == "http://localhost:11434/v1"
+    known = get_model("openai", "gpt-4o-mini")
+    moved = _resolve_model("openai/gpt-4o-mini", "http://127.0.0.1:9/v1", "openai-completions")
+    assert moved.base_url == "http://127.0.0.1:9/v1"
+    assert moved.api == "openai-completions"  # --api, not the catalogue's wire API
+    assert moved.cost == known.cost and known.cost.input > 0
+
+
+def test_unknown_model_is_said_once_in_the_clis_words() -> None:
+    import pytest
+
+    from piagent.cli._chat import CliError
+
+    with pytest.raises(CliError) as info:
+        _resolve_model("openai/gpt-nope", None, "openai-completions")
+    text = str(info.value)
+    assert text.startswith("--model openai/gpt-nope: openai has no model 'gpt-nope' in the "
+                           "catalogue (it has gpt-4o")
+    assert "see 'piagent models openai'" in text and "--base-url URL" in text
+    assert text.lower().count("unknown") == 0 and "Model(" not in text
+    with pytest.raises(CliError, match=r"the catalogue has no provider 'nosuch' \(it has "):
+        _resolve_model("nosuch/x", None, "openai-completions")
+
+
+def test_chat_prints_the_notice_about_a_tool_still_running_after_abort() -> None:
+    import logging
+
+    from piagent.cli._chat import show_notices
+
+    out = io.StringIO()
+    hide = show_notices(EventPrinter(out))
+    try:
+        logging.getLogger("piagent.loop").warning("tool 'stubborn' has not returned yet")
+    finally:
+        hide()
+    logging.getLogger("piagent.loop").warning("not shown once hidden")
+    assert out.getvalue() == "(tool 'stubborn' has not returned yet)\n"
