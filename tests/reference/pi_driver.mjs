@@ -20,6 +20,7 @@ import {
 import { createInitialSystemMessage, getCurrentSystemPrompt, getCurrentTools, toToolDeclaration } from "@earendil-works/pi-ai";
 
 const LATCH_MS = 5000;
+const HANG_MS = 1500;
 const MODEL = {
     id: "scripted",
     name: "Scripted model",
@@ -380,7 +381,7 @@ class Harness {
         const out = {};
         if (h.beforeToolCall) {
             out.beforeToolCall = async (ctx, signal) => {
-                this.record({ kind: "hook", hook: "beforeToolCall", toolCallId: ctx.toolCall.id, args: ctx.args, messages: ctx.context.messages.length });
+                this.record({ kind: "hook", hook: "beforeToolCall", toolCallId: ctx.toolCall.id, args: ctx.args, messages: ctx.context.messages.length, aborted: signal?.aborted === true });
                 const rule = h.beforeToolCall.find((r) => this.matches(r, ctx.toolCall));
                 if (!rule) return undefined;
                 if (rule.setArgs) Object.assign(ctx.args, clone(rule.setArgs));
@@ -397,7 +398,7 @@ class Harness {
         }
         if (h.afterToolCall) {
             out.afterToolCall = async (ctx, signal) => {
-                this.record({ kind: "hook", hook: "afterToolCall", toolCallId: ctx.toolCall.id, isError: ctx.isError, result: ctx.result });
+                this.record({ kind: "hook", hook: "afterToolCall", toolCallId: ctx.toolCall.id, isError: ctx.isError, result: ctx.result, aborted: signal?.aborted === true });
                 const rule = h.afterToolCall.find((r) => this.matches(r, ctx.toolCall));
                 if (!rule) return undefined;
                 if (rule.throw) throw new Error(rule.throw);
@@ -421,7 +422,7 @@ class Harness {
         if (h.prepareNextTurn) {
             out.prepareNextTurn = async (ctx) => {
                 const n = this.hookCall("prepareNextTurn");
-                this.record({ kind: "hook", hook: "prepareNextTurn", n, stopReason: ctx.message.stopReason, messages: ctx.context.messages.length });
+                this.record({ kind: "hook", hook: "prepareNextTurn", n, stopReason: ctx.message.stopReason, messages: ctx.context.messages.length, aborted: this.signal?.aborted === true });
                 const rule = h.prepareNextTurn[String(n)];
                 if (!rule) return undefined;
                 if (rule.throw) throw new Error(rule.throw);
@@ -468,7 +469,7 @@ class Harness {
         out.convertToLlm = async (messages) => {
             if (convert) {
                 const n = this.hookCall("convertToLlm");
-                this.record({ kind: "hook", hook: "convertToLlm", n, roles: messages.map((m) => m.role) });
+                this.record({ kind: "hook", hook: "convertToLlm", n, roles: messages.map((m) => m.role), aborted: this.signal?.aborted === true });
                 const rule = convert[String(n)] ?? convert["*"] ?? {};
                 if (rule.throw) throw new Error(rule.throw);
                 if (rule.mapRole) {
@@ -490,6 +491,7 @@ class Harness {
             delete raw.assistantMessageEvent.partial;
         }
         this.record(raw);
+        const pending = [];
         if (event.type === "tool_execution_start") this.started.add(event.toolCallId);
         if (event.type === "tool_execution_end") this.ended.add(event.toolCallId);
         for (const [index, action] of (this.s.actions ?? []).entries()) {
@@ -500,12 +502,23 @@ class Harness {
             if (count !== (action.nth ?? 1)) continue;
             this.actionsDone.add(index);
             this.record({ kind: "action", index });
-            for (const step of action.do) this.perform(step);
+            for (const step of action.do) pending.push(this.perform(step));
         }
         this.notify();
+        return Promise.all(pending);
     }
 
-    perform(step) {
+    async perform(step) {
+        if ("prompt" in step || "continue" in step) {
+            let error = null;
+            try {
+                if ("prompt" in step) await this.agent.prompt(step.prompt);
+                else await this.agent.continue();
+            } catch (e) {
+                error = e instanceof Error ? e.message : String(e);
+            }
+            this.record({ kind: "actionResult", error });
+        }
         if ("steer" in step) this.queueSteer(step.steer);
         if ("followUp" in step) this.queueFollowUp(step.followUp);
         if ("abort" in step) this.abort(step.reason);
@@ -535,7 +548,7 @@ class Harness {
         for (const q of this.s.queued?.followUp ?? []) this.followUps.push(asMessage(q));
         this.controller = new AbortController();
         if (this.s.abortBeforeRun) this.controller.abort();
-        const emit = async (event) => this.observe(event);
+        const emit = async (event) => await this.observe(event);
         const config = this.loopConfig();
         const stream = this.entry.startsWith("agent_loop");
         let result;
@@ -584,7 +597,7 @@ class Harness {
         const agent = new Agent(options);
         this.agent = agent;
         agent.subscribe(async (event) => {
-            this.observe(event);
+            await this.observe(event);
             const fail = (this.s.listenerThrows ?? []).find((rule) => matchesEvent(rule.on, event));
             if (fail) throw new Error(fail.message ?? "listener failed");
         });
@@ -625,9 +638,27 @@ class Harness {
     }
 }
 
+let lastRejection = null;
+process.on("unhandledRejection", (reason) => {
+    lastRejection = reason instanceof Error ? reason.message : String(reason);
+});
+
+/** Read an agentLoop stream to its end; a stream that never ends is reported, not awaited forever. */
 async function drainStream(stream, observe) {
-    for await (const event of stream) observe(event);
-    return await stream.result();
+    lastRejection = null;
+    const read = (async () => {
+        for await (const event of stream) observe(event);
+        return await stream.result();
+    })();
+    let timer;
+    const hang = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`HANG: the event stream did not end (unhandled rejection: ${lastRejection})`)), HANG_MS);
+    });
+    try {
+        return await Promise.race([read, hang]);
+    } finally {
+        clearTimeout(timer);
+    }
 }
 
 function promptMessages(step) {

@@ -133,6 +133,12 @@ class Harness:
             self.hook_counts[name] = self.hook_counts.get(name, 0) + 1
             return self.hook_counts[name]
 
+    @property
+    def aborted(self) -> bool:
+        if self.agent is not None:
+            return bool(self.agent.signal is not None and self.agent.signal.aborted)
+        return bool(self.controller is not None and self.controller.signal.aborted)
+
     def abort(self, reason: Any = None) -> None:
         if self.agent is not None:
             self.agent.abort()
@@ -279,7 +285,7 @@ class Harness:
             def before(ctx: BeforeToolCallContext, signal: AbortSignal) -> BeforeToolCallResult | None:
                 self.record({"kind": "hook", "hook": "beforeToolCall",
                              "toolCallId": ctx.tool_call.id, "args": ctx.args,
-                             "messages": len(ctx.context.messages)})
+                             "messages": len(ctx.context.messages), "aborted": signal.aborted})
                 rule = next((r for r in h["beforeToolCall"] if self.rule_matches(r, ctx.tool_call)), None)
                 if rule is None:
                     return None
@@ -298,7 +304,8 @@ class Harness:
             def after(ctx: AfterToolCallContext, signal: AbortSignal) -> AfterToolCallResult | None:
                 self.record({"kind": "hook", "hook": "afterToolCall",
                              "toolCallId": ctx.tool_call.id, "isError": ctx.is_error,
-                             "result": result_to_dict(ctx.result, ctx.is_error)})
+                             "result": result_to_dict(ctx.result, ctx.is_error),
+                             "aborted": signal.aborted})
                 rule = next((r for r in h["afterToolCall"] if self.rule_matches(r, ctx.tool_call)), None)
                 if rule is None:
                     return None
@@ -328,7 +335,7 @@ class Harness:
                 n = self.hook_call("prepareNextTurn")
                 self.record({"kind": "hook", "hook": "prepareNextTurn", "n": n,
                              "stopReason": ctx.message.stop_reason,
-                             "messages": len(ctx.context.messages)})
+                             "messages": len(ctx.context.messages), "aborted": self.aborted})
                 rule = h["prepareNextTurn"].get(str(n))
                 if not rule:
                     return None
@@ -408,7 +415,7 @@ class Harness:
             if convert_rules is not None:
                 n = self.hook_call("convertToLlm")
                 self.record({"kind": "hook", "hook": "convertToLlm", "n": n,
-                             "roles": [m.role for m in messages]})
+                             "roles": [m.role for m in messages], "aborted": self.aborted})
                 rule = convert_rules.get(str(n), convert_rules.get("*", {}))
                 if "throw" in rule:
                     raise RuntimeError(rule["throw"])
@@ -443,6 +450,16 @@ class Harness:
         self._notify()
 
     def perform(self, step: dict[str, Any]) -> None:
+        if ("prompt" in step or "continue" in step) and self.agent is not None:
+            error: str | None = None
+            try:
+                if "prompt" in step:
+                    self.agent.prompt(step["prompt"], block=False)
+                else:
+                    self.agent.continue_(block=False)
+            except Exception as exc:  # the busy error is the point
+                error = str(exc)
+            self.record({"kind": "actionResult", "error": error})
         if "steer" in step:
             self.queue_steer(step["steer"])
         if "followUp" in step:
