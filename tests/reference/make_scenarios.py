@@ -352,7 +352,10 @@ add("initial_system_sections", description="A transcript with system sections an
               {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
               {"role": "assistant", "content": [{"type": "text", "text": "Hello"}],
                "api": "scripted", "provider": "scripted", "model": "scripted",
-               "stopReason": "stop"},
+               "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                         "totalTokens": 2, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                    "cacheWrite": 0, "total": 0}},
+                "stopReason": "stop"},
               {"role": "system", "content": "", "sections": {"style": None, "lang": "en"}}],
     tools=[READ], responses=[text("ok")])
 
@@ -375,7 +378,8 @@ add("abort_in_tool_with_queued_steer", description="A steer is queued, then the 
     actions=[{"on": {"type": "tool_execution_start"},
               "do": [{"steer": "keep me"}, {"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"])
+    differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"],
+    keptOnAbort=["keep me"])
 add("abort_before_run", description="The loop is started with an aborted signal.",
     abortBeforeRun=True, responses=[text("unused")], entries=["run_loop"],
     differences=["no-request-when-aborted"])
@@ -422,6 +426,30 @@ add("busy_prompt_while_running", description="prompt() while a run is active.",
     differences=["python-names"])
 
 
+def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
+    """Give every parallel batch of two or more calls a finish order (source order by default).
+
+    ``finishOrder`` is a list of groups: in a group the first call finishes once every call of
+    the group has started, each later one once its predecessor's ``tool_execution_end`` was
+    emitted. Without it, parallel tools would finish in whatever order the threads run.
+    """
+    order = scenario.get("finishOrder")
+    if order and isinstance(order[0], str):
+        order = [order]
+    groups: list[list[str]] = list(order or [])
+    sequential = {t["name"] for t in scenario.get("tools", []) if t.get("executionMode") == "sequential"}
+    if scenario.get("config", {}).get("toolExecution", "parallel") == "parallel":
+        for response in scenario.get("responses", []):
+            ids = [b["id"] for b in response["content"] if b["type"] == "toolCall"]
+            names = {b["name"] for b in response["content"] if b["type"] == "toolCall"}
+            if (len(ids) >= 2 and response.get("stopReason") != "length" and not names & sequential
+                    and not any(set(ids) & set(g) for g in groups)):
+                groups.append(ids)
+    if groups:
+        scenario["finishOrder"] = groups
+    return scenario
+
+
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     for old in OUT.glob("*.json"):
@@ -430,7 +458,8 @@ def main() -> None:
     for scenario in SCENARIOS:
         assert scenario["name"] not in names, scenario["name"]
         names.add(scenario["name"])
-        (OUT / f"{scenario['name']}.json").write_text(json.dumps(scenario, indent=1) + "\n")
+        (OUT / f"{scenario['name']}.json").write_text(
+            json.dumps(with_latches(scenario), indent=1) + "\n")
     print(f"{len(SCENARIOS)} scenarios written to {OUT}")
 
 

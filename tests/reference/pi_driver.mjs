@@ -187,7 +187,7 @@ class LazyStream {
 
 class Harness {
     constructor(scenario, entry) {
-        this.s = scenario;
+        this.s = clone(scenario);
         this.entry = entry;
         this.log = [];
         this.requests = 0;
@@ -252,7 +252,7 @@ class Harness {
     }
 
     latchFor(toolCallId, signal) {
-        const order = this.s.finishOrder ?? [];
+        const order = (this.s.finishOrder ?? []).find((group) => group.includes(toolCallId)) ?? [];
         const index = order.indexOf(toolCallId);
         if (index < 0) return Promise.resolve(true);
         const ready =
@@ -271,8 +271,8 @@ class Harness {
             parameters: clone(spec.parameters ?? { type: "object", properties: {} }),
             execute: async (toolCallId, params, signal, onUpdate) => {
                 const behaviour = { ...(spec.default ?? {}), ...(spec.results?.[toolCallId] ?? {}) };
-                this.record({ kind: "execute", toolCallId, tool: spec.name, params });
                 const ok = await this.latchFor(toolCallId, signal);
+                this.record({ kind: "execute", toolCallId, tool: spec.name, params });
                 if (!ok) return { content: [{ type: "text", text: "LATCH TIMEOUT" }], details: {} };
                 for (const update of behaviour.updates ?? []) onUpdate(clone(update));
                 if (behaviour.steer) this.queueSteer(behaviour.steer);
@@ -598,8 +598,11 @@ class Harness {
         this.agent = agent;
         agent.subscribe(async (event) => {
             await this.observe(event);
-            const fail = (this.s.listenerThrows ?? []).find((rule) => matchesEvent(rule.on, event));
-            if (fail) throw new Error(fail.message ?? "listener failed");
+            const fail = (this.s.listenerThrows ?? []).find((rule) => !rule.fired && matchesEvent(rule.on, event));
+            if (fail) {
+                fail.fired = true;
+                throw new Error(fail.message ?? "listener failed");
+            }
         });
         for (const q of this.s.queued?.steering ?? []) agent.steer(asMessage(q));
         for (const q of this.s.queued?.followUp ?? []) agent.followUp(asMessage(q));

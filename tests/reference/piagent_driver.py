@@ -161,7 +161,7 @@ class Harness:
             self._lock.notify_all()
 
     def latch_for(self, tool_call_id: str, signal: AbortSignal) -> bool:
-        order: list[str] = self.s.get("finishOrder", [])
+        order: list[str] = next((g for g in self.s.get("finishOrder", []) if tool_call_id in g), [])
         if tool_call_id not in order:
             return True
         index = order.index(tool_call_id)
@@ -177,10 +177,10 @@ class Harness:
         def execute(tool_call_id: str, params: dict[str, Any], signal: AbortSignal,
                     on_update: Callable[[AgentToolResult], None]) -> AgentToolResult:
             behaviour = {**spec.get("default", {}), **spec.get("results", {}).get(tool_call_id, {})}
-            self.record({"kind": "execute", "toolCallId": tool_call_id, "tool": name,
-                         "params": params})
             if not self.latch_for(tool_call_id, signal):
                 return AgentToolResult(content=[content_from_dict({"type": "text", "text": "LATCH TIMEOUT"})], details={})
+            self.record({"kind": "execute", "toolCallId": tool_call_id, "tool": name,
+                         "params": params})
             for update in behaviour.get("updates", []):
                 on_update(self.tool_result(update))
             if "steer" in behaviour:
@@ -540,13 +540,15 @@ class Harness:
             prepare_next_turn=(lambda ctx, _signal: prepare_next(ctx)) if prepare_next else None,
             **hooks)
         self.agent = agent
-        failing = self.s.get("listenerThrows", [])
+        failing = copy.deepcopy(self.s.get("listenerThrows", []))
 
         def listener(event: AgentEvent, _signal: AbortSignal) -> None:
             self.observe(event)
             raw = event_to_dict(event)
-            rule = next((r for r in failing if matches_event(r["on"], raw)), None)
+            rule = next((r for r in failing if not r.get("fired") and matches_event(r["on"], raw)),
+                        None)
             if rule is not None:
+                rule["fired"] = True
                 raise RuntimeError(rule.get("message", "listener failed"))
 
         agent.subscribe(listener)

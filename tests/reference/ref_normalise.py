@@ -64,12 +64,21 @@ def normalise_log(log: list[Json]) -> list[Json]:
     return out
 
 
-def normalise(output: Json) -> Json:
-    """The comparable form of one driver's output for one entry."""
+def normalise(output: Json, entry: str = "agent") -> Json:
+    """The comparable form of one driver's output for one entry.
+
+    Under ``agent_loop`` the events are read from a stream that does not hold the loop back,
+    so only the order of the events, and separately the order of everything else (requests,
+    hooks, tool executions), are defined; the log is split into ``log`` and ``sidelog``.
+    """
     if "driverError" in output:
         return output
     result = {key: scrub(value) for key, value in output.items() if key != "log"}
-    result["log"] = normalise_log(output.get("log", []))
+    log = normalise_log(output.get("log", []))
+    if entry.startswith("agent_loop"):
+        result["sidelog"] = [e for e in log if e.get("kind") != "event"]
+        log = [e for e in log if e.get("kind") == "event"]
+    result["log"] = log
     return result
 
 
