@@ -109,7 +109,8 @@ add("stop_length_with_tool_calls",
     description="A length stop with tool calls: every call fails without running.",
     tools=[READ, CALC],
     responses=[calls(("read", {"path": "a"}, "c1"), ("calc", {"a": 1, "b": 2}, "c2"), stop="length"),
-               text("Retrying later.")])
+               text("Retrying later.")],
+    defects=['iserror-in-result'])
 add("stop_error_no_content", description="A failed request: error, no content.",
     responses=[{"role": "assistant", "content": [], "stopReason": "error",
                 "errorMessage": "Upstream 500"}])
@@ -144,32 +145,39 @@ add("sequential_execution_mode_tool",
     responses=[calls(("read", {"path": "a"}, "c1"), ("write", {"path": "b", "text": "x"}, "c2")),
                text("Written.")])
 add("unknown_tool", description="A call to a tool that does not exist.", tools=[READ],
-    responses=[calls(("delete", {"path": "a"}, "c1")), text("Sorry.")])
+    responses=[calls(("delete", {"path": "a"}, "c1")), text("Sorry.")],
+    defects=['iserror-in-result'])
 add("validation_missing_required", description="A required argument is missing.", tools=[READ],
-    responses=[calls(("read", {}, "c1")), text("Sorry.")])
+    responses=[calls(("read", {}, "c1")), text("Sorry.")],
+    defects=['validation-error-text', 'iserror-in-result'])
 add("coercion_string_to_number", description='"5" for a number is converted to 5.',
     tools=[CALC], responses=[calls(("calc", {"a": "5", "b": 2}, "c1")), text("7")])
 add("coercion_scalar_to_array", description='{"tags": "solo"} for an array of strings.',
     tools=[{"name": "tag", "parameters": {"type": "object", "properties": {
         "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["tags"]}}],
-    responses=[calls(("tag", {"tags": "solo"}, "c1")), text("ok")])
+    responses=[calls(("tag", {"tags": "solo"}, "c1")), text("ok")],
+    defects=['coercion-scalar-to-array', 'iserror-in-result'])
 add("coercion_optional_null", description='{"limit": null} for an optional number.',
     tools=[{"name": "list", "parameters": {"type": "object", "properties": {
         "limit": {"type": "number"}, "dir": {"type": "string"}}, "required": ["dir"]}}],
-    responses=[calls(("list", {"dir": "/", "limit": None}, "c1")), text("ok")])
+    responses=[calls(("list", {"dir": "/", "limit": None}, "c1")), text("ok")],
+    defects=['coercion-optional-null'])
 add("coercion_required_null", description="null for a required number.",
     tools=[CALC], responses=[calls(("calc", {"a": None, "b": 2}, "c1")), text("ok")])
 add("validation_enum_text", description="A value outside an enum: the error text the model reads.",
     tools=[{"name": "mode", "parameters": {"type": "object", "properties": {
         "m": {"type": "string", "enum": ["fast", "slow"]}}, "required": ["m"]}}],
-    responses=[calls(("mode", {"m": "medium"}, "c1")), text("ok")])
+    responses=[calls(("mode", {"m": "medium"}, "c1")), text("ok")],
+    defects=['validation-error-text', 'iserror-in-result'])
 add("validation_array_item_path", description="A wrong array item: the error path.",
     tools=[{"name": "nums", "parameters": {"type": "object", "properties": {
         "a": {"type": "array", "items": {"type": "number"}}}, "required": ["a"]}}],
-    responses=[calls(("nums", {"a": [1, "x"]}, "c1")), text("ok")])
+    responses=[calls(("nums", {"a": [1, "x"]}, "c1")), text("ok")],
+    defects=['validation-error-text', 'iserror-in-result'])
 add("tool_throws", description="execute raises: an error tool result with its message.",
     tools=[tool(READ, default={"throw": "disk on fire"})],
-    responses=[calls(("read", {"path": "a"}, "c1")), text("Oops.")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("Oops.")],
+    defects=['iserror-in-result'])
 add("tool_returns_is_error", description="execute returns isError: true.",
     tools=[tool(READ, default={"text": "no such file", "isError": True})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("Missing.")])
@@ -186,7 +194,8 @@ add("tool_image_result", description="A tool returns an image and details.",
     responses=[calls(("read", {"path": "p.png"}, "c1")), text("A pixel.")])
 add("tool_no_details", description="A tool result without details.",
     tools=[tool(READ, default={"details": None})],
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=['null-details-dropped'])
 add("tool_usage", description="A tool result carrying its own usage.",
     tools=[tool(READ, default={"usage": {
         "input": 7, "output": 3, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10,
@@ -207,20 +216,24 @@ add("prepare_arguments", description="prepareArguments adds a default before val
 
 add("before_block_default_reason", description="before_tool_call blocks without a reason.",
     tools=[READ], hooks={"beforeToolCall": [{"block": True}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("Blocked.")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("Blocked.")],
+    defects=['iserror-in-result'])
 add("before_block_reason_one_of_two", description="Blocks one call with a reason, runs the other.",
     tools=[READ], hooks={"beforeToolCall": [{"match": {"toolCallId": "c2"}, "block": True,
                                              "reason": "Not allowed: b"}]},
-    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("ok")],
+    defects=['iserror-in-result'])
 add("before_block_terminate", description="A blocked call that asks to terminate the batch.",
     tools=[READ], hooks={"beforeToolCall": [{"block": True, "reason": "stop", "terminate": True}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("unused")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
+    defects=['iserror-in-result'])
 add("before_mutates_args", description="before_tool_call changes the validated args in place.",
     tools=[READ], hooks={"beforeToolCall": [{"setArgs": {"path": "/safe/a"}}]},
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("before_throws", description="before_tool_call raises: an error result with its message.",
     tools=[READ], hooks={"beforeToolCall": [{"throw": "policy engine down"}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=['iserror-in-result'])
 add("after_override_content", description="after_tool_call replaces content and details.",
     tools=[READ], hooks={"afterToolCall": [{"content": [{"type": "text", "text": "[redacted]"}],
                                             "details": {"redacted": True}}]},
@@ -233,7 +246,8 @@ add("after_terminate", description="after_tool_call asks to terminate.",
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")])
 add("after_throws", description="after_tool_call raises: an error result.",
     tools=[READ], hooks={"afterToolCall": [{"throw": "audit failed"}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=['iserror-in-result'])
 add("after_sees_error_result", description="after_tool_call sees a failed tool's result.",
     tools=[tool(READ, default={"text": "denied", "isError": True})],
     hooks={"afterToolCall": [{"match": {"toolName": "nothing"}}]},
@@ -250,7 +264,8 @@ add("finish_turn_continue_with_follow_up",
     actions=[{"on": {"type": "message_end", "role": "assistant"}, "do": [{"followUp": "More"}]}],
     responses=[text("First."), text("Second."), text("Third?")])
 add("finish_turn_throws", description="finish_turn raises.", hooks={"finishTurn": {"1": "throw"}},
-    responses=[text("First.")])
+    responses=[text("First.")],
+    differences={"agent": ["agent-end-run-messages"]})
 add("prepare_next_turn_messages", description="prepare_next_turn appends a message.",
     tools=[READ], hooks={"prepareNextTurn": {"1": {"messages": ["Note: be brief"]}}},
     responses=[calls(("read", {"path": "a"}, "c1")), text("Brief.")])
@@ -267,7 +282,8 @@ add("prepare_next_turn_replace_system_in_place",
                 "that declares no tools.", systemPrompt="Original.", tools=[READ],
     hooks={"prepareNextTurn": {"1": {"replaceFirstSystem": {"role": "system",
                                                             "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=['in-place-system-edit-drops-tools'])
 add("prepare_request_thinking", description="prepare_request sets the thinking level.",
     hooks={"prepareRequest": {"1": {"thinkingLevel": "low"}}}, responses=[text("Low.")])
 add("prepare_request_tools", description="prepare_request removes every tool for the request.",
@@ -286,13 +302,15 @@ add("transform_context_replace_system_in_place",
     systemPrompt="Original.", tools=[READ],
     hooks={"transformContext": {"1": {"replaceFirstSystem": {"role": "system",
                                                              "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=['in-place-system-edit-drops-tools'])
 add("convert_to_llm_drop_system", description="convert_to_llm drops system messages.",
     systemPrompt="Hidden.", hooks={"convertToLlm": {"*": {"dropRoles": ["system"]}}},
     responses=[text("ok")])
 add("convert_to_llm_throws_agent", description="convert_to_llm raises inside an Agent run: the "
     "seed's handleRunFailure.", hooks={"convertToLlm": {"*": {"throw": "bad message"}}},
-    responses=[text("unused")], entries=["agent"])
+    responses=[text("unused")], entries=["agent"],
+    differences=['agent-end-run-messages'])
 
 # --- queues -------------------------------------------------------------------------------
 
@@ -371,7 +389,8 @@ add("abort_during_tool", description="Abort while a tool runs; the loop would re
     tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"],
+    defects=['iserror-in-result'])
 add("abort_in_tool_with_queued_steer", description="A steer is queued, then the run aborts in a "
     "tool: is the steer delivered, kept or lost?",
     tools=[tool(READ, default={"waitAbort": True})],
@@ -379,7 +398,8 @@ add("abort_in_tool_with_queued_steer", description="A steer is queued, then the 
               "do": [{"steer": "keep me"}, {"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
     differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"],
-    keptOnAbort=["keep me"])
+    keptOnAbort=["keep me"],
+    defects=['iserror-in-result'])
 add("abort_before_run", description="The loop is started with an aborted signal.",
     abortBeforeRun=True, responses=[text("unused")], entries=["run_loop"],
     differences=["no-request-when-aborted"])
@@ -387,11 +407,13 @@ add("abort_parallel_sibling", description="Abort while two parallel tools run.",
     tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start", "toolCallId": "c2"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"],
+    defects=['iserror-in-result'])
 add("abort_in_before_hook", description="before_tool_call aborts the run.",
     tools=[READ], hooks={"beforeToolCall": [{"abort": True}]},
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"],
+    defects=['iserror-in-result'])
 add("abort_in_prepare_next_turn", description="prepare_next_turn aborts: which hooks still run?",
     tools=[READ], hooks={"prepareNextTurn": {"1": {"abort": True}},
                          "prepareRequest": {}, "transformContext": {}},
@@ -411,7 +433,8 @@ add("listener_throws_at_tool_end_sibling_running",
     listenerThrows=[{"on": {"type": "tool_execution_end", "toolCallId": "c2"},
                      "message": "listener broke"}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    entries=["agent"], differences=["agent-end-run-messages"])
+    entries=["agent"], differences=["agent-end-run-messages"],
+    defects=['listener-failure-sibling-end'])
 add("hook_throws_in_agent_loop_stream", description="prepare_request raises under agent_loop: "
     "pi's stream never ends; piagent raises AgentLoopError.",
     hooks={"prepareRequest": {"1": {"throw": "hook broke"}}}, responses=[text("unused")],

@@ -197,7 +197,7 @@ class Harness:
                 {"type": "text", "text": behaviour.get("text", f"{name} {canon(params)}")}]
             result = self.tool_result({
                 "content": content,
-                "details": behaviour["details"] if "details" in behaviour else {"tool": name},
+                "details": behaviour.get("details", {"tool": name}),
                 **{k: behaviour[k] for k in ("isError", "terminate", "structuredContent", "usage")
                    if k in behaviour}})
             return result

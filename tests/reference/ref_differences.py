@@ -169,8 +169,10 @@ def iserror_in_result(out: Json, scenario: dict[str, Any]) -> Json:
 
 DEFECTS: dict[str, Difference] = {d.id: d for d in [
     Difference("iserror-in-result",
-               "piagent puts isError inside tool_execution_end.result (and the result "
-               "after_tool_call sees); pi's result object has no such field.",
+               "For an error result the loop makes itself (tool raised, blocked, unknown tool, "
+               "invalid arguments, aborted, length stop) piagent puts isError inside "
+               "tool_execution_end.result (and the result after_tool_call sees); pi's "
+               "createErrorToolResult has no such field.",
                iserror_in_result),
     Difference("in-place-system-edit-drops-tools",
                "After prepare_next_turn/transform_context replaces context.messages[0] in place "
@@ -182,9 +184,23 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
     Difference("coercion-scalar-to-array",
                "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
                "into [\"solo\"] and runs the tool.", None),
+    Difference("null-details-dropped",
+               "A tool result whose details are an explicit null loses the key in piagent "
+               "(tool_execution_end.result and the toolResult message); pi keeps details: null.",
+               None),
+    Difference("listener-failure-sibling-end",
+               "A listener raising at one tool's tool_execution_end while a sibling still runs: "
+               "pi emits the sibling's tool_execution_end before the failure message; piagent "
+               "waits for the sibling but emits nothing for it.", None),
     Difference("validation-error-text",
                "piagent's validation error text differs from pi-ai's (the model reads it).", None),
 ]}
+
+
+def declared(scenario: dict[str, Any], key: str, entry: str) -> list[str]:
+    """A scenario's ``differences`` or ``defects``: a list, or a dict by entry point."""
+    value = scenario.get(key, [])
+    return list(value.get(entry, []) if isinstance(value, dict) else value)
 
 
 def apply(ids: list[str], table: dict[str, Difference], out: Json,

@@ -78,6 +78,12 @@ def normalise(output: Json, entry: str = "agent") -> Json:
     if entry.startswith("agent_loop"):
         result["sidelog"] = [e for e in log if e.get("kind") != "event"]
         log = [e for e in log if e.get("kind") == "event"]
+        # The partial assistant message of a message_start shares its content list with the
+        # message the loop goes on streaming into (pi's `{ ...partial }` and piagent's shallow
+        # copy alike); a reader behind the loop sees a later state. Only its role is defined.
+        for event in log:
+            if event.get("type") == "message_start" and event["message"].get("role") == "assistant":
+                event["message"] = {"role": "assistant"}
     result["log"] = log
     return result
 
@@ -99,7 +105,7 @@ def _first_path(a: Json, b: Json, path: str = "") -> str | None:
                 return found
         return None
     if isinstance(a, list):
-        for index, (x, y) in enumerate(zip(a, b)):
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
             found = _first_path(x, y, f"{path}[{index}]")
             if found is not None:
                 return found
@@ -114,7 +120,7 @@ def first_difference(pi: Json, py: Json) -> str | None:
     if "driverError" in pi or "driverError" in py:
         return f"driver error:\n  pi:      {pi.get('driverError')}\n  piagent: {py.get('driverError')}"
     log_a, log_b = pi.get("log", []), py.get("log", [])
-    for index, (x, y) in enumerate(zip(log_a, log_b)):
+    for index, (x, y) in enumerate(zip(log_a, log_b, strict=False)):
         if x != y:
             context = " | ".join(_label(e) for e in log_a[max(0, index - 3):index])
             return (f"log[{index}] differs at {_first_path(x, y)} (after: {context})\n"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import load_scenario, scenario_files
 from piagent_driver import entries_of, run_scenario
-from ref_differences import DEFECTS, DELIBERATE, apply
+from ref_differences import DEFECTS, DELIBERATE, apply, declared
 from ref_normalise import first_difference, normalise
 
 
@@ -25,7 +25,7 @@ def _cases() -> list[Any]:
     for path in scenario_files():
         scenario = load_scenario(path)
         for entry in entries_of(scenario):
-            defects = scenario.get("defects", [])
+            defects = declared(scenario, "defects", entry)
             marks = []
             if defects:
                 reason = "; ".join(f"[{d}] {DEFECTS[d].text}" for d in defects)
@@ -39,10 +39,11 @@ def _cases() -> list[Any]:
 def test_every_difference_is_known() -> None:
     for path in scenario_files():
         scenario = load_scenario(path)
-        for ident in scenario.get("differences", []):
-            assert ident in DELIBERATE, f"{path.name}: unknown deliberate difference {ident}"
-        for ident in scenario.get("defects", []):
-            assert ident in DEFECTS, f"{path.name}: unknown defect {ident}"
+        for entry in entries_of(scenario):
+            for ident in declared(scenario, "differences", entry):
+                assert ident in DELIBERATE, f"{path.name}: unknown deliberate difference {ident}"
+            for ident in declared(scenario, "defects", entry):
+                assert ident in DEFECTS, f"{path.name}: unknown defect {ident}"
 
 
 def test_at_least_fifty_scenarios() -> None:
@@ -54,12 +55,12 @@ def test_scenario(scenario: dict[str, Any], entry: str, pi_outputs: dict[str, An
     pi = normalise(pi_outputs[scenario["name"]][entry], entry)
     assert "driverError" not in pi, pi.get("driverError")
     ours = normalise(run_scenario(scenario, entry), entry)
-    declared = scenario.get("differences", [])
-    expected = apply(declared, DELIBERATE, pi, scenario)
-    if declared:
-        assert expected != pi, (f"declared {declared}, but pi's output is what piagent's "
+    differences = declared(scenario, "differences", entry)
+    expected = apply(differences, DELIBERATE, pi, scenario)
+    if differences:
+        assert expected != pi, (f"declared {differences}, but pi's output is what piagent's "
                                 f"should be: the scenario no longer shows the difference")
-    defects = scenario.get("defects", [])
+    defects = declared(scenario, "defects", entry)
     if defects and all(DEFECTS[d].transform is not None for d in defects):
         # the named defects must explain every difference left
         explained = apply(defects, DEFECTS, expected, scenario)
