@@ -29,6 +29,11 @@ WRITE = {"name": "write", "description": "Write a file",
 
 SCENARIOS: list[dict[str, Any]] = []
 
+# hooks that only log their calls: which of them run, in which order, with what
+OBSERVE: dict[str, Any] = {"finishTurn": {}, "prepareNextTurn": {}, "prepareRequest": {},
+                           "transformContext": {}, "convertToLlm": {},
+                           "afterToolCall": [{"match": {"toolName": "-none-"}}]}
+
 
 def text(t: str, stop: str = "stop", **extra: Any) -> Json:
     return {"role": "assistant", "content": [{"type": "text", "text": t}], "stopReason": stop,
@@ -386,14 +391,14 @@ add("abort_at_message_start", description="Abort at the assistant's message_star
     actions=[{"on": {"type": "message_start", "role": "assistant"}, "do": [{"abort": True}]}],
     responses=[text("Never streamed.")])
 add("abort_during_tool", description="Abort while a tool runs; the loop would request again.",
-    tools=[tool(READ, default={"waitAbort": True})],
+    hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
     differences=["no-request-when-aborted", "no-hooks-after-abort"],
     defects=['iserror-in-result'])
 add("abort_in_tool_with_queued_steer", description="A steer is queued, then the run aborts in a "
     "tool: is the steer delivered, kept or lost?",
-    tools=[tool(READ, default={"waitAbort": True})],
+    hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start"},
               "do": [{"steer": "keep me"}, {"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
@@ -404,13 +409,13 @@ add("abort_before_run", description="The loop is started with an aborted signal.
     abortBeforeRun=True, responses=[text("unused")], entries=["run_loop"],
     differences=["no-request-when-aborted"])
 add("abort_parallel_sibling", description="Abort while two parallel tools run.",
-    tools=[tool(READ, default={"waitAbort": True})],
+    hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start", "toolCallId": "c2"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
     differences=["no-request-when-aborted", "no-hooks-after-abort"],
     defects=['iserror-in-result'])
 add("abort_in_before_hook", description="before_tool_call aborts the run.",
-    tools=[READ], hooks={"beforeToolCall": [{"abort": True}]},
+    tools=[READ], hooks={**OBSERVE, "beforeToolCall": [{"abort": True}]},
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
     differences=["no-request-when-aborted", "no-hooks-after-abort"],
     defects=['iserror-in-result'])
