@@ -453,6 +453,51 @@ add("busy_prompt_while_running", description="prompt() while a run is active.",
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")], entries=["agent"],
     differences=["python-names"])
 
+# --- more: pi-ai's own stream, partials, polling rules, continue branches -----------------
+
+add("timed_stream_duration", description="The stream function returns pi-ai's own "
+    "AssistantMessageEventStream (piagent: ScriptedStreamFn): pi times the response.",
+    timedStream=True, responses=[text("Timed.")], defects=["assistant-duration-missing"])
+add("event_partial_in_updates", description="message_update events keep their partial message.",
+    keepPartial=True, responses=[text("Partial please.")], defects=["event-partial-missing"])
+add("set_tools_during_run", description="state.tools assigned during a run counts from the next "
+    "run only.", tools=[READ, tool(CALC, hidden=True)],
+    actions=[{"on": {"type": "tool_execution_start"}, "do": [{"setTools": ["calc"]}]}],
+    steps=[{"prompt": "First"}, {"prompt": "Second"}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("1"), text("2")], entries=["agent"])
+add("steer_poll_skipped_after_prepare", description="A steer polled at turn_end, another queued "
+    "by prepare_next_turn: one-at-a-time, so the second waits for the next turn.",
+    tools=[READ], hooks={"prepareNextTurn": {"1": {"steer": "from prepare"}}},
+    actions=[{"on": {"type": "turn_end"}, "do": [{"steer": "at turn end"}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("1"), text("2")])
+add("steer_repolled_after_prepare", description="Nothing queued at turn_end; prepare_next_turn "
+    "queues a steer: the loop polls again and delivers it in this turn.",
+    tools=[READ], hooks={"prepareNextTurn": {"1": {"steer": "from prepare"}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("1")])
+add("continue_from_assistant_with_follow_up", description="continue() on an assistant tail with "
+    "only a follow-up queued runs it as a prompt (with the initial steering poll).",
+    steps=[{"prompt": "Go"}, {"followUp": "queued follow-up"}, {"continue": True}],
+    responses=[text("One."), text("Two.")], entries=["agent"])
+add("thinking_level_between_runs", description="state.thinking_level changed between runs.",
+    steps=[{"prompt": "First"}, {"setThinkingLevel": "low"}, {"prompt": "Second"}],
+    responses=[text("1"), text("2")], entries=["agent"])
+add("abort_with_reason_loop", description="The loop's controller aborts with a reason.",
+    actions=[{"on": {"type": "message_update", "event": "text_delta"},
+              "do": [{"abort": True, "reason": "user pressed stop"}]}],
+    responses=[text("A long answer that gets cut off.")], entries=["run_loop"])
+add("follow_ups_one_at_a_time", description="Two follow-ups one-at-a-time: two more turns.",
+    actions=[{"on": {"type": "message_end", "role": "assistant"},
+              "do": [{"followUp": "f1"}, {"followUp": "f2"}]}],
+    responses=[text("One."), text("Two."), text("Three.")])
+add("steer_and_follow_up_together", description="A steer and a follow-up queued together: the "
+    "steer first, the follow-up when the agent would stop.",
+    actions=[{"on": {"type": "message_end", "role": "assistant"},
+              "do": [{"followUp": "later"}, {"steer": "now"}]}],
+    responses=[text("One."), text("Two."), text("Three.")])
+add("clear_queues_between_runs", description="clear_all_queues() drops queued input.",
+    steps=[{"prompt": "First"}, {"steer": "dropped"}, {"clearQueues": True}, {"continue": True}],
+    responses=[text("1")], entries=["agent"])
+
 
 def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
     """Give every parallel batch of two or more calls a finish order (source order by default).

@@ -17,7 +17,7 @@ import {
     runAgentLoop,
     runAgentLoopContinue,
 } from "@earendil-works/pi-agent-core";
-import { createInitialSystemMessage, getCurrentSystemPrompt, getCurrentTools, toToolDeclaration } from "@earendil-works/pi-ai";
+import { createAssistantMessageEventStream, createInitialSystemMessage, getCurrentSystemPrompt, getCurrentTools, toToolDeclaration } from "@earendil-works/pi-ai";
 
 const LATCH_MS = 5000;
 const HANG_MS = 1500;
@@ -364,6 +364,14 @@ class Harness {
             }
             final.usage ??= ZERO_USAGE();
             final.timestamp ??= 1700000000000 + number;
+            if (this.s.timedStream) {
+                // pi-ai's own stream class: it times a response that starts after it was made
+                final.timestamp = Date.now();
+                const stream = createAssistantMessageEventStream();
+                for (const [, event] of scriptedEvents(final)) stream.push(event);
+                stream.end();
+                return stream;
+            }
             return new LazyStream(final, options.signal);
         };
     }
@@ -432,6 +440,7 @@ class Harness {
                 if (rule.messages) update.messages = rule.messages.map(asMessage);
                 if (rule.thinkingLevel !== undefined) update.thinkingLevel = rule.thinkingLevel;
                 if (rule.abort) this.abort();
+                if (rule.steer) this.queueSteer(rule.steer);
                 return Object.keys(update).length ? update : undefined;
             };
         }
@@ -488,7 +497,7 @@ class Harness {
         if (event.type === "message_update") {
             delete raw.message;
             raw.assistantMessageEvent = { ...event.assistantMessageEvent };
-            delete raw.assistantMessageEvent.partial;
+            if (!this.s.keepPartial) delete raw.assistantMessageEvent.partial;
         }
         this.record(raw);
         const pending = [];

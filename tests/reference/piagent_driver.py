@@ -356,6 +356,8 @@ class Harness:
                     changed = True
                 if rule.get("abort"):
                     self.abort()
+                if "steer" in rule:
+                    self.queue_steer(rule["steer"])
                 return update if changed else None
             out["prepare_next_turn"] = prepare_next
         if "prepareRequest" in h:
@@ -430,7 +432,8 @@ class Harness:
         raw: dict[str, Any] = {"kind": "event", **event_to_dict(event)}
         if raw["type"] == "message_update":
             raw.pop("message", None)
-            raw["assistantMessageEvent"].pop("partial", None)
+            if not self.s.get("keepPartial"):
+                raw["assistantMessageEvent"].pop("partial", None)
         self.record(raw)
         with self._lock:
             if raw["type"] == "tool_execution_start":

@@ -45,7 +45,7 @@ def normalise_log(log: list[Json]) -> list[Json]:
             compact: dict[str, Any] = {"kind": "event", "type": "message_update", "event": kind}
             if "contentIndex" in ame:
                 compact["contentIndex"] = ame["contentIndex"]
-            for key in ("content", "toolCall", "reason", "message", "error"):
+            for key in ("content", "toolCall", "reason", "message", "error", "partial"):
                 if key in ame:
                     compact[key] = ame[key]
             if kind.endswith("_delta"):
