@@ -179,6 +179,26 @@ add("validation_array_item_path", description="A wrong array item: the error pat
         "a": {"type": "array", "items": {"type": "number"}}}, "required": ["a"]}}],
     responses=[calls(("nums", {"a": [1, "x"]}, "c1")), text("ok")],
     defects=['validation-error-text', 'iserror-in-result'])
+add("validation_additional_properties", description="An unexpected property where "
+    "additionalProperties is false.",
+    tools=[{"name": "strict", "parameters": {"type": "object", "properties": {
+        "a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}}],
+    responses=[calls(("strict", {"a": "x", "extra": 1}, "c1")), text("ok")],
+    defects=["validation-error-text", "iserror-in-result"])
+add("validation_nested_required", description="A nested object misses a required property.",
+    tools=[{"name": "nested", "parameters": {"type": "object", "properties": {
+        "opts": {"type": "object", "properties": {"depth": {"type": "integer"}},
+                 "required": ["depth"]}}, "required": ["opts"]}}],
+    responses=[calls(("nested", {"opts": {}}, "c1")), text("ok")],
+    defects=["validation-error-text", "iserror-in-result"])
+add("coercion_string_to_boolean", description='"true" for a boolean.',
+    tools=[{"name": "flag", "parameters": {"type": "object", "properties": {
+        "on": {"type": "boolean"}}, "required": ["on"]}}],
+    responses=[calls(("flag", {"on": "true"}, "c1")), text("ok")])
+add("coercion_number_to_string", description="5 for a string.",
+    tools=[{"name": "name", "parameters": {"type": "object", "properties": {
+        "n": {"type": "string"}}, "required": ["n"]}}],
+    responses=[calls(("name", {"n": 5}, "c1")), text("ok")])
 add("tool_throws", description="execute raises: an error tool result with its message.",
     tools=[tool(READ, default={"throw": "disk on fire"})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("Oops.")],
