@@ -125,8 +125,8 @@ add("stop_aborted_scripted", description="A response that ends aborted by the pr
     responses=[text("Stopped", stop="aborted", errorMessage="Request was aborted")])
 add("script_runs_out", description="No scripted response left: the stream function's error.",
     tools=[READ], responses=[calls(("read", {"path": "a"}, "c1"))])
-add("error_then_continue", description="An error, then continue() retries from the user tail? "
-    "No: the tail is the failed assistant message, so continue() is refused.",
+add("error_then_continue", description="continue() after a failed response is refused: the "
+    "tail is the assistant's error message.",
     steps=[{"prompt": "Go"}, {"continue": True}],
     responses=[{"role": "assistant", "content": [], "stopReason": "error",
                 "errorMessage": "boom"}], entries=["agent"])
@@ -217,7 +217,7 @@ add("tool_image_result", description="A tool returns an image and details.",
         {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}],
         "details": {"w": 1, "h": 1}})],
     responses=[calls(("read", {"path": "p.png"}, "c1")), text("A pixel.")])
-add("tool_no_details", description="A tool result without details.",
+add("tool_no_details", description="A tool result whose details are an explicit null.",
     tools=[tool(READ, default={"details": None})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
     defects=['null-details-dropped'])
