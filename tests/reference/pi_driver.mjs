@@ -20,7 +20,7 @@ import {
 import { createAssistantMessageEventStream, createInitialSystemMessage, getCurrentSystemPrompt, getCurrentTools, toToolDeclaration } from "@earendil-works/pi-ai";
 
 const LATCH_MS = 5000;
-const HANG_MS = 1500;
+const HANG_MS = 2500;
 const MODEL = {
     id: "scripted",
     name: "Scripted model",

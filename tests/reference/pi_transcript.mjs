@@ -91,6 +91,8 @@ const cases = {
         isError: false, timestamp: 1700000000016 },
     tool_result_explicit_null_details: { role: "toolResult", toolCallId: "call_z", toolName: "read", content: [],
         details: null, isError: false, timestamp: 1700000000017 },
+    assistant_explicit_false: { role: "assistant", content: [{ type: "thinking", thinking: "Visible.", redacted: false }],
+        api: "x", provider: "x", model: "x", usage: usage(), stopReason: "stop", endTurn: false, timestamp: 1700000000019 },
     assistant_future_field: { role: "assistant", content: [{ type: "text", text: "ok" }], api: "x", provider: "x", model: "x",
         usage: usage(), stopReason: "stop", timestamp: 1700000000018, someFieldAddedByALaterPi: { kept: true } },
 };
