@@ -40,17 +40,21 @@ def _text_of(message: Json) -> str:
 
 # --- deliberate ---------------------------------------------------------------------------
 
-def no_request_when_aborted(out: Json, scenario: dict[str, Any]) -> Json:
+def _drop(out: Json, unwanted: Callable[[Json], bool]) -> Json:
+    """Remove entries from the log (and the side log of agent_loop entries)."""
     out = copy.deepcopy(out)
-    out["log"] = [e for e in out["log"]
-                  if not (e.get("kind") == "request" and e.get("signalAborted"))]
+    for key in ("log", "sidelog"):
+        if key in out:
+            out[key] = [e for e in out[key] if not unwanted(e)]
     return out
+
+
+def no_request_when_aborted(out: Json, scenario: dict[str, Any]) -> Json:
+    return _drop(out, lambda e: e.get("kind") == "request" and bool(e.get("signalAborted")))
 
 
 def no_hooks_after_abort(out: Json, scenario: dict[str, Any]) -> Json:
-    out = copy.deepcopy(out)
-    out["log"] = [e for e in out["log"] if not (e.get("kind") == "hook" and e.get("aborted"))]
-    return out
+    return _drop(out, lambda e: e.get("kind") == "hook" and bool(e.get("aborted")))
 
 
 def queued_input_kept(out: Json, scenario: dict[str, Any]) -> Json:
