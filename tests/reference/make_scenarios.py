@@ -514,6 +514,18 @@ add("steer_and_follow_up_together", description="A steer and a follow-up queued 
     actions=[{"on": {"type": "message_end", "role": "assistant"},
               "do": [{"followUp": "later"}, {"steer": "now"}]}],
     responses=[text("One."), text("Two."), text("Three.")])
+add("set_messages_between_runs", description="state.messages replaced between runs (a "
+    "compacted transcript without a system message), then a prompt.",
+    systemPrompt="Sys.", tools=[READ],
+    steps=[{"prompt": "First"}, {"setMessages": [
+        {"role": "user", "content": [{"type": "text", "text": "Summary of before"}]}]},
+        {"prompt": "Second"}],
+    responses=[text("1"), text("2")], entries=["agent"])
+add("retry_after_error_by_dropping_it", description="A failed response is dropped from "
+    "state.messages, then continue() retries from the user tail.",
+    steps=[{"prompt": "Go"}, {"dropLastMessages": 1}, {"continue": True}],
+    responses=[{"role": "assistant", "content": [], "stopReason": "error",
+                "errorMessage": "overloaded"}, text("Second try.")], entries=["agent"])
 add("clear_queues_between_runs", description="clear_all_queues() drops queued input.",
     steps=[{"prompt": "First"}, {"steer": "dropped"}, {"clearQueues": True}, {"continue": True}],
     responses=[text("1")], entries=["agent"])

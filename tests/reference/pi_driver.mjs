@@ -627,6 +627,8 @@ class Harness {
                 else if ("followUp" in step) agent.followUp(asMessage(step.followUp));
                 else if ("setTools" in step) agent.state.tools = this.tools(step.setTools);
                 else if ("setThinkingLevel" in step) agent.state.thinkingLevel = step.setThinkingLevel;
+                else if ("setMessages" in step) agent.state.messages = step.setMessages.map(asMessage);
+                else if ("dropLastMessages" in step) agent.state.messages = agent.state.messages.slice(0, -step.dropLastMessages);
                 else if ("reset" in step) agent.reset();
                 else if ("clearQueues" in step) agent.clearAllQueues();
             } catch (e) {

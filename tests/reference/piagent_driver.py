@@ -583,6 +583,10 @@ class Harness:
                     agent.state.tools = self.tools(step["setTools"])
                 elif "setThinkingLevel" in step:
                     agent.state.thinking_level = step["setThinkingLevel"]
+                elif "setMessages" in step:
+                    agent.state.messages = [as_message(m) for m in step["setMessages"]]
+                elif "dropLastMessages" in step:
+                    agent.state.messages = list(agent.state.messages)[:-step["dropLastMessages"]]
                 elif "reset" in step:
                     agent.reset()
                 elif "clearQueues" in step:
