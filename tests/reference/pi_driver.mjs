@@ -366,8 +366,8 @@ class Harness {
             final.timestamp ??= 1700000000000 + number;
             if (this.s.timedStream) {
                 // pi-ai's own stream class: it times a response that starts after it was made
-                final.timestamp = Date.now();
                 const stream = createAssistantMessageEventStream();
+                final.timestamp = Date.now(); // not before the stream was made: pi times it
                 for (const [, event] of scriptedEvents(final)) stream.push(event);
                 stream.end();
                 return stream;
