@@ -1,0 +1,68 @@
+"""Fixtures of the differential suite: the pinned pi-agent-core install and pi's outputs.
+
+Without node/npm the suite is skipped with the reason, unless ``PIAGENT_REQUIRE_ALL=1``
+(CI), in which case it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+SCENARIOS = HERE / "scenarios"
+NPM_CI_TIMEOUT_S = 300
+DRIVER_TIMEOUT_S = 300
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("PIAGENT_REQUIRE_ALL") == "1":
+        pytest.fail(f"{reason} (PIAGENT_REQUIRE_ALL=1: the reference suite must run)")
+    pytest.skip(reason)
+
+
+def scenario_files() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.json"))
+
+
+def load_scenario(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    data.setdefault("name", path.stem)
+    return data
+
+
+@pytest.fixture(scope="session")
+def pi_installed() -> Path:
+    """tests/reference/node_modules, installed with ``npm ci`` from the lock when missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        _unavailable("node and npm are needed for the reference suite (pi-agent-core 1.4.0)")
+    package = HERE / "node_modules" / "@earendil-works" / "pi-agent-core" / "package.json"
+    if not package.exists():
+        try:
+            done = subprocess.run([str(npm), "ci", "--no-audit", "--no-fund"], cwd=HERE,
+                                  capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _unavailable(f"npm ci did not finish within {NPM_CI_TIMEOUT_S} s")
+        if done.returncode != 0 or not package.exists():
+            _unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
+    version = json.loads(package.read_text())["version"]
+    assert version == "1.4.0", f"pi-agent-core {version} installed, 1.4.0 pinned"
+    return HERE / "node_modules"
+
+
+@pytest.fixture(scope="session")
+def pi_outputs(pi_installed: Path) -> dict[str, Any]:
+    """pi's raw output of every scenario and entry: one node process for the whole suite."""
+    files = [str(p) for p in scenario_files()]
+    done = subprocess.run(["node", str(HERE / "pi_driver.mjs"), *files], cwd=HERE,
+                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+    assert done.returncode == 0, f"pi_driver.mjs failed:\n{done.stderr[-4000:]}"
+    outputs: dict[str, Any] = json.loads(done.stdout)
+    return outputs

@@ -1,0 +1,223 @@
+"""How piagent is expected to differ from pi, as transforms of pi's normalised output.
+
+``DELIBERATE`` are the documented choices (api.md §6 and §11): a scenario that declares one
+asserts that piagent differs from pi and that applying the transform to pi's output gives
+piagent's exactly. ``DEFECTS`` are undeclared differences found by this suite; a scenario that
+names one is an ``xfail(strict=True)`` whose reason is the defect's text, and the suite still
+checks that the named defect is the *only* difference (where a transform can say so), so a
+second, unknown difference cannot hide behind it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Json = Any
+Transform = Callable[[Json, dict[str, Any]], Json]
+
+
+@dataclass(frozen=True)
+class Difference:
+    id: str
+    text: str
+    transform: Transform | None
+
+
+def _events(out: Json) -> list[Json]:
+    return [e for e in out.get("log", []) if e.get("kind") == "event"]
+
+
+def _text_of(message: Json) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+# --- deliberate ---------------------------------------------------------------------------
+
+def _drop(out: Json, unwanted: Callable[[Json], bool]) -> Json:
+    """Remove entries from the log (and the side log of agent_loop entries)."""
+    out = copy.deepcopy(out)
+    for key in ("log", "sidelog"):
+        if key in out:
+            out[key] = [e for e in out[key] if not unwanted(e)]
+    return out
+
+
+def no_request_when_aborted(out: Json, scenario: dict[str, Any]) -> Json:
+    return _drop(out, lambda e: e.get("kind") == "request" and bool(e.get("signalAborted")))
+
+
+def no_hooks_after_abort(out: Json, scenario: dict[str, Any]) -> Json:
+    return _drop(out, lambda e: e.get("kind") == "hook" and bool(e.get("aborted")))
+
+
+def queued_input_kept(out: Json, scenario: dict[str, Any]) -> Json:
+    """Messages pi polled after the abort and delivered stay queued in piagent."""
+    out = copy.deepcopy(out)
+    texts = set(scenario.get("keptOnAbort", []))
+    aborted_at = next((i for i, e in enumerate(out["log"]) if e.get("kind") == "action"), 0)
+
+    def kept(message: Json) -> bool:
+        return message.get("role") == "user" and _text_of(message) in texts
+
+    moved: list[Json] = []
+    log: list[Json] = []
+    for index, entry in enumerate(out["log"]):
+        if (index > aborted_at and entry.get("kind") == "event"
+                and entry.get("type") in ("message_start", "message_end")
+                and kept(entry["message"])):
+            if entry["type"] == "message_end":
+                moved.append(entry["message"])
+            continue
+        if entry.get("kind") == "event" and entry.get("type") == "agent_end":
+            entry["messages"] = [m for m in entry["messages"] if not kept(m)]
+        log.append(entry)
+    out["log"] = log
+    for key in ("transcript", "result", "callerMessages"):
+        if isinstance(out.get(key), list):
+            out[key] = [m for m in out[key] if not kept(m)]
+    if "queues" in out:
+        out["queues"]["steering"] = moved + out["queues"]["steering"]
+    if "state" in out and moved:
+        out["state"]["hasQueuedMessages"] = True
+        out["state"]["peekQueuedMessages"] = moved[:1]
+    return out
+
+
+def caller_list_not_mutated(out: Json, scenario: dict[str, Any]) -> Json:
+    out = copy.deepcopy(out)
+    added = len(out.get("result") or [])
+    if added:
+        out["callerMessages"] = out["callerMessages"][:-added]
+    return out
+
+
+def agent_end_run_messages(out: Json, scenario: dict[str, Any]) -> Json:
+    """agent_end after a failure carries every message of the run, not only the failure."""
+    out = copy.deepcopy(out)
+    start = max(i for i, e in enumerate(out["log"])
+                if e.get("kind") == "event" and e.get("type") == "agent_start")
+    messages = [e["message"] for e in out["log"][start:]
+                if e.get("kind") == "event" and e.get("type") == "message_end"]
+    for entry in out["log"][start:]:
+        if entry.get("kind") == "event" and entry.get("type") == "agent_end":
+            entry["messages"] = messages
+    return out
+
+
+def agent_loop_error_not_hang(out: Json, scenario: dict[str, Any]) -> Json:
+    out = copy.deepcopy(out)
+    match = re.search(r"unhandled rejection: (.*)\)$", out.get("error") or "")
+    if match:
+        out["error"] = f"The agent loop stopped because RuntimeError was raised: {match.group(1)}"
+    return out
+
+
+def python_names(out: Json, scenario: dict[str, Any]) -> Json:
+    out = copy.deepcopy(out)
+    for entry in out["log"]:
+        if entry.get("kind") in ("step", "actionResult") and entry.get("error"):
+            entry["error"] = (entry["error"].replace("followUp()", "follow_up()"))
+    return out
+
+
+DELIBERATE: dict[str, Difference] = {d.id: d for d in [
+    Difference("no-request-when-aborted",
+               "A provider request is never started with an aborted signal; the turn ends with a "
+               "synthetic aborted assistant message instead (api.md §6, §11).",
+               no_request_when_aborted),
+    Difference("no-hooks-after-abort",
+               "Once the signal is aborted no further hook runs (finish_turn, prepare_next_turn, "
+               "prepare_request, transform_context, convert_to_llm, after_tool_call) (api.md §11).",
+               no_hooks_after_abort),
+    Difference("queued-input-kept",
+               "Once aborted, no queue is polled: queued input stays queued for the next run "
+               "instead of being taken into the aborted run (api.md §6, §11).",
+               queued_input_kept),
+    Difference("caller-list-not-mutated",
+               "None of the loop entry points mutates the caller's context.messages; pi's "
+               "agentLoopContinue appends to it (api.md §6, §11).",
+               caller_list_not_mutated),
+    Difference("agent-end-run-messages",
+               "agent_end.messages after a failure are all the messages the run added, "
+               "including the synthetic failure message; pi's handleRunFailure sends only the "
+               "failure message (api.md §11).",
+               agent_end_run_messages),
+    Difference("agent-loop-error-not-hang",
+               "A hook that raises under agent_loop ends the stream with AgentLoopError; pi's "
+               "agentLoop leaves an unhandled rejection and a stream that never ends (api.md §6).",
+               agent_loop_error_not_hang),
+    Difference("python-names",
+               "Error texts name the Python methods (follow_up(), continue_()) (api.md §7).",
+               python_names),
+]}
+
+
+# --- defects (undeclared differences found by this suite) ---------------------------------
+
+def iserror_in_result(out: Json, scenario: dict[str, Any]) -> Json:
+    out = copy.deepcopy(out)
+    for entry in out["log"]:
+        is_end = entry.get("kind") == "event" and entry.get("type") == "tool_execution_end"
+        is_after = entry.get("kind") == "hook" and entry.get("hook") == "afterToolCall"
+        if (is_end or is_after) and entry.get("isError") and isinstance(entry.get("result"), dict):
+            entry["result"]["isError"] = True
+    return out
+
+
+DEFECTS: dict[str, Difference] = {d.id: d for d in [
+    Difference("iserror-in-result",
+               "For an error result the loop makes itself (tool raised, blocked, unknown tool, "
+               "invalid arguments, aborted, length stop) piagent puts isError inside "
+               "tool_execution_end.result (and the result after_tool_call sees); pi's "
+               "createErrorToolResult has no such field.",
+               iserror_in_result),
+    Difference("in-place-system-edit-drops-tools",
+               "After prepare_next_turn/transform_context replaces context.messages[0] in place "
+               "with a system message that declares no tools, pi re-declares the tools in the "
+               "next request; piagent sends none (the model silently loses its tools).", None),
+    Difference("coercion-optional-null",
+               "For {\"limit\": null} on an optional number pi-ai removes the key "
+               "(normalizeOptionalNulls); piagent passes 0.", None),
+    Difference("coercion-scalar-to-array",
+               "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
+               "into [\"solo\"] and runs the tool.", None),
+    Difference("null-details-dropped",
+               "A tool result whose details are an explicit null loses the key in piagent "
+               "(tool_execution_end.result and the toolResult message); pi keeps details: null.",
+               None),
+    Difference("listener-failure-sibling-end",
+               "A listener raising at one tool's tool_execution_end while a sibling still runs: "
+               "pi emits the sibling's tool_execution_end before the failure message; piagent "
+               "waits for the sibling but emits nothing for it.", None),
+    Difference("assistant-duration-missing",
+               "pi-ai's AssistantMessageEventStream times every response (durationMs on the "
+               "final assistant message, whatever the stream function); piagent never writes "
+               "an assistant's durationMs.", None),
+    Difference("event-partial-missing",
+               "event_to_dict leaves out message_update.assistantMessageEvent.partial, which "
+               "pi's event carries.", None),
+    Difference("validation-error-text",
+               "piagent's validation error text differs from pi-ai's (the model reads it).", None),
+]}
+
+
+def declared(scenario: dict[str, Any], key: str, entry: str) -> list[str]:
+    """A scenario's ``differences`` or ``defects``: a list, or a dict by entry point."""
+    value = scenario.get(key, [])
+    return list(value.get(entry, []) if isinstance(value, dict) else value)
+
+
+def apply(ids: list[str], table: dict[str, Difference], out: Json,
+          scenario: dict[str, Any]) -> Json:
+    for ident in ids:
+        transform = table[ident].transform
+        if transform is not None:
+            out = transform(out, scenario)
+    return out

@@ -1,0 +1,74 @@
+"""The differential suite: every scenario through pi-agent-core 1.4.0 and through piagent.
+
+Per scenario and entry point (Agent, run_agent_loop, agent_loop): both normalised outputs
+must be identical, or differ exactly as the scenario declares (``differences``: deliberate,
+api.md §6/§11; ``defects``: undeclared differences, xfail(strict=True) with the defect's text).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import load_scenario, scenario_files
+from piagent_driver import entries_of, run_scenario
+from ref_differences import DEFECTS, DELIBERATE, apply, declared
+from ref_normalise import first_difference, normalise
+
+
+class UndeclaredDifference(AssertionError):
+    """piagent differs from pi in a way no deliberate difference explains (a known defect)."""
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for path in scenario_files():
+        scenario = load_scenario(path)
+        for entry in entries_of(scenario):
+            defects = declared(scenario, "defects", entry)
+            marks = []
+            if defects:
+                reason = "; ".join(f"[{d}] {DEFECTS[d].text}" for d in defects)
+                marks.append(pytest.mark.xfail(strict=True, raises=UndeclaredDifference,
+                                               reason=reason))
+            cases.append(pytest.param(scenario, entry, marks=marks,
+                                      id=f"{scenario['name']}[{entry}]"))
+    return cases
+
+
+def test_every_difference_is_known() -> None:
+    for path in scenario_files():
+        scenario = load_scenario(path)
+        for entry in entries_of(scenario):
+            for ident in declared(scenario, "differences", entry):
+                assert ident in DELIBERATE, f"{path.name}: unknown deliberate difference {ident}"
+            for ident in declared(scenario, "defects", entry):
+                assert ident in DEFECTS, f"{path.name}: unknown defect {ident}"
+
+
+def test_at_least_fifty_scenarios() -> None:
+    assert len(scenario_files()) >= 50
+
+
+@pytest.mark.parametrize(("scenario", "entry"), _cases())
+def test_scenario(scenario: dict[str, Any], entry: str, pi_outputs: dict[str, Any]) -> None:
+    pi = normalise(pi_outputs[scenario["name"]][entry], entry)
+    assert "driverError" not in pi, pi.get("driverError")
+    ours = normalise(run_scenario(scenario, entry), entry)
+    differences = declared(scenario, "differences", entry)
+    expected = apply(differences, DELIBERATE, pi, scenario)
+    for ident in differences:  # each declared difference must show in pi's output
+        assert apply([ident], DELIBERATE, pi, scenario) != pi, (
+            f"declared {ident!r}, but pi's output does not show it: drop the declaration or "
+            f"make the scenario exercise it")
+    defects = declared(scenario, "defects", entry)
+    if defects and all(DEFECTS[d].transform is not None for d in defects):
+        # the named defects must explain every difference left
+        explained = apply(defects, DEFECTS, expected, scenario)
+        other = first_difference(explained, ours)
+        assert other is None, f"besides {defects}, another difference:\n{other}"
+    difference = first_difference(expected, ours)
+    if difference is not None:
+        if defects:
+            raise UndeclaredDifference(difference)
+        pytest.fail(f"piagent differs from pi-agent-core 1.4.0:\n{difference}", pytrace=False)
