@@ -202,6 +202,7 @@ add("coercion_number_to_string", description="5 for a string.",
 add("tool_throws", description="execute raises: an error tool result with its message.",
     tools=[tool(READ, default={"throw": "disk on fire"})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("Oops.")],
+    differences=['tool-error-names-its-type'],
     defects=['iserror-in-result'])
 add("tool_returns_is_error", description="execute returns isError: true.",
     tools=[tool(READ, default={"text": "no such file", "isError": True})],

@@ -127,7 +127,38 @@ def python_names(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def tool_error_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
+    """A tool that raised: the text names the exception type, details hold it (issue 14)."""
+    out = copy.deepcopy(out)
+    thrown = {t["default"]["throw"] for t in scenario.get("tools", [])
+              if isinstance(t, dict) and isinstance(t.get("default"), dict)
+              and "throw" in t["default"]}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            content = value.get("content")
+            if (isinstance(content, list) and len(content) == 1
+                    and isinstance(content[0], dict) and content[0].get("text") in thrown):
+                text = content[0]["text"]
+                content[0]["text"] = f"RuntimeError: {text}"
+                value["details"] = {"error": {"message": text, "traceback": "<traceback>",
+                                              "type": "RuntimeError"}}
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(out)
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
+    Difference("tool-error-names-its-type",
+               "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
+               "the result's details hold the type, message and traceback; pi sends the message "
+               "alone (issue 14: debuggable failures).",
+               tool_error_names_its_type),
     Difference("no-request-when-aborted",
                "A provider request is never started with an aborted signal; the turn ends with a "
                "synthetic aborted assistant message instead (api.md §6, §11).",
