@@ -29,6 +29,7 @@ from ._errors import (
     MESSAGE_BODY_LIMIT,
     Aborted,
     Failure,
+    connection_reason,
     describe,
     error_details,
     format_http_error,
@@ -140,8 +141,8 @@ class ProviderCall:
                 if cap_ms > 0:
                     delay = min(delay, cap_ms / 1000)
             attempt += 1
-            _log.info("%s request failed (%s); retry %d of %d in %.2fs", self.label, error,
-                      attempt, max_retries, delay)
+            _log.warning("%s request failed (%s); retrying (%d of %d) in %.1f s", self.label,
+                         error, attempt, max_retries, delay)
             if self.signal is None:
                 time.sleep(delay)
             elif self.signal.wait(delay):
@@ -163,9 +164,10 @@ class ProviderCall:
         except requests.RequestException as exc:
             self.tracker.detach()
             self.raise_if_aborted()
-            kind = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
-            msg = (f"Could not reach {self.label} at {request.url}: {kind} "
-                   f"({describe(exc)}). Check base_url and that the server is running.")
+            parts = urllib.parse.urlsplit(request.url)
+            reason = "timed out" if isinstance(exc, requests.Timeout) else connection_reason(exc)
+            msg = (f"Could not connect to {self.label} at {parts.netloc} ({reason}) for "
+                   f"{request.url}; is the server running? Check base_url.")
             return Failure(ProviderConnectionError(self.redact(msg), provider=provider))
         finally:
             current.tracker = None

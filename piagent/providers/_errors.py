@@ -8,9 +8,11 @@ makes a request; nothing here does I/O.
 from __future__ import annotations
 
 import email.utils
+import errno
 import functools
 import json
 import re
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +55,37 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
 def describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 500 else text[:500] + "…"
+
+
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "timed out",
+}
+
+
+def connection_reason(exc: BaseException) -> str:
+    """Why a connection failed, in plain words ("connection refused", "name not found"),
+    from the OS error at the bottom of requests' and urllib3's wrappers."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            return "the host name was not found"
+        if isinstance(current, (socket.timeout, TimeoutError)):
+            return "timed out"
+        if isinstance(current, OSError) and current.errno in _ERRNO_WORDS:
+            return _ERRNO_WORDS[current.errno]
+        nested = current.args[0] if current.args and isinstance(current.args[0], BaseException) \
+            else getattr(current, "reason", None)
+        current = nested if isinstance(nested, BaseException) else (
+            current.__cause__ or current.__context__)
+    text = describe(exc)
+    found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    return found.group(1).strip().lower() if found else text
 
 
 def error_details(body_text: str) -> tuple[str, str | None]:

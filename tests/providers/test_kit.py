@@ -257,9 +257,10 @@ def test_connection_refused_is_retried_then_reported():
     message = start_stream(model, opts, _run, context=Context([]), client=_CLIENT,
                            api="test-api", label="Test").result(WAIT)
     assert message.stop_reason == "error"
-    assert message.error_message.startswith(f"Could not reach Test at http://127.0.0.1:{port}"
-                                            "/stream: connection failed")
-    assert "Check base_url" in message.error_message
+    assert message.error_message == (
+        f"Could not connect to Test at 127.0.0.1:{port} (connection refused) for "
+        f"http://127.0.0.1:{port}/stream; is the server running? Check base_url.")
+    assert "urllib3" not in message.error_message
     assert KEY not in message.error_message
 
 
