@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from loop_helpers import Recorder
 
 from piagent import (
     AbortSignal,
@@ -39,6 +38,8 @@ from piagent import (
 )
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
 from piagent.transcript import to_tool_declaration
+
+from .conftest import Recorder
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 

@@ -12,7 +12,12 @@ import threading
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
+from piagent.stream import Context, StreamOptions
+from piagent.testing import assistant_text, assistant_tool_calls
+
+from .conftest import (
     WAIT,
     GateTool,
     label,
@@ -24,10 +29,6 @@ from agent_helpers import (
     texts,
     user,
 )
-
-from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
-from piagent.stream import Context, StreamOptions
-from piagent.testing import assistant_text, assistant_tool_calls
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 

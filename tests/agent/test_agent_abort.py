@@ -15,7 +15,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+from piagent import (
+    AbortSignal,
+    AgentEvent,
+    AgentLoopTurnUpdate,
+    AgentTurnContext,
+    AssistantMessage,
+    SystemMessage,
+    ToolDeclaration,
+)
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+from .conftest import (
     WAIT,
     GateTool,
     Recorder,
@@ -28,17 +40,6 @@ from agent_helpers import (
     texts,
     user,
 )
-
-from piagent import (
-    AbortSignal,
-    AgentEvent,
-    AgentLoopTurnUpdate,
-    AgentTurnContext,
-    AssistantMessage,
-    SystemMessage,
-    ToolDeclaration,
-)
-from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 

@@ -6,7 +6,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import loop_helpers
 import pytest
 
 from piagent import (
@@ -33,6 +32,8 @@ from piagent import (
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.transcript import to_tool_declaration
+
+from . import conftest as loop_helpers
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
