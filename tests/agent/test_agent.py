@@ -39,16 +39,14 @@ from piagent.loop._config import PrepareRequestContext, RequestUpdate
 from piagent.messages import now_ms
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_error, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT, Recorder, piagent_threads
 
 from .conftest import (
-    WAIT,
     GateTool,
-    Recorder,
     label,
     labels,
     make_agent,
     non_system,
-    piagent_threads,
     quick_tool,
     summary,
     user,

@@ -26,16 +26,14 @@ from piagent import (
     ToolDeclaration,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT, Recorder, piagent_threads
 
 from .conftest import (
-    WAIT,
     GateTool,
-    Recorder,
     label,
     labels,
     make_agent,
     non_system,
-    piagent_threads,
     summary,
     texts,
     user,

@@ -16,9 +16,9 @@ import pytest
 from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_text, assistant_tool_calls
+from tests.conftest import WAIT
 
 from .conftest import (
-    WAIT,
     GateTool,
     label,
     labels,

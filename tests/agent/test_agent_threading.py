@@ -28,16 +28,14 @@ from piagent.testing import (
     assistant_text,
     assistant_tool_calls,
 )
+from tests.conftest import WAIT, Recorder, piagent_threads
 
 from .conftest import (
-    WAIT,
     GateTool,
-    Recorder,
     label,
     labels,
     make_agent,
     non_system,
-    piagent_threads,
     summary,
     user,
 )
