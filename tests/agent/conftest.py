@@ -139,7 +139,8 @@ class GateTool:
 
 def quick_tool(name: str = "noop") -> AgentTool:
     """A tool that returns "done" at once."""
-    return make_tool(name, lambda *args: ok("done"), parameters=NO_PARAMS)
+    return make_tool(name, lambda *args: ok("done"), description="Returns at once.",
+                     parameters=NO_PARAMS)
 
 
 def make_agent(responses: Iterable[ScriptedResponse] = (), **kwargs: Any
