@@ -11,6 +11,7 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   ``Recorder(agent)``, which subscribes itself.
 * ``piagent_threads()`` / ``join_piagent_threads()``: the live ``piagent-*`` threads (the
   second joins them first, each join bounded by ``WAIT``).
+* ``user(text)``: a ``UserMessage`` of one text block.
 * Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
   routed through a proxy).
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from piagent import AbortSignal, Agent, AgentEvent, ToolResultMessage
+from piagent import AbortSignal, Agent, AgentEvent, TextContent, ToolResultMessage, UserMessage
 
 WAIT = 5.0
 
@@ -79,6 +80,10 @@ def no_piagent_threads() -> Iterator[None]:
     """Every run the test started has settled and its ``piagent-*`` threads are gone."""
     yield
     assert join_piagent_threads() == []
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
 
 
 # --- the event recorder ----------------------------------------------------------------------

@@ -23,7 +23,6 @@ from piagent import (
     SystemMessage,
     TextContent,
     ToolResultMessage,
-    UserMessage,
 )
 from piagent.testing import ScriptedResponse, ScriptedStreamFn
 from tests.conftest import WAIT
@@ -84,10 +83,6 @@ def summary(events: Iterable[AgentEvent]) -> list[tuple[Any, ...]]:
 
 def labels(messages: Iterable[Any]) -> list[tuple[str, str]]:
     return [label(m) for m in messages]
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage(content=[TextContent(text)])
 
 
 class GateTool:

@@ -39,7 +39,7 @@ from piagent.loop._config import PrepareRequestContext, RequestUpdate
 from piagent.messages import now_ms
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_error, assistant_text, assistant_tool_calls
-from tests.conftest import WAIT, Recorder, piagent_threads
+from tests.conftest import WAIT, Recorder, piagent_threads, user
 
 from .conftest import (
     GateTool,
@@ -49,7 +49,6 @@ from .conftest import (
     non_system,
     quick_tool,
     summary,
-    user,
 )
 
 BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "

@@ -26,7 +26,7 @@ from piagent import (
     ToolDeclaration,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from tests.conftest import WAIT, Recorder, piagent_threads
+from tests.conftest import WAIT, Recorder, piagent_threads, user
 
 from .conftest import (
     GateTool,
@@ -36,7 +36,6 @@ from .conftest import (
     non_system,
     summary,
     texts,
-    user,
 )
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")

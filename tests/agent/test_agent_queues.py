@@ -16,7 +16,7 @@ import pytest
 from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_text, assistant_tool_calls
-from tests.conftest import WAIT
+from tests.conftest import WAIT, user
 
 from .conftest import (
     GateTool,
@@ -27,7 +27,6 @@ from .conftest import (
     quick_tool,
     summary,
     texts,
-    user,
 )
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")

@@ -28,7 +28,7 @@ from piagent.testing import (
     assistant_text,
     assistant_tool_calls,
 )
-from tests.conftest import WAIT, Recorder, piagent_threads
+from tests.conftest import WAIT, Recorder, piagent_threads, user
 
 from .conftest import (
     GateTool,
@@ -37,7 +37,6 @@ from .conftest import (
     make_agent,
     non_system,
     summary,
-    user,
 )
 
 BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "

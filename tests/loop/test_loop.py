@@ -36,7 +36,7 @@ from piagent import (
     run_agent_loop_continue,
 )
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
-from tests.conftest import Recorder
+from tests.conftest import Recorder, user
 from tests.tools.conftest import make_tool
 
 from .conftest import context_for, make_config
@@ -87,10 +87,6 @@ def queue_getter(queue: list[Any]) -> Callable[[], list[Any]]:
     def drain() -> list[Any]:
         return [queue.pop(0)] if queue else []
     return drain
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage([TextContent(text)])
 
 
 def texts(messages: list[Any]) -> list[str]:
