@@ -1,12 +1,60 @@
-"""Shared, generic fixtures for the whole test suite."""
+"""What every folder of the suite shares: the wait bound, thread checks, the event recorder.
+
+The tests mirror the package: ``tests/<layer>/`` tests ``piagent/<layer>/`` and its
+``conftest.py`` holds that layer's helpers; the tests of the top-level modules live here.
+Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conftest import
+...`` for a folder's own).
+
+* ``WAIT``: the bound of every wait in the suite (seconds); nothing sleeps.
+* ``Recorder``: every event, the thread it arrived on, and (given an Agent) the state then.
+  As a loop ``emit``: ``Recorder()`` or ``Recorder(on_event=f)``; as an Agent listener:
+  ``Recorder(agent)``, which subscribes itself.
+* ``piagent_threads()`` / ``join_piagent_threads()``: the live ``piagent-*`` threads (the
+  second joins them first, each join bounded by ``WAIT``).
+* ``user(text)``: a ``UserMessage`` of one text block.
+* Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
+  and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
+  routed through a proxy).
+"""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+
+from piagent import AbortSignal, Agent, AgentEvent, TextContent, ToolResultMessage, UserMessage
+
+WAIT = 5.0
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                   "http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+# --- threads ---------------------------------------------------------------------------------
+
+
+def piagent_threads() -> list[str]:
+    """The names of the live ``piagent-*`` threads, sorted."""
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("piagent"))
+
+
+def join_piagent_threads() -> list[str]:
+    """Join every ``piagent-*`` thread (each bounded by ``WAIT``); return the names still alive."""
+    for thread in threading.enumerate():
+        if thread.name.startswith("piagent-"):
+            thread.join(WAIT)
+    return [t.name for t in threading.enumerate() if t.name.startswith("piagent-")]
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -26,6 +74,109 @@ def piagent_threads_back_to_baseline() -> Iterator[None]:
     alive = [t.name for t in threading.enumerate() if t.name.startswith("piagent")]
     assert alive == []
     assert threading.active_count() == baseline
+
+
+@pytest.fixture
+def no_piagent_threads() -> Iterator[None]:
+    """Every run the test started has settled and its ``piagent-*`` threads are gone."""
+    yield
+    assert join_piagent_threads() == []
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
+
+
+# --- the event recorder ----------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """What the recorder saw: the event, its thread, and (for an Agent) the state right then."""
+
+    event: AgentEvent
+    thread: threading.Thread
+    signal: AbortSignal | None = None
+    messages: list[Any] | None = None
+    pending: frozenset[str] | None = None
+    streaming: Any = None
+    is_streaming: bool | None = None
+
+
+class Recorder:
+    """A loop ``emit`` or an Agent listener that keeps everything it is given (thread-safe)."""
+
+    def __init__(self, agent: Agent | None = None, *,
+                 on_event: Callable[[AgentEvent], None] | None = None) -> None:
+        self.agent = agent
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self.seen: list[Seen] = []
+        self.unsubscribe = agent.subscribe(self) if agent is not None else None
+
+    def __call__(self, event: AgentEvent, signal: AbortSignal | None = None) -> None:
+        seen = Seen(event, threading.current_thread(), signal)
+        if self.agent is not None:
+            state = self.agent.state
+            seen.messages = list(state.messages)
+            seen.pending = state.pending_tool_calls
+            seen.streaming = state.streaming_message
+            seen.is_streaming = state.is_streaming
+        with self._lock:
+            self.seen.append(seen)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    @property
+    def events(self) -> list[Any]:
+        with self._lock:
+            return [s.event for s in self.seen]
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [s.thread for s in self.seen]
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.type == kind]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Every event but ``message_update``, as a tuple: the kind, then for messages the
+        role and the tool call id or stop reason, for tool events the tool call id."""
+        out: list[tuple[Any, ...]] = []
+        for e in self.events:
+            if e.type == "message_update":
+                continue
+            if e.type in ("message_start", "message_end"):
+                m = e.message
+                out.append((e.type, m.role, getattr(m, "tool_call_id", None) or
+                            getattr(m, "stop_reason", None) or ""))
+            elif e.type.startswith("tool_execution_"):
+                out.append((e.type, e.tool_call_id))
+            else:
+                out.append((e.type,))
+        return out
+
+    def tool_rows(self) -> list[tuple[str, str]]:
+        """Tool events and tool-result message events, as (kind, tool call id)."""
+        out = []
+        for e in self.events:
+            if e.type.startswith("tool_execution_"):
+                out.append((e.type, e.tool_call_id))
+            elif e.type in ("message_start", "message_end") and e.message.role == "toolResult":
+                out.append((e.type, e.message.tool_call_id))
+        return out
+
+    def ends(self) -> dict[str, Any]:
+        """The ``tool_execution_end`` events by tool call id."""
+        return {e.tool_call_id: e for e in self.of("tool_execution_end")}
+
+    def results(self) -> list[ToolResultMessage]:
+        """The tool-result messages, in the order they ended."""
+        return [e.message for e in self.of("message_end") if e.message.role == "toolResult"]
 
 
 # Skips that stand for a missing component (node, a browser, a server) are fine on a

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import WAIT
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -28,7 +30,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from werkzeug.serving import make_server  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "flask_chat"
-WAIT = 10.0
+PAGE_WAIT = 2 * WAIT  # a headless browser starts and renders slower than a thread
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +56,9 @@ def base_url(chat_app) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}/"
     finally:
         agent.abort()
-        assert agent.wait_for_idle(WAIT)
+        assert agent.wait_for_idle(PAGE_WAIT)
         server.shutdown()
-        thread.join(WAIT)
+        thread.join(PAGE_WAIT)
         server.server_close()
         assert not thread.is_alive()
 
@@ -93,7 +95,7 @@ def _send(driver, text: str) -> None:
 def test_chat_streams_text_and_tool_progress_then_stop_aborts(browser, base_url):
     driver = browser
     driver.get(base_url)
-    wait = WebDriverWait(driver, WAIT)
+    wait = WebDriverWait(driver, PAGE_WAIT)
     _send(driver, "please count to 40")
 
     wait.until(lambda d: "Counting to 40" in d.find_element(By.CSS_SELECTOR,
@@ -115,7 +117,7 @@ def test_chat_streams_text_and_tool_progress_then_stop_aborts(browser, base_url)
 def test_steering_message_reaches_the_running_agent(browser, base_url):
     driver = browser
     driver.get(base_url)
-    wait = WebDriverWait(driver, WAIT)
+    wait = WebDriverWait(driver, PAGE_WAIT)
     _send(driver, "count to 16")  # 16 steps of 0.15 s: the steer lands while it runs
     wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".tool .progress").text
                .startswith("Counted "))

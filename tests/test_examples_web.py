@@ -8,25 +8,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.conftest import WAIT
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-WAIT = 5.0
-
-
-@pytest.fixture(autouse=True)
-def _no_piagent_threads_left():
-    """Every run a test starts has settled, and its threads are gone, when it ends."""
-    yield
-    for thread in threading.enumerate():
-        if thread.name.startswith("piagent-"):
-            thread.join(WAIT)
-    assert [t.name for t in threading.enumerate() if t.name.startswith("piagent-")] == []
+# every run a test starts has settled, and its threads are gone, when it ends
+pytestmark = pytest.mark.usefixtures("no_piagent_threads")
 
 
 def _load(path: Path, name: str) -> ModuleType:

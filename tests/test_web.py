@@ -19,18 +19,10 @@ from piagent.events import AgentEndEvent, AgentStartEvent
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import tool
 from piagent.web import SSE_HEADERS, django_response, flask_response, sse_events
+from tests.conftest import WAIT
 
-WAIT = 5.0
-
-
-@pytest.fixture(autouse=True)
-def _no_piagent_threads_left():
-    """Every run a test starts has settled, and its threads are gone, when it ends."""
-    yield
-    for thread in threading.enumerate():
-        if thread.name.startswith("piagent-"):
-            thread.join(WAIT)
-    assert [t.name for t in threading.enumerate() if t.name.startswith("piagent-")] == []
+# every run a test starts has settled, and its threads are gone, when it ends
+pytestmark = pytest.mark.usefixtures("no_piagent_threads")
 
 
 def _frames(data: bytes) -> list[dict[str, Any]]:

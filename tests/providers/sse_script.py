@@ -1,7 +1,8 @@
 """A scripted SSE server on 127.0.0.1 for provider tests (shared by every adapter's tests).
 
-The ``sse_server`` and ``no_piagent_threads`` fixtures live in ``conftest.py``; import the
-script helpers with ``from .sse_script import CUT, Reply, Stall, sse, sse_events``.
+The ``sse_server`` fixture lives in ``conftest.py`` (``no_piagent_threads`` and ``WAIT``, the
+bound of every wait, in ``tests/conftest.py``); import the script helpers with
+``from .sse_script import CUT, Reply, Stall, sse, sse_events``.
 
 Usage::
 
@@ -25,7 +26,7 @@ gets a 500 that says so). ``body`` items are written in order:
 ``chunked=False`` gives a close-delimited body (``Connection: close``, no length).
 ``sse(obj, event=None)`` formats one event; ``sse_events(*objs)`` several. ``requests``
 records every request (``.path``, ``.headers``, ``.body``, ``.json``). ``reached(n)`` is
-an Event set once ``n`` requests have arrived. An autouse fixture removes proxy variables
+an Event set once ``n`` requests have arrived. The suite's autouse fixture removes proxy variables
 so requests' ``trust_env`` never routes 127.0.0.1 through a proxy, and
 ``no_piagent_threads`` asserts that every ``piagent-*`` worker thread has ended.
 """
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-WAIT = 5.0  # every wait in these tests is bounded by this
+from tests.conftest import WAIT
 
 
 @dataclass
@@ -208,11 +209,3 @@ class ScriptedServer:
                     self.wfile.flush()
 
         return Handler
-
-
-def join_piagent_threads() -> list[str]:
-    """Join every ``piagent-*`` thread (bounded); return the names still alive."""
-    for thread in threading.enumerate():
-        if thread.name.startswith("piagent-"):
-            thread.join(WAIT)
-    return [t.name for t in threading.enumerate() if t.name.startswith("piagent-")]

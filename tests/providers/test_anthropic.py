@@ -33,8 +33,9 @@ from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.anthropic import build_anthropic_request, stream_anthropic
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
+from tests.conftest import WAIT
 
-from .sse_script import CUT, WAIT, Reply, ScriptedServer, Stall, sse
+from .sse_script import CUT, Reply, ScriptedServer, Stall, sse
 
 KEY = "sk-ant-test-SECRET-0123456789"
 SONNET_COST = ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)

@@ -33,8 +33,9 @@ from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.google import build_google_request, stream_google
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
+from tests.conftest import WAIT
 
-from .sse_script import CUT, WAIT, Reply, ScriptedServer, Stall, sse
+from .sse_script import CUT, Reply, ScriptedServer, Stall, sse
 
 KEY = "AIzaTest-SECRET-0123456789"
 FLASH_COST = ModelCost(input=0.3, output=2.5, cache_read=0.075)

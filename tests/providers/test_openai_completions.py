@@ -31,8 +31,9 @@ from piagent.models import Model, ModelCost
 from piagent.providers import stream_simple
 from piagent.providers.openai_completions import build_completions_request, get_compat
 from piagent.stream import Context, StreamOptions
+from tests.conftest import WAIT
 
-from .sse_script import WAIT, Reply, Stall, sse, sse_events
+from .sse_script import Reply, Stall, sse, sse_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "sk-completions-SECRET-1234567890"

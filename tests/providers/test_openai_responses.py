@@ -24,8 +24,9 @@ from piagent.messages import (
 from piagent.models import Model, ModelCost
 from piagent.providers import stream_simple
 from piagent.stream import Context, StreamOptions
+from tests.conftest import WAIT
 
-from .sse_script import WAIT, Reply, sse
+from .sse_script import Reply, sse
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "sk-responses-SECRET-0987654321"

@@ -22,8 +22,9 @@ from piagent.proxy import ProxyStreamOptions, stream_proxy
 from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import Context, StreamOptions, TextDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_text
+from tests.conftest import WAIT
 
-from .conftest import TOKEN, WAIT
+from .conftest import TOKEN
 
 CONTEXT = Context([UserMessage("hi")])
 MODEL = ScriptedStreamFn().model

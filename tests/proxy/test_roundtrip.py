@@ -25,8 +25,9 @@ from piagent.proxy import ProxyServer, ProxyStreamOptions, proxy_stream_fn, stre
 from piagent.proxy._protocol import model_from_dict, model_to_dict
 from piagent.stream import Context, StreamOptions, ToolCallDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT
 
-from .conftest import TOKEN, WAIT
+from .conftest import TOKEN
 
 
 def _normalised(message: AssistantMessage) -> dict[str, Any]:

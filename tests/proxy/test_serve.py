@@ -12,8 +12,9 @@ from piagent.messages import UserMessage
 from piagent.proxy import ProxyApp, ProxyStreamOptions, serve_proxy, stream_proxy
 from piagent.stream import Context
 from piagent.testing import ScriptedStreamFn, assistant_text
+from tests.conftest import WAIT, join_piagent_threads
 
-from .conftest import TOKEN, WAIT, join_piagent_threads
+from .conftest import TOKEN
 
 
 def test_serve_proxy_serves_until_interrupted():

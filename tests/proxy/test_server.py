@@ -20,8 +20,9 @@ from piagent.proxy import ProxyApp, ProxyStreamOptions, stream_proxy
 from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import AssistantMessageEventStream, Context
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text
+from tests.conftest import WAIT
 
-from .conftest import TOKEN, WAIT
+from .conftest import TOKEN
 
 ENDPOINT = "/api/stream"
 

@@ -12,18 +12,6 @@ import threading
 from typing import Any
 
 import pytest
-from agent_helpers import (
-    WAIT,
-    GateTool,
-    Recorder,
-    label,
-    labels,
-    make_agent,
-    non_system,
-    piagent_threads,
-    summary,
-    user,
-)
 
 from piagent import (
     AbortSignal,
@@ -39,6 +27,16 @@ from piagent.testing import (
     assistant_error,
     assistant_text,
     assistant_tool_calls,
+)
+from tests.conftest import WAIT, Recorder, piagent_threads, user
+
+from .conftest import (
+    GateTool,
+    label,
+    labels,
+    make_agent,
+    non_system,
+    summary,
 )
 
 BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "

@@ -12,8 +12,13 @@ import threading
 from typing import Any
 
 import pytest
-from agent_helpers import (
-    WAIT,
+
+from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
+from piagent.stream import Context, StreamOptions
+from piagent.testing import assistant_text, assistant_tool_calls
+from tests.conftest import WAIT, user
+
+from .conftest import (
     GateTool,
     label,
     labels,
@@ -22,12 +27,7 @@ from agent_helpers import (
     quick_tool,
     summary,
     texts,
-    user,
 )
-
-from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
-from piagent.stream import Context, StreamOptions
-from piagent.testing import assistant_text, assistant_tool_calls
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 

@@ -6,7 +6,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import loop_helpers
 import pytest
 
 from piagent import (
@@ -16,39 +15,21 @@ from piagent import (
     AgentEvent,
     AgentLoopConfig,
     AgentLoopTurnUpdate,
-    AgentTool,
     AgentToolResult,
     AssistantMessage,
-    SystemMessage,
     TextContent,
     UserMessage,
     agent_loop,
     run_agent_loop,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from piagent.transcript import to_tool_declaration
+from tests.conftest import Recorder
+from tests.tools.conftest import make_tool
+
+from .conftest import context_for
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
-               "required": ["path"]}
-
-
-class Recorder(loop_helpers.Recorder):
-    def rows(self) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
-        for e in self.events:
-            if e.type == "message_update":
-                continue
-            if e.type in ("message_start", "message_end"):
-                m = e.message
-                out.append((e.type, m.role, getattr(m, "tool_call_id", None) or
-                            getattr(m, "stop_reason", None) or ""))
-            elif e.type.startswith("tool_execution_"):
-                out.append((e.type, e.tool_call_id))
-            else:
-                out.append((e.type,))
-        return out
 
 
 class Hooks:
@@ -86,18 +67,6 @@ class Hooks:
     def _drain(self, name: str, queue: list[Any]) -> list[Any]:
         self._call(name)
         return [queue.pop(0)] if queue else []
-
-
-def make_tool(execute: Callable[..., Any] | None = None, name: str = "read") -> AgentTool:
-    def default(*args: Any) -> AgentToolResult:
-        return AgentToolResult(content=[TextContent("ok")])
-
-    return AgentTool(name, "Read a file", PATH_SCHEMA, execute or default)
-
-
-def context_for(*tools: AgentTool) -> AgentContext:
-    head = SystemMessage("", tools_added=[to_tool_declaration(t) for t in tools], timestamp=0)
-    return AgentContext([head], list(tools))
 
 
 def closing_rows(reason: str = "aborted") -> list[tuple[Any, ...]]:
@@ -160,7 +129,7 @@ def test_an_abort_during_injection_stops_before_the_next_message() -> None:
     config = hooks.config(fn)
     config.get_steering_messages = lambda: [hooks.steering.pop(0) for _ in
                                             list(hooks.steering)]  # "all" mode
-    rec = Recorder(listener)
+    rec = Recorder(on_event=listener)
     new = run_agent_loop([UserMessage("go")], AgentContext(), config, rec,
                          signal=controller.signal, stream_fn=fn)
     assert [getattr(m, "content", None) for m in new[:2]] == ["go", "s1"]
@@ -183,7 +152,7 @@ def test_an_abort_during_a_tool_ends_the_run_without_polls_or_requests() -> None
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("no")])
     rec = Recorder()
-    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute)), hooks.config(fn),
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute=execute)), hooks.config(fn),
                          rec, signal=controller.signal, stream_fn=fn)
     assert fn.call_count == 1
     assert hooks.steering  # the steer is not polled, so it is not recorded before an abort
@@ -224,8 +193,8 @@ def test_an_abort_while_streaming_is_a_hard_exit() -> None:
 
     ran: list[str] = []
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}))])
-    rec = Recorder(listener)
-    new = run_agent_loop([UserMessage("go")], context_for(make_tool(lambda *a: ran.append("x"))),
+    rec = Recorder(on_event=listener)
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute=lambda *a: ran.append("x"))),
                          AgentLoopConfig(model=fn.model, convert_to_llm=list), rec,
                          signal=controller.signal, stream_fn=fn)
     assert ran == [] and fn.call_count == 1
@@ -261,7 +230,7 @@ def test_an_abort_before_preflight_runs_no_tool_hook() -> None:
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
                                                 ("read", {"path": "b"})), assistant_text("no")])
-    rec = Recorder(listener)
+    rec = Recorder(on_event=listener)
     run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
                    signal=controller.signal, stream_fn=fn)
     assert "before_tool_call" not in hooks.log and "finish_turn" not in hooks.log
@@ -282,7 +251,7 @@ def test_orphan_tool_calls_are_left_after_an_aborted_sequential_batch() -> None:
 
     fn = ScriptedStreamFn([assistant_tool_calls(*[("read", {"path": p}) for p in "abc"])])
     rec = Recorder()
-    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool(execute=execute)),
                          AgentLoopConfig(model=fn.model, convert_to_llm=list,
                                          tool_execution="sequential"),
                          rec, signal=controller.signal, stream_fn=fn)
@@ -310,7 +279,7 @@ def test_a_parallel_call_not_started_before_the_abort_is_not_executed() -> None:
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
                                                 ("read", {"path": "b"}))])
     rec = Recorder()
-    run_agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+    run_agent_loop([UserMessage("go")], context_for(make_tool(execute=execute)),
                    AgentLoopConfig(model=fn.model, convert_to_llm=list, max_parallel_tools=1),
                    rec, signal=controller.signal, stream_fn=fn)
     assert started.is_set() and ran == ["call_1"]
@@ -346,7 +315,7 @@ def test_agent_loop_abort_from_another_thread_settles_the_stream() -> None:
         return AgentToolResult(content=[TextContent("cancelled")], is_error=True)
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("no")])
-    stream = agent_loop([UserMessage("go")], context_for(make_tool(execute)),
+    stream = agent_loop([UserMessage("go")], context_for(make_tool(execute=execute)),
                         AgentLoopConfig(model=fn.model, convert_to_llm=list),
                         signal=controller.signal, stream_fn=fn)
     assert entered.wait(5)

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from loop_helpers import Recorder
 
 from piagent import (
     AbortSignal,
@@ -16,7 +15,6 @@ from piagent import (
     AgentLoopConfig,
     AgentLoopError,
     AgentLoopTurnUpdate,
-    AgentTool,
     AgentToolResult,
     AgentTurnContext,
     AssistantMessage,
@@ -38,12 +36,13 @@ from piagent import (
     run_agent_loop_continue,
 )
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
-from piagent.transcript import to_tool_declaration
+from tests.conftest import Recorder, user
+from tests.tools.conftest import make_tool
+
+from .conftest import context_for, make_config
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
-               "required": ["path"]}
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -83,36 +82,11 @@ def rows(events: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
-def make_tool(name: str = "read", execute: Callable[..., Any] | None = None,
-              **kwargs: Any) -> AgentTool:
-    def default(tool_call_id: str, params: Any, signal: AbortSignal,
-                on_update: Callable[[Any], None]) -> AgentToolResult:
-        return AgentToolResult(content=[TextContent(f"{name} {params['path']}")])
-
-    return AgentTool(name, f"The {name} tool", PATH_SCHEMA, execute or default, **kwargs)
-
-
-def declared(*tools: AgentTool, messages: tuple[Any, ...] = ()) -> AgentContext:
-    """A context whose leading system message declares ``tools`` (as the Agent builds it)."""
-    head = SystemMessage("You are helpful.", tools_added=[to_tool_declaration(t) for t in tools],
-                         timestamp=0)
-    return AgentContext([head, *messages], list(tools))
-
-
-def make_config(fn: ScriptedStreamFn, **kwargs: Any) -> AgentLoopConfig:
-    kwargs.setdefault("convert_to_llm", list)
-    return AgentLoopConfig(model=fn.model, **kwargs)
-
-
 def queue_getter(queue: list[Any]) -> Callable[[], list[Any]]:
     """A one-at-a-time queue drain, like the Agent's."""
     def drain() -> list[Any]:
         return [queue.pop(0)] if queue else []
     return drain
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage([TextContent(text)])
 
 
 def texts(messages: list[Any]) -> list[str]:
@@ -153,12 +127,12 @@ def test_trace_matches_the_seed_event_by_event() -> None:
             b_ended.set()
 
     tool = make_tool(execute=read)
-    context = declared(tool)
+    context = context_for(tool)
     fn = ScriptedStreamFn([
         assistant_tool_calls(("read", {"path": "a.txt"}), ("read", {"path": "b.txt"})),
         assistant_text("a.txt says hello"),
     ])
-    rec = Recorder(listener)
+    rec = Recorder(on_event=listener)
     prompt = user("Read a.txt and b.txt, then summarise")
 
     result = run_agent_loop([prompt], context, make_config(
@@ -209,7 +183,7 @@ def test_sequential_trace_runs_each_call_start_to_result() -> None:
         assistant_text("done"),
     ])
     rec = Recorder()
-    run_agent_loop([user("go")], declared(make_tool()),
+    run_agent_loop([user("go")], context_for(make_tool()),
                    make_config(fn, tool_execution="sequential"), rec, stream_fn=fn)
     tool_rows = [r for r in rows(rec.events)
                  if r[0].startswith("tool_") or (len(r) == 3 and r[1] == "toolResult")]
@@ -262,7 +236,7 @@ def test_hooks_and_events_run_in_the_loop_order() -> None:
         convert_to_llm=hook("convert_to_llm", "first-arg"), get_api_key=hook("get_api_key"),
         before_tool_call=hook("before_tool_call"), after_tool_call=hook("after_tool_call"),
         finish_turn=hook("finish_turn"))
-    run_agent_loop([user("go")], declared(make_tool(execute=execute)), config, emit,
+    run_agent_loop([user("go")], context_for(make_tool(execute=execute)), config, emit,
                    stream_fn=stream_fn)
 
     request = ["prepare_request", "transform_context", "convert_to_llm", "get_api_key",
@@ -320,7 +294,7 @@ def test_prepare_next_turn_skips_the_repoll_when_steering_was_found() -> None:
                            assistant_text("one"), assistant_text("two")])
     config = make_config(fn, get_steering_messages=get_steering,
                          prepare_next_turn=lambda ctx: next_turns.append(len(steering)))
-    run_agent_loop([user("go")], declared(make_tool(execute=execute)), config, Recorder(),
+    run_agent_loop([user("go")], context_for(make_tool(execute=execute)), config, Recorder(),
                    stream_fn=fn)
     # initial (empty), after turn 1 (takes s1), after turn 2 (takes s2), after turn 3 (empty)
     assert polls == [0, 2, 1, 0]
@@ -335,7 +309,7 @@ def test_prepare_next_turn_repoll_picks_up_steering_queued_during_preparation() 
     config = make_config(fn, get_steering_messages=queue_getter(steering),
                          prepare_next_turn=lambda ctx: steering.append(user("late")))
     rec = Recorder()
-    run_agent_loop([user("go")], declared(make_tool()), config, rec, stream_fn=fn)
+    run_agent_loop([user("go")], context_for(make_tool()), config, rec, stream_fn=fn)
     assert texts(fn.calls[1].context.messages)[-2:] == ["toolResult:call_1", "user:late"]
     assert rows(rec.events)[-8:-4] == [("turn_start",), ("message_start", "user"),
                                        ("message_end", "user"), ("message_start", "assistant")]
@@ -357,7 +331,7 @@ def test_prepare_next_turn_update_replaces_model_level_and_adds_messages_first()
     config = make_config(fn, get_steering_messages=queue_getter(steering),
                          prepare_next_turn=prepare_next_turn, reasoning="low")
     rec = Recorder()
-    new = run_agent_loop([user("go")], declared(make_tool()), config, rec, stream_fn=fn)
+    new = run_agent_loop([user("go")], context_for(make_tool()), config, rec, stream_fn=fn)
 
     assert [c.model.id for c in fn.calls] == ["scripted", "other"]
     assert [c.options.reasoning for c in fn.calls] == ["low", "high"]
@@ -372,12 +346,12 @@ def test_prepare_next_turn_update_replaces_model_level_and_adds_messages_first()
 
 
 def test_prepare_next_turn_thinking_off_clears_reasoning_and_context_is_replaced() -> None:
-    compacted = declared(make_tool(), messages=(user("compacted"),))
+    compacted = context_for(make_tool(), messages=(user("compacted"),))
     compacted.tools = []
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok")])
     config = make_config(fn, reasoning="high", prepare_next_turn=lambda ctx: AgentLoopTurnUpdate(
         context=compacted, thinking_level="off"))
-    new = run_agent_loop([user("go")], declared(make_tool()), config, Recorder(), stream_fn=fn)
+    new = run_agent_loop([user("go")], context_for(make_tool()), config, Recorder(), stream_fn=fn)
     assert [c.options.reasoning for c in fn.calls] == ["high", None]
     assert new[-1].thinking_level == "off"  # type: ignore[union-attr]
     # the replacement is used as is (and grows); its tools differ, so a removal is declared
@@ -401,7 +375,7 @@ def test_prepare_request_runs_once_per_request_and_replacements_persist() -> Non
         return None
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok")])
-    run_agent_loop([user("go")], declared(make_tool()), make_config(
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(
         fn, prepare_request=prepare_request), rec, stream_fn=fn)
     assert [c.model.id for c in fn.calls] == ["other", "other"]
     assert [c.options.reasoning for c in fn.calls] == ["low", "low"]
@@ -417,7 +391,7 @@ def test_prepare_request_context_replacement_is_what_the_model_sees() -> None:
                                                    if m.role != "system"], ctx.context.tools))
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok")])
-    run_agent_loop([user("go")], declared(make_tool()), make_config(
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(
         fn, prepare_request=prepare_request), Recorder(), stream_fn=fn)
     assert texts(fn.calls[0].context.messages) == ["user:go"]
     assert texts(fn.calls[1].context.messages) == ["user:go", "assistant:toolUse",
@@ -470,7 +444,7 @@ def test_get_api_key_is_asked_per_request_and_falls_back_to_api_key() -> None:
         return next(keys)
 
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok")])
-    run_agent_loop([user("go")], declared(make_tool()), make_config(
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(
         fn, get_api_key=get_api_key, api_key="fallback", session_id="s-1"), Recorder(),
         stream_fn=fn)
     assert providers == ["scripted", "scripted"]
@@ -497,7 +471,7 @@ def test_finish_turn_end_stops_with_queues_untouched(decision: Any) -> None:
     config = make_config(fn, get_steering_messages=get_steering,
                          get_follow_up_messages=queue_getter(follow_ups),
                          finish_turn=lambda turn, signal: decision)
-    run_agent_loop([user("go")], declared(make_tool()), config, rec, stream_fn=fn)
+    run_agent_loop([user("go")], context_for(make_tool()), config, rec, stream_fn=fn)
     assert fn.call_count == 1
     assert polls == ["steer"]  # only the initial poll
     assert steering and follow_ups
@@ -523,7 +497,7 @@ def test_finish_turn_continue_is_satisfied_by_tool_results() -> None:
     answers = iter(["continue"])
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok"),
                            assistant_text("extra")])
-    run_agent_loop([user("go")], declared(make_tool()), make_config(
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(
         fn, finish_turn=lambda turn, signal: next(answers, None)), Recorder(), stream_fn=fn)
     assert fn.call_count == 2
 
@@ -543,7 +517,7 @@ def test_finish_turn_sees_the_completed_turn() -> None:
     turns: list[tuple[AgentTurnContext, list[Any], list[Any]]] = []
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("ok")])
     prompt = user("go")
-    new = run_agent_loop([prompt], declared(make_tool()), make_config(
+    new = run_agent_loop([prompt], context_for(make_tool()), make_config(
         fn, finish_turn=lambda turn, signal: turns.append(
             (turn, list(turn.context.messages), list(turn.new_messages)))),
         Recorder(), stream_fn=fn)
@@ -576,7 +550,7 @@ def test_error_and_aborted_responses_are_hard_exits(stop_reason: str) -> None:
 
     fn = ScriptedStreamFn([failed, assistant_text("never")])
     rec = Recorder()
-    new = run_agent_loop([user("go")], declared(make_tool(execute=lambda *a: ran.append("x"))),
+    new = run_agent_loop([user("go")], context_for(make_tool(execute=lambda *a: ran.append("x"))),
                          make_config(fn, finish_turn=finish_turn, get_steering_messages=get_steering,
                                      get_follow_up_messages=lambda: polls.append("follow")),
                          rec, stream_fn=fn)
@@ -599,7 +573,7 @@ def test_follow_ups_are_polled_only_when_the_agent_would_stop() -> None:
         return [follow_ups.pop(0)] if follow_ups else []
 
     rec = Recorder()
-    run_agent_loop([user("go")], declared(make_tool()), make_config(
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(
         fn, get_follow_up_messages=get_follow_ups), rec, stream_fn=fn)
     assert polled_at == [2, 3]  # not after the tool turn
     assert texts(fn.calls[2].context.messages)[-2:] == ["assistant:stop", "user:f1"]
@@ -619,7 +593,7 @@ def test_turn_start_count_equals_request_count() -> None:
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"})), assistant_text("a"),
                            assistant_text("b"), assistant_text("c"), assistant_text("d")])
     rec = Recorder()
-    run_agent_loop([user("go")], declared(make_tool(execute=execute)), make_config(
+    run_agent_loop([user("go")], context_for(make_tool(execute=execute)), make_config(
         fn, get_steering_messages=queue_getter(steering),
         get_follow_up_messages=queue_getter(follow_ups),
         finish_turn=lambda turn, signal: next(answers, None)), rec, stream_fn=fn)
@@ -695,7 +669,7 @@ def test_a_stream_that_never_sends_a_terminal_event_ends_the_turn_with_an_error(
 def test_run_agent_loop_continue_returns_only_new_messages() -> None:
     existing = [user("go"), assistant_tool_calls(("read", {"path": "a"})),
                 ToolResultMessage("call_1", "read", [TextContent("a")])]
-    context = declared(make_tool(), messages=tuple(existing))
+    context = context_for(make_tool(), messages=tuple(existing))
     before = list(context.messages)
     fn = ScriptedStreamFn([assistant_text("ok")])
     rec = Recorder()
@@ -712,7 +686,7 @@ def test_run_agent_loop_continue_returns_only_new_messages() -> None:
 
 def test_continue_announces_a_tool_mismatch_before_the_first_request() -> None:
     first, second = make_tool("first"), make_tool("second")
-    context = declared(first, messages=(user("go"),))
+    context = context_for(first, messages=(user("go"),))
     context.tools = [second]
     fn = ScriptedStreamFn([assistant_text("ok")])
     rec = Recorder()
@@ -761,12 +735,12 @@ def test_agent_loop_streams_the_same_events_as_run_agent_loop() -> None:
 
     script()
     rec = Recorder()
-    expected = run_agent_loop([user("go")], declared(make_tool()), make_config(fn), rec,
+    expected = run_agent_loop([user("go")], context_for(make_tool()), make_config(fn), rec,
                               stream_fn=fn)
     assert set(rec.threads) == {threading.current_thread()}  # emitted on the calling thread
 
     script()
-    stream = agent_loop([user("go")], declared(make_tool()), make_config(fn), stream_fn=fn)
+    stream = agent_loop([user("go")], context_for(make_tool()), make_config(fn), stream_fn=fn)
     events = list(stream)
     result = stream.result(5)
     assert rows(events) == rows(rec.events)
@@ -786,7 +760,7 @@ def test_every_event_of_agent_loop_comes_from_its_worker_thread() -> None:
 
     config = make_config(fn, transform_context=lambda ms, s: threads.append(
         threading.current_thread()) or ms)
-    stream = agent_loop([user("go")], declared(make_tool(execute=execute)), config, stream_fn=fn)
+    stream = agent_loop([user("go")], context_for(make_tool(execute=execute)), config, stream_fn=fn)
     events = list(stream)
     assert len(threads) == 2 and threads[0] is threads[1]
     assert threads[0] is not threading.current_thread() and not threads[0].is_alive()
@@ -802,17 +776,17 @@ def test_thread_count_returns_to_baseline_after_every_kind_of_run() -> None:
                           assistant_text("ok")])
 
     script()
-    run_agent_loop([user("go")], declared(make_tool()), make_config(fn), Recorder(), stream_fn=fn)
+    run_agent_loop([user("go")], context_for(make_tool()), make_config(fn), Recorder(), stream_fn=fn)
     assert threading.active_count() == baseline
     script()
-    agent_loop([user("go")], declared(make_tool()), make_config(fn), stream_fn=fn).result(5)
+    agent_loop([user("go")], context_for(make_tool()), make_config(fn), stream_fn=fn).result(5)
     assert threading.active_count() == baseline
     script()
-    list(agent_loop([user("go")], declared(make_tool()), make_config(fn), stream_fn=fn))
+    list(agent_loop([user("go")], context_for(make_tool()), make_config(fn), stream_fn=fn))
     assert threading.active_count() == baseline
     script()
     with pytest.raises(AgentLoopError):
-        agent_loop([user("go")], declared(make_tool()), make_config(
+        agent_loop([user("go")], context_for(make_tool()), make_config(
             fn, finish_turn=_raise), stream_fn=fn).result(5)
     assert threading.active_count() == baseline
 

@@ -15,19 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agent_helpers import (
-    WAIT,
-    GateTool,
-    Recorder,
-    label,
-    labels,
-    make_agent,
-    non_system,
-    piagent_threads,
-    summary,
-    texts,
-    user,
-)
 
 from piagent import (
     AbortSignal,
@@ -39,6 +26,17 @@ from piagent import (
     ToolDeclaration,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT, Recorder, piagent_threads, user
+
+from .conftest import (
+    GateTool,
+    label,
+    labels,
+    make_agent,
+    non_system,
+    summary,
+    texts,
+)
 
 pytestmark = pytest.mark.usefixtures("piagent_threads_back_to_baseline")
 

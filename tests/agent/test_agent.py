@@ -15,19 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pytest
-from agent_helpers import (
-    WAIT,
-    GateTool,
-    Recorder,
-    label,
-    labels,
-    make_agent,
-    non_system,
-    piagent_threads,
-    quick_tool,
-    summary,
-    user,
-)
 
 from piagent import (
     RUN_SETTLED,
@@ -52,6 +39,17 @@ from piagent.loop._config import PrepareRequestContext, RequestUpdate
 from piagent.messages import now_ms
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_error, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT, Recorder, piagent_threads, user
+
+from .conftest import (
+    GateTool,
+    label,
+    labels,
+    make_agent,
+    non_system,
+    quick_tool,
+    summary,
+)
 
 BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
                "messages, or wait for completion.")

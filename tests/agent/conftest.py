@@ -1,19 +1,16 @@
-"""Shared helpers for the ``Agent`` tests (``tests/test_agent*.py``).
+"""Shared helpers for the ``Agent`` tests (``tests/agent/``). ``WAIT``, ``Recorder`` and the
+thread checks are the whole suite's, in ``tests/conftest.py``.
 
-* ``WAIT``: the bound of every wait (seconds); tests assert ``event.wait(WAIT)``.
-* ``Recorder``: a listener that keeps every event and a snapshot of the state it saw.
 * ``GateTool``: a tool whose calls each set ``started[call_id]`` and then wait for
   ``release[call_id]`` (or, with ``until_abort=True``, for the run's signal).
 * ``summary(events)``: the whole event sequence as readable tuples, with each run of
   ``message_update`` events collapsed into one ``("message_update*", role)`` entry.
-* ``piagent_threads()``: the names of live ``piagent-*`` threads.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from piagent import (
@@ -26,47 +23,10 @@ from piagent import (
     SystemMessage,
     TextContent,
     ToolResultMessage,
-    UserMessage,
 )
 from piagent.testing import ScriptedResponse, ScriptedStreamFn
-
-WAIT = 5.0
-
-
-@dataclass
-class Seen:
-    """What a listener saw: the event and the state right then."""
-
-    event: AgentEvent
-    messages: list[Any]
-    pending: frozenset[str]
-    streaming: Any
-    is_streaming: bool
-    signal: AbortSignal
-
-
-class Recorder:
-    """A listener recording events (``events``) and state snapshots (``seen``)."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self._lock = threading.Lock()
-        self.seen: list[Seen] = []
-        self.unsubscribe = agent.subscribe(self)
-
-    def __call__(self, event: AgentEvent, signal: AbortSignal) -> None:
-        state = self.agent.state
-        with self._lock:
-            self.seen.append(Seen(event, list(state.messages), state.pending_tool_calls,
-                                  state.streaming_message, state.is_streaming, signal))
-
-    @property
-    def events(self) -> list[AgentEvent]:
-        with self._lock:
-            return [s.event for s in self.seen]
-
-    def types(self) -> list[str]:
-        return [e.type for e in self.events]
+from tests.conftest import WAIT
+from tests.tools.conftest import NO_PARAMS, make_tool, ok
 
 
 def text_of(message: Any) -> str:
@@ -125,10 +85,6 @@ def labels(messages: Iterable[Any]) -> list[tuple[str, str]]:
     return [label(m) for m in messages]
 
 
-def user(text: str) -> UserMessage:
-    return UserMessage(content=[TextContent(text)])
-
-
 class GateTool:
     """A tool whose calls wait: for ``release[call_id]``, or for the signal (``until_abort``).
 
@@ -178,10 +134,8 @@ class GateTool:
 
 def quick_tool(name: str = "noop") -> AgentTool:
     """A tool that returns "done" at once."""
-    return AgentTool(name=name, description="Returns at once.",
-                     parameters={"type": "object", "properties": {}},
-                     execute=lambda call_id, params, signal, on_update: AgentToolResult(
-                         content=[TextContent("done")]))
+    return make_tool(name, lambda *args: ok("done"), description="Returns at once.",
+                     parameters=NO_PARAMS)
 
 
 def make_agent(responses: Iterable[ScriptedResponse] = (), **kwargs: Any
@@ -189,10 +143,6 @@ def make_agent(responses: Iterable[ScriptedResponse] = (), **kwargs: Any
     fn = ScriptedStreamFn(responses)
     kwargs.setdefault("model", fn.model)
     return Agent(stream_fn=fn, **kwargs), fn
-
-
-def piagent_threads() -> list[str]:
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith("piagent"))
 
 
 def non_system(messages: Iterable[Any]) -> list[Any]:

@@ -6,7 +6,6 @@ sequential batch) live in ``test_loop_abort.py``; the continue guards in ``test_
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,9 +14,7 @@ from piagent import (
     AgentContext,
     AgentLoopConfig,
     AgentLoopError,
-    AgentTool,
     AgentToolResult,
-    SystemMessage,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -28,24 +25,12 @@ from piagent import (
     run_agent_loop_continue,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from piagent.transcript import to_tool_declaration
+from tests.tools.conftest import make_tool
+
+from .conftest import context_for
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
-               "required": ["path"]}
-
-
-def make_tool(name: str = "read", execute: Callable[..., Any] | None = None) -> AgentTool:
-    def default(*args: Any) -> AgentToolResult:
-        return AgentToolResult(content=[TextContent("ok")])
-
-    return AgentTool(name, f"The {name} tool", PATH_SCHEMA, execute or default)
-
-
-def context_for(*tools: AgentTool, messages: tuple[Any, ...] = ()) -> AgentContext:
-    head = SystemMessage("", tools_added=[to_tool_declaration(t) for t in tools], timestamp=0)
-    return AgentContext([head, *messages], list(tools))
 
 
 def test_pitfall_a_raising_hook_no_longer_hangs_agent_loop() -> None:

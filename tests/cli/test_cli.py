@@ -14,12 +14,12 @@ import pytest
 
 from piagent import Agent, tool
 from piagent.abort import AbortController
-from piagent.cli import EventPrinter, Style, chat_loop, main
+from piagent.cli import EventPrinter, Style, main
 from piagent.cli._demo import evaluate, make_demo_tools
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT
 
-WAIT = 5
-
+from .conftest import Tty, after, chat, when_idle
 
 # --- demo ----------------------------------------------------------------------------------
 
@@ -62,21 +62,16 @@ def test_no_command_prints_help(capsys):
 # --- colour ----------------------------------------------------------------------------------
 
 
-class _Tty(io.StringIO):
-    def isatty(self):
-        return True
-
-
 def test_colour_only_on_a_tty_without_no_color(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert Style.for_stream(_Tty()).enabled
+    assert Style.for_stream(Tty()).enabled
     assert not Style.for_stream(io.StringIO()).enabled
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not Style.for_stream(_Tty()).enabled
+    assert not Style.for_stream(Tty()).enabled
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
-    assert not Style.for_stream(_Tty()).enabled
+    assert not Style.for_stream(Tty()).enabled
     assert Style(False).error("x") == "x"
     assert Style(True).error("x").startswith("\x1b[")
 
@@ -84,50 +79,10 @@ def test_colour_only_on_a_tty_without_no_color(monkeypatch):
 # --- chat ------------------------------------------------------------------------------------
 
 
-class Typist:
-    """Feeds chat_loop one line at a time; each step may first wait for a condition."""
-
-    def __init__(self, agent, steps):
-        self.agent = agent
-        self.steps = list(steps)
-
-    def __call__(self):
-        if not self.steps:
-            raise EOFError
-        step = self.steps.pop(0)
-        if callable(step):
-            step = step()
-        if isinstance(step, BaseException):
-            raise step
-        return step
-
-
-def _idle(agent, then):
-    def step():
-        assert agent.wait_for_idle(WAIT)
-        return then
-    return step
-
-
-def _after(event, then):
-    def step():
-        assert event.wait(WAIT)
-        return then
-    return step
-
-
-def _chat(agent, steps):
-    out = io.StringIO()
-    printer = EventPrinter(out)
-    agent.subscribe(printer)
-    code = chat_loop(agent, Typist(agent, steps), printer)
-    return code, out.getvalue()
-
-
 def test_chat_prompts_and_quits():
     scripted = ScriptedStreamFn([assistant_text("Hello there!")])
     agent = Agent(model=scripted.model, stream_fn=scripted)
-    code, out = _chat(agent, ["hi", _idle(agent, "/quit")])
+    code, out = chat(agent, ["hi", when_idle(agent, "/quit")])
     assert code == 0
     assert "assistant> Hello there!" in out
     assert [m.role for m in agent.state.messages] == ["user", "assistant"]
@@ -159,7 +114,7 @@ def test_chat_text_typed_during_a_run_becomes_a_steering_message():
         assert agent.wait_for_idle(WAIT)
         return "/quit"
 
-    code, out = _chat(agent, ["do it", steer_then_release, release_then_wait])
+    code, out = chat(agent, ["do it", steer_then_release, release_then_wait])
     assert code == 0
     assert "steering message queued" in out
     assert "you (queued, delivered now)> only the short version" in out
@@ -181,8 +136,8 @@ def test_chat_ctrl_c_aborts_the_run_not_the_program():
     scripted = ScriptedStreamFn([assistant_tool_calls(("wait_forever", {})),
                                  assistant_text("still here")])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[wait_forever])
-    code, out = _chat(agent, ["go", _after(started, KeyboardInterrupt()),
-                              _idle(agent, "are you there?"), _idle(agent, "/quit")])
+    code, out = chat(agent, ["go", after(started, KeyboardInterrupt()),
+                              when_idle(agent, "are you there?"), when_idle(agent, "/quit")])
     assert code == 0
     assert "aborted: Aborted by the user (Ctrl-C)" in out
     assert "assistant> still here" in out  # the aborted run made no further request
@@ -191,7 +146,7 @@ def test_chat_ctrl_c_aborts_the_run_not_the_program():
 def test_chat_follow_up_reset_and_unknown_command():
     scripted = ScriptedStreamFn([assistant_text("one"), assistant_text("two")])
     agent = Agent(system_prompt="Be kind.", model=scripted.model, stream_fn=scripted)
-    code, out = _chat(agent, ["/follow-up first", _idle(agent, "/bogus"), "/reset",
+    code, out = chat(agent, ["/follow-up first", when_idle(agent, "/bogus"), "/reset",
                               "/help", "/quit"])
     assert code == 0
     assert "assistant> one" in out
@@ -205,7 +160,7 @@ def test_chat_follow_up_reset_and_unknown_command():
 def test_chat_error_message_is_printed_not_raised():
     scripted = ScriptedStreamFn([])  # no response left: the run ends with an error message
     agent = Agent(model=scripted.model, stream_fn=scripted)
-    code, out = _chat(agent, ["hi", _idle(agent, "/quit")])
+    code, out = chat(agent, ["hi", when_idle(agent, "/quit")])
     assert code == 0
     assert "error: ScriptedStreamFn has no scripted response left" in out
 

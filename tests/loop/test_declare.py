@@ -8,12 +8,9 @@ import pytest
 
 from piagent import (
     AgentContext,
-    AgentLoopConfig,
     AgentLoopTurnUpdate,
     AgentTool,
-    AgentToolResult,
     SystemMessage,
-    TextContent,
     UserMessage,
     get_current_tools,
     run_agent_loop,
@@ -21,14 +18,11 @@ from piagent import (
 from piagent.loop._declare import ToolDeclarations, declare_tool_changes
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.transcript import to_tool_declaration
+from tests.tools.conftest import NO_PARAMS, make_tool
+
+from .conftest import make_config
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
-
-
-def make_tool(name: str, description: str | None = None) -> AgentTool:
-    return AgentTool(name, description or f"The {name} tool",
-                     {"type": "object", "properties": {}},
-                     lambda *a: AgentToolResult(content=[TextContent(name)]))
 
 
 def head(*tools: AgentTool) -> SystemMessage:
@@ -44,7 +38,7 @@ def replayed(messages: list[Any]) -> list[str]:
     return names(get_current_tools(messages))
 
 
-A, B, C, D, E = (make_tool(n) for n in "abcde")
+A, B, C, D, E = (make_tool(n, parameters=NO_PARAMS) for n in "abcde")
 
 
 # --- no pending system message: a new one before the first non-system message -----------
@@ -80,7 +74,7 @@ def test_an_empty_transcript_declares_every_tool() -> None:
 
 
 def test_a_redefined_tool_is_removed_and_added() -> None:
-    changed = make_tool("a", "A better description")
+    changed = make_tool("a", description="A better description", parameters=NO_PARAMS)
     out = declare_tool_changes([head(A, B)], [changed, B], [])
     update = out[0]
     assert update.tools_removed == ["a"]  # type: ignore[union-attr]
@@ -172,15 +166,11 @@ def test_incremental_replay_sees_appended_and_replaced_messages() -> None:
 # --- through the loop ---------------------------------------------------------------------
 
 
-def config(fn: ScriptedStreamFn, **kwargs: Any) -> AgentLoopConfig:
-    return AgentLoopConfig(model=fn.model, convert_to_llm=list, **kwargs)
-
-
 def test_the_loop_declares_undeclared_tools_before_the_prompt() -> None:
     fn = ScriptedStreamFn([assistant_text("ok")])
     events: list[Any] = []
     prompt = UserMessage("hi")
-    new = run_agent_loop([prompt], AgentContext([], [A]), config(fn), events.append,
+    new = run_agent_loop([prompt], AgentContext([], [A]), make_config(fn), events.append,
                          stream_fn=fn)
     kinds = [(e.type, e.message.role) for e in events if e.type.startswith("message_")
              and e.type != "message_update"]
@@ -193,7 +183,7 @@ def test_the_loop_declares_undeclared_tools_before_the_prompt() -> None:
 def test_the_loop_rewrites_a_prompted_system_message() -> None:
     fn = ScriptedStreamFn([assistant_text("ok")])
     wish = SystemMessage(sections={"mode": "terse"}, tools_added=[to_tool_declaration(E)])
-    new = run_agent_loop([wish, UserMessage("hi")], AgentContext([head(A)], [A]), config(fn),
+    new = run_agent_loop([wish, UserMessage("hi")], AgentContext([head(A)], [A]), make_config(fn),
                          lambda e: None, stream_fn=fn)
     assert new[0] is not wish and new[0].sections == {"mode": "terse"}  # type: ignore[union-attr]
     assert new[0].tools_added is None  # type: ignore[union-attr]
@@ -202,7 +192,7 @@ def test_the_loop_rewrites_a_prompted_system_message() -> None:
 
 def test_a_tool_change_from_prepare_next_turn_is_declared_before_the_next_request() -> None:
     """The seed: tools [first] -> [second] gives one system message +second -first."""
-    first, second = make_tool("first"), make_tool("second")
+    first, second = (make_tool(n, parameters=NO_PARAMS) for n in ("first", "second"))
     original = head(first)
     fn = ScriptedStreamFn([assistant_tool_calls(("first", {})), assistant_text("ok")])
 
@@ -210,7 +200,7 @@ def test_a_tool_change_from_prepare_next_turn_is_declared_before_the_next_reques
         return AgentLoopTurnUpdate(context=AgentContext(ctx.context.messages, [second]))
 
     new = run_agent_loop([UserMessage("hi")], AgentContext([original], [first]),
-                         config(fn, prepare_next_turn=prepare_next_turn), lambda e: None,
+                         make_config(fn, prepare_next_turn=prepare_next_turn), lambda e: None,
                          stream_fn=fn)
     assert [m.role for m in new] == ["user", "assistant", "toolResult", "system", "assistant"]
     update = new[3]
@@ -225,6 +215,6 @@ def test_a_tool_change_from_prepare_next_turn_is_declared_before_the_next_reques
 def test_an_unchanged_tool_set_adds_no_system_message_over_many_turns() -> None:
     fn = ScriptedStreamFn([assistant_tool_calls(("a", {})), assistant_tool_calls(("a", {})),
                            assistant_text("ok")])
-    new = run_agent_loop([UserMessage("hi")], AgentContext([head(A)], [A]), config(fn),
+    new = run_agent_loop([UserMessage("hi")], AgentContext([head(A)], [A]), make_config(fn),
                          lambda e: None, stream_fn=fn)
     assert not any(isinstance(m, SystemMessage) for m in new)

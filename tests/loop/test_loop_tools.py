@@ -6,7 +6,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import loop_helpers
 import pytest
 
 from piagent import (
@@ -14,14 +13,12 @@ from piagent import (
     AbortSignal,
     AfterToolCallContext,
     AfterToolCallResult,
-    AgentContext,
     AgentEvent,
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
-    SystemMessage,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -32,53 +29,16 @@ from piagent import (
     tool,
 )
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from piagent.transcript import to_tool_declaration
+from tests.conftest import Recorder
+from tests.tools.conftest import Execute, make_tool, ok
+
+from .conftest import context_for
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-PATH_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}},
-               "required": ["path"]}
-Execute = Callable[[str, Any, AbortSignal, Callable[[Any], None]], AgentToolResult]
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-class Recorder(loop_helpers.Recorder):
-    def tool_rows(self) -> list[tuple[str, str]]:
-        """Tool events and tool-result message events, as (kind, tool call id)."""
-        out = []
-        for e in self.events:
-            if e.type.startswith("tool_execution_"):
-                out.append((e.type, e.tool_call_id))
-            elif e.type in ("message_start", "message_end") and e.message.role == "toolResult":
-                out.append((e.type, e.message.tool_call_id))
-        return out
-
-    def ends(self) -> dict[str, Any]:
-        return {e.tool_call_id: e for e in self.of("tool_execution_end")}
-
-    def results(self) -> list[ToolResultMessage]:
-        return [e.message for e in self.of("message_end") if e.message.role == "toolResult"]
-
-
-def ok(text: str = "ok") -> AgentToolResult:
-    return AgentToolResult(content=[TextContent(text)])
-
-
-def make_tool(name: str = "read", execute: Execute | None = None,
-              parameters: dict[str, Any] | None = None, **kwargs: Any) -> AgentTool:
-    def default(tool_call_id: str, params: Any, signal: AbortSignal,
-                on_update: Callable[[Any], None]) -> AgentToolResult:
-        return ok(f"{name} {params}")
-
-    return AgentTool(name, f"The {name} tool", parameters or PATH_SCHEMA, execute or default,
-                     **kwargs)
-
-
-def context_for(*tools: AgentTool) -> AgentContext:
-    head = SystemMessage("", tools_added=[to_tool_declaration(t) for t in tools], timestamp=0)
-    return AgentContext([head], list(tools))
 
 
 def run(calls: list[Any], *tools: AgentTool, rec: Recorder | None = None,
@@ -305,7 +265,7 @@ def test_on_update_after_execute_returned_is_ignored() -> None:
         late_done.clear()
         saved.clear()
         _, rec, _ = run([("read", {"path": "a"})], make_tool(execute=execute),
-                        rec=Recorder(listener), tool_execution=mode)
+                        rec=Recorder(on_event=listener), tool_execution=mode)
         assert late_done.is_set()
         saved[0](ok("even later"))  # after the run: still nothing, and no error
         assert rec.of("tool_execution_update") == []
@@ -417,7 +377,7 @@ def gated_tool(release_order: list[str]) -> tuple[AgentTool, Callable[[AgentEven
 def test_parallel_ends_follow_completion_and_results_follow_source_order() -> None:
     read, listener = gated_tool(["call_3", "call_1", "call_2"])
     calls = [("read", {"path": p}) for p in "abc"]
-    fn, rec, new = run(calls, read, rec=Recorder(listener))
+    fn, rec, new = run(calls, read, rec=Recorder(on_event=listener))
     assert rec.tool_rows() == [
         ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
         ("tool_execution_start", "call_3"),
@@ -435,7 +395,7 @@ def test_parallel_ends_follow_completion_and_results_follow_source_order() -> No
 def test_parallel_immediate_failures_end_during_preflight() -> None:
     read, listener = gated_tool(["call_3", "call_1"])
     calls = [("read", {"path": "a"}), ("missing", {}), ("read", {"path": "c"})]
-    _, rec, _ = run(calls, read, rec=Recorder(listener))
+    _, rec, _ = run(calls, read, rec=Recorder(on_event=listener))
     assert rec.tool_rows() == [
         ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
         ("tool_execution_end", "call_2"), ("tool_execution_start", "call_3"),
