@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DRIVER_TIMEOUT_S, HERE
-from ref_normalise import first_difference, scrub
 
 from piagent import AbortController, Context, Model, UserMessage, message_to_dict
 from piagent.events import assistant_event_to_dict
 from piagent.proxy import ProxyStreamOptions, stream_proxy
+
+from .conftest import DRIVER_TIMEOUT_S, HERE
+from .ref_normalise import first_difference, scrub
 
 STALL_S = 1.0
 USAGE = {"input": 5, "output": 7, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 12,

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DRIVER_TIMEOUT_S, HERE
 
 from piagent import parse_streaming_json
+
+from .conftest import DRIVER_TIMEOUT_S, HERE
 
 DOCUMENTS: dict[str, str] = {
     "flat_object": '{"path": "a.txt", "limit": 10, "recursive": true, "mode": null}',

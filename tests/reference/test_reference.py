@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import load_scenario, scenario_files
-from piagent_driver import entries_of, run_scenario
-from ref_differences import DEFECTS, DELIBERATE, apply, declared
-from ref_normalise import first_difference, normalise
+
+from .conftest import load_scenario, scenario_files
+from .piagent_driver import entries_of, run_scenario
+from .ref_differences import DEFECTS, DELIBERATE, apply, declared
+from .ref_normalise import first_difference, normalise
 
 
 class UndeclaredDifference(AssertionError):

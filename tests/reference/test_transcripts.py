@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DRIVER_TIMEOUT_S, HERE, load_scenario
-from piagent_driver import run_scenario
-from ref_normalise import first_difference, normalise, scrub
 
 from piagent import (
     AssistantMessage,
@@ -37,6 +34,10 @@ from piagent import (
     messages_from_json,
     messages_to_json,
 )
+
+from .conftest import DRIVER_TIMEOUT_S, HERE, load_scenario
+from .piagent_driver import run_scenario
+from .ref_normalise import first_difference, normalise, scrub
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 

@@ -1,0 +1,75 @@
+"""Messages and content blocks, and their JSON form.
+
+The dataclasses use snake_case attributes; the JSON form uses pi's camelCase keys and
+``role``/``type`` strings, so a transcript written by piagent reads the same as one written
+by pi, and back. Decoding dispatches on ``role`` and ``type``, never on the shape.
+
+Application messages are dataclasses with their own ``role``; ``register_message_type``
+makes them serialisable (through dataclasses-json). This module knows nothing of the loop.
+"""
+
+from __future__ import annotations
+
+from ._json import (
+    content_from_dict,
+    content_to_dict,
+    message_from_dict,
+    message_to_dict,
+    messages_from_json,
+    messages_to_json,
+    register_message_type,
+    usage_from_dict,
+    usage_to_dict,
+)
+from ._types import (
+    AgentMessage,
+    AssistantContent,
+    AssistantMessage,
+    Cost,
+    CustomAgentMessage,
+    ImageContent,
+    Message,
+    StopReason,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolDeclaration,
+    ToolResultMessage,
+    Usage,
+    UserContent,
+    UserMessage,
+    now_ms,
+)
+
+__all__ = [
+    "AgentMessage",
+    "AssistantContent",
+    "AssistantMessage",
+    "Cost",
+    "CustomAgentMessage",
+    "ImageContent",
+    "Message",
+    "StopReason",
+    "SystemMessage",
+    "TextContent",
+    "ThinkingContent",
+    "ThinkingLevel",
+    "ToolCall",
+    "ToolDeclaration",
+    "ToolResultMessage",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "content_from_dict",
+    "content_to_dict",
+    "message_from_dict",
+    "message_to_dict",
+    "messages_from_json",
+    "messages_to_json",
+    "now_ms",
+    "register_message_type",
+    "usage_from_dict",
+    "usage_to_dict",
+]
