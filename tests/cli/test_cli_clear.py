@@ -2,34 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import threading
-from collections.abc import Callable
-from typing import Union
 
 from piagent import AbortSignal, Agent, UserMessage, tool
-from piagent.cli import EventPrinter, chat_loop
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.conftest import WAIT
 
-WAIT = 10.0
-Step = Union[str, BaseException, Callable[[], "str | BaseException"]]
-
-
-class Typist:
-    """Feeds chat_loop one line at a time; a step may first wait for something."""
-
-    def __init__(self, steps: list[Step]) -> None:
-        self.steps = list(steps)
-
-    def __call__(self) -> str:
-        if not self.steps:
-            raise EOFError
-        step = self.steps.pop(0)
-        if callable(step):
-            step = step()
-        if isinstance(step, BaseException):
-            raise step
-        return step
+from .conftest import after, chat, when_idle
 
 
 def test_clear_drops_steering_left_by_a_stopped_run() -> None:
@@ -46,19 +25,9 @@ def test_clear_drops_steering_left_by_a_stopped_run() -> None:
                                  assistant_text("fresh answer")])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[wait_forever])
 
-    def after_start(then: Step) -> Callable[[], Step]:
-        return lambda: then if started.wait(WAIT) else AssertionError("tool never started")
-
-    def when_idle(then: Step) -> Callable[[], Step]:
-        return lambda: then if agent.wait_for_idle(WAIT) else AssertionError("still running")
-
-    out = io.StringIO()
-    printer = EventPrinter(out)
-    agent.subscribe(printer)
-    code = chat_loop(agent, Typist([
-        "go", after_start("only the old thing"), KeyboardInterrupt(),
-        when_idle("/clear"), "new question", when_idle("/quit")]), printer)
-    text = out.getvalue()
+    code, text = chat(agent, [
+        "go", after(started, "only the old thing"), KeyboardInterrupt(),
+        when_idle(agent, "/clear"), "new question", when_idle(agent, "/quit")])
     assert code == 0
     assert "(queued messages will go with your next message; /clear drops them)" in text
     assert "(dropped 1 queued message)" in text
