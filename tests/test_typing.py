@@ -26,20 +26,11 @@ PENDING: set[str] = {
     "docs/errors.md#3",
     "docs/errors.md#4",
     "docs/jupyter.md#3",
-    "docs/providers.md#6",
-    "docs/providers.md#7",
-    "docs/providers.md#8",
     "docs/proxy.md#2",
     "docs/proxy.md#4",
     "docs/proxy.md#5",
     "docs/threading.md#1",
     "docs/threading.md#2",
-    "docs/tools.md#4",
-    "docs/tools.md#5",
-    "docs/transcripts.md#2",
-    "docs/transcripts.md#3",
-    "docs/web.md#2",
-    "docs/web.md#3",
 }
 _ERROR = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): error: (?P<text>.*)$")
 
