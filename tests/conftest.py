@@ -179,6 +179,18 @@ class Recorder:
         return [e.message for e in self.of("message_end") if e.message.role == "toolResult"]
 
 
+def configure_django() -> None:
+    """Configure Django once for the tests that use it (skips when Django is missing)."""
+    pytest.importorskip("django")
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(DEBUG=False, SECRET_KEY="piagent-tests", ALLOWED_HOSTS=["*"],
+                           ROOT_URLCONF=None, INSTALLED_APPS=[], MIDDLEWARE=[], DATABASES={})
+        django.setup()
+
+
 # Skips that stand for a missing component (node, a browser, a server) are fine on a
 # developer's machine but not in CI: ``.ci/run`` sets PIAGENT_REQUIRE_ALL=1, which turns
 # every skip into a failure except the documentation blocks marked ``<!-- no-run -->``.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import WAIT
+from tests.conftest import WAIT, configure_django
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # every run a test starts has settled, and its threads are gone, when it ends
@@ -73,16 +73,8 @@ def test_flask_chat_bad_input_and_idle_controls(flask_chat):
 
 @pytest.fixture(scope="module")
 def django_chat() -> ModuleType:
-    pytest.importorskip("django")
-    import django
-    from django.conf import settings
-
-    module = _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app")
-    if not settings.configured:
-        settings.configure(DEBUG=False, SECRET_KEY="piagent-tests", ALLOWED_HOSTS=["*"],
-                           ROOT_URLCONF=None, INSTALLED_APPS=[], MIDDLEWARE=[], DATABASES={})
-        django.setup()
-    return module
+    configure_django()
+    return _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app")
 
 
 def test_django_chat_streams_a_run(django_chat):

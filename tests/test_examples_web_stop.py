@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from piagent import Agent, ToolExecutionStartEvent, UserMessage
+from tests.conftest import configure_django
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 WAIT = 10.0
@@ -58,16 +59,10 @@ def test_flask_stop_drops_the_stopped_runs_steering() -> None:
 
 
 def test_django_stop_drops_the_stopped_runs_steering() -> None:
-    pytest.importorskip("django")
-    import django
-    from django.conf import settings
+    configure_django()
     from django.test import Client, override_settings
 
     module = _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app_stop")
-    if not settings.configured:
-        settings.configure(DEBUG=False, SECRET_KEY="piagent-tests", ALLOWED_HOSTS=["*"],
-                           ROOT_URLCONF=None, INSTALLED_APPS=[], MIDDLEWARE=[], DATABASES={})
-        django.setup()
     agent = module.make_agent(step_s=5.0, chunk_delay=0.0)
     module.set_agent(agent)
     with override_settings(ROOT_URLCONF=module):

@@ -19,7 +19,7 @@ from piagent.events import AgentEndEvent, AgentStartEvent
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import tool
 from piagent.web import SSE_HEADERS, django_response, flask_response, sse_events
-from tests.conftest import WAIT
+from tests.conftest import WAIT, configure_django
 
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
@@ -180,15 +180,9 @@ def test_flask_client_leaving_mid_tool_aborts_the_run():
 
 
 def _django():
-    pytest.importorskip("django")
+    configure_django()
     import django
-    from django.conf import settings
 
-    if not settings.configured:
-        settings.configure(DEBUG=False, SECRET_KEY="piagent-tests", ALLOWED_HOSTS=["*"],
-                           ROOT_URLCONF=None, INSTALLED_APPS=[], MIDDLEWARE=[],
-                           DATABASES={})
-        django.setup()
     return django
 
 
