@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import email.utils
 import errno
-import functools
 import json
 import re
 import socket
@@ -41,8 +40,9 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return _pattern(secrets).sub("[redacted]", text)
 
 
-@functools.lru_cache(maxsize=64)
 def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    # built per call, never cached: only error texts are redacted, and a module-level cache
+    # would keep the keys alive in memory after their requests are over
     alternatives = []
     for secret in sorted(set(secrets), key=len, reverse=True):
         alternatives.append(re.escape(secret) + f"(?!{_WORD})")
