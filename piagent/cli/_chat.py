@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..models import Model
 
-from ._output import EventPrinter, Style
+from ._output import EventPrinter, Style, cli_words
 
 __all__ = ["CliError", "chat_loop", "cmd_chat"]
 
@@ -271,7 +271,7 @@ class _NoticeHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._printer.line(self._printer.style.dim(f"({record.getMessage()})"))
+            self._printer.line(self._printer.style.dim(f"({cli_words(record.getMessage())})"))
         except Exception:  # noqa: BLE001 - the logging module's own contract
             self.handleError(record)
 
@@ -308,7 +308,7 @@ def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -
         err.write("piagent chat: interrupted\n")
         return 130
     if run.error_message:
-        err.write(f"piagent chat: the run failed: {run.error_message}\n")
+        err.write(f"piagent chat: the run failed: {cli_words(run.error_message or '')}\n")
         return 1
     return 0
 

@@ -60,6 +60,21 @@ def _dollars(amount: float) -> str:
     return f"${amount:.4f}" if amount >= 0.0001 else f"${amount:.6f}"
 
 
+# Library error texts name Python parameters; on the terminal the same thing is a flag.
+_CLI_WORDS = (
+    ("Check base_url.", "Check --base-url."),
+    ("Pass StreamOptions(api_key=...) or", "Pass --api-key-env NAME or"),
+)
+
+
+def cli_words(text: str) -> str:
+    """``text`` (an error or notice from the library) in the CLI's terms: flags, not
+    Python parameter names."""
+    for python_words, flag_words in _CLI_WORDS:
+        text = text.replace(python_words, flag_words)
+    return text
+
+
 def _one_line(text: str, limit: int = 100) -> str:
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
@@ -240,7 +255,7 @@ class EventPrinter:
                 self.line(style.assistant("assistant> ") + text)
             self._end_line()
             if message.stop_reason == "error":
-                self.line(style.error("error: ") + (message.error_message or "unknown error"))
+                self.line(style.error("error: ") + cli_words(message.error_message or "unknown error"))
             elif message.stop_reason == "aborted":
                 self.line(style.error("aborted: ") + (message.error_message or "Operation aborted"))
             elif message.stop_reason == "length":

@@ -117,6 +117,12 @@ def test_one_shot_failure_exits_non_zero() -> None:
                     "hello")
     assert proc.returncode == 1
     assert "piagent chat: the run failed: " in proc.stderr
+    # in the terminal's words: the flag, not the Python parameter; no urllib3 class names
+    assert f"Could not connect to local at 127.0.0.1:{port} (connection refused)" in proc.stderr
+    assert "is the server running? Check --base-url." in proc.stderr
+    assert "base_url" not in proc.stdout + proc.stderr
+    assert "urllib3" not in proc.stdout + proc.stderr
+    assert "retrying (1 of 2)" in proc.stdout + proc.stderr
 
 
 def test_bad_flag_values_say_what_is_accepted() -> None:
