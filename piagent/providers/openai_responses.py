@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -285,12 +285,14 @@ class _StreamState:
             text = "\n\n".join(summaries) or "\n\n".join(
                 c.get("text", "") for c in item.get("content") or ())
             if text:
+                self._complete(index, block.thinking, text, self.out.add_thinking)
                 block.thinking = text
             block.thinking_signature = json.dumps(item)
         elif item_type == "message":
             parts = item.get("content") or ()
             text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
             if text:
+                self._complete(index, block.text, text, self.out.add_text)
                 block.text = text
             signature: dict[str, Any] = {"v": 1, "id": item.get("id")}
             if item.get("phase"):
@@ -299,6 +301,13 @@ class _StreamState:
         elif item_type == "function_call" and not self.out.tool_arguments_json(index):
             self.out.replace_tool_arguments(index, item.get("arguments") or "")
         self.out.close_block(index)
+
+    def _complete(self, index: int, streamed: str, final: str,
+                  add: Callable[[int, str], None]) -> None:
+        """Stream what the final item has beyond the deltas (a server or proxy that drops
+        deltas), so the deltas still add up to the block's final content."""
+        if final != streamed and final.startswith(streamed):
+            add(index, final[len(streamed):])
 
     def finish(self) -> None:
         response = self.terminal
