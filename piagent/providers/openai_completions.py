@@ -376,7 +376,6 @@ class _StreamState:
 
 
     def _delta(self, delta: dict[str, Any]) -> None:
-        out = self.out
         content = delta.get("content")
         if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
             for part in content:

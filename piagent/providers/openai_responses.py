@@ -263,7 +263,8 @@ class _StreamState:
                 text = f"incomplete: {details.get('reason', 'unknown')}"
             raise ProviderError(f"{self.label} error: {text}")
         elif kind == "error":  # {"type":"error","error":{"code","message"}}; older: flat
-            error = data.get("error") if isinstance(data.get("error"), dict) else data
+            nested = data.get("error")
+            error: dict[str, Any] = nested if isinstance(nested, dict) else data
             message = error.get("message") or "unknown error"
             code = error.get("code") or error.get("type")
             text = f"Error Code {code}: {message}" if code else str(message)
