@@ -264,9 +264,9 @@ class _StreamState:
             raise ProviderError(f"{self.label} error: {text}")
         elif kind == "error":  # {"type":"error","error":{"code","message"}}; older: flat
             nested = data.get("error")
-            error: dict[str, Any] = nested if isinstance(nested, dict) else data
-            message = error.get("message") or "unknown error"
-            code = error.get("code") or error.get("type")
+            fields: dict[str, Any] = nested if isinstance(nested, dict) else data
+            message = fields.get("message") or "unknown error"
+            code = fields.get("code") or fields.get("type")
             text = f"Error Code {code}: {message}" if code else str(message)
             raise ProviderError(f"{self.label} error: {text}")
         return False
