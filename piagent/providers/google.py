@@ -305,6 +305,8 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.block_reason: str | None = None
         self.call_ids: set[str] = set()
+        self.streaming: int | None = None  # the call whose arguments arrive as partialArgs
+        self.streaming_args: dict[str, Any] = {}
 
     def handle(self, chunk: Any) -> None:
         if isinstance(chunk, list):  # some gateways send the chunks as a JSON array
@@ -351,6 +353,10 @@ class _StreamState:
         elif isinstance(part.get("functionCall"), dict):
             self._close_current()
             call = part["functionCall"]
+            if self.streaming is not None and not call.get("name"):
+                self._continue_call(call)
+                return
+            self._end_streaming_call()
             name = str(call.get("name") or "")
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id or call_id in self.call_ids:
@@ -360,8 +366,31 @@ class _StreamState:
             if signature:
                 out.set_signature(index, signature)
             args = call.get("args")
+            if call.get("willContinue") is True and not isinstance(args, dict):
+                # streamed arguments (streamFunctionCallArguments): partialArgs follow,
+                # until a functionCall part without willContinue
+                self.streaming, self.streaming_args = index, {}
+                self._continue_call(call)
+                return
             out.add_tool_arguments(index, json.dumps(args if isinstance(args, dict) else {}))
             out.close_block(index)
+
+    def _continue_call(self, call: dict[str, Any]) -> None:
+        """Apply a streamed call's ``partialArgs``; close the call when it says so."""
+        assert self.streaming is not None
+        changed = False
+        for piece in call.get("partialArgs") or ():
+            if isinstance(piece, dict) and isinstance(piece.get("jsonPath"), str):
+                changed |= _apply_partial(self.streaming_args, piece)
+        if changed:
+            self.out.replace_tool_arguments(self.streaming, json.dumps(self.streaming_args))
+        if call.get("willContinue") is not True:
+            self._end_streaming_call()
+
+    def _end_streaming_call(self) -> None:
+        if self.streaming is not None:
+            self.out.close_block(self.streaming)
+            self.streaming = None
 
     def _close_current(self) -> None:
         if self.current is not None:
@@ -395,6 +424,69 @@ class _StreamState:
         if mapped == "stop" and self.out.message.tool_calls:
             mapped = "toolUse"  # Gemini says STOP even when the turn ends with calls
         self.out.finish(mapped)
+
+
+_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+
+
+def _apply_partial(args: dict[str, Any], piece: dict[str, Any]) -> bool:
+    """Set one ``partialArgs`` entry (``jsonPath`` like ``$.a.b[0]``) into ``args``;
+    string values arrive in pieces and are appended. False if the path is not understood."""
+    path = piece["jsonPath"]
+    steps: list[str | int] = []
+    position = 1 if path.startswith("$") else 0
+    for match in _PATH_STEP.finditer(path, position):
+        if match.start() != position:
+            return False
+        steps.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
+        position = match.end()
+    if not steps or position != len(path):
+        return False
+    if "stringValue" in piece:
+        value: Any = str(piece["stringValue"])
+    elif "numberValue" in piece:
+        value = piece["numberValue"]
+    elif "boolValue" in piece:
+        value = bool(piece["boolValue"])
+    elif "nullValue" in piece:
+        value = None
+    else:
+        return False
+    node: Any = args
+    for step, following in zip(steps, [*steps[1:], None], strict=True):
+        if following is None:
+            break
+        empty: Any = [] if isinstance(following, int) else {}
+        if isinstance(step, int):
+            if not isinstance(node, list):
+                return False
+            while len(node) <= step:
+                node.append(None)
+            if not isinstance(node[step], (dict, list)):
+                node[step] = empty
+            node = node[step]
+        else:
+            if not isinstance(node, dict):
+                return False
+            if not isinstance(node.get(step), (dict, list)):
+                node[step] = empty
+            node = node[step]
+    last = steps[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list):
+            return False
+        while len(node) <= last:
+            node.append(None)
+        previous = node[last]
+        node[last] = previous + value if isinstance(previous, str) and isinstance(
+            value, str) else value
+    else:
+        if not isinstance(node, dict):
+            return False
+        previous = node.get(last)
+        node[last] = previous + value if isinstance(previous, str) and isinstance(
+            value, str) else value
+    return True
 
 
 def _count(usage: dict[str, Any], key: str) -> int:

@@ -318,10 +318,11 @@ def _run(call: ProviderCall) -> Iterator[None]:
     state = _StreamState(call.out, call.label)
     with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
         for event in sse.events():
-            if event.data == "[DONE]":
+            if event.data.strip() == "[DONE]":
+                state.done = True
                 break
-            if event.event == "error":  # Groq has sent these mid-stream
-                raise ProviderError(f"{call.label} stream error: {event.data[:4000]}",
+            if event.event == "error":  # Groq sends these mid-stream
+                raise ProviderError(f"{call.label} stream error: {_event_error(event.data)}",
                                     provider=model.provider)
             state.handle(parse_event_json(event, call.label))
             yield  # hand the queued events to the consumer
@@ -343,46 +344,82 @@ class _StreamState:
         self.tools_by_id: dict[str, int] = {}
         self.details: list[Any] = []
         self.finish_reason: str | None = None
+        self.done = False  # the server sent ``data: [DONE]``
 
     def handle(self, chunk: Any) -> None:
         if not isinstance(chunk, dict):
             return
         error = chunk.get("error")
-        if error is not None and not chunk.get("choices") or chunk.get("object") == "error":
+        if error or chunk.get("object") == "error":
+            # OpenRouter sends the error object in a chunk that also has ``choices``
+            usage = self._usage_of(chunk)
+            if usage:
+                self._usage(usage, chunk)  # what the failed request was billed
             raise ProviderError(f"{self.label} stream error: {_error_text(error or chunk)}")
-        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        usage = self._usage_of(chunk)
         for choice in chunk.get("choices") or ():
-            usage = usage or choice.get("usage")
             delta = choice.get("delta") or {}
             self._delta(delta)
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
-                if reason == "error" and error is not None:
-                    raise ProviderError(f"{self.label} stream error: {_error_text(error)}")
             break  # only the first choice is used
         if usage:
             self._usage(usage, chunk)
 
+    def _usage_of(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        for choice in chunk.get("choices") or ():
+            usage = usage or choice.get("usage")
+            break
+        return usage if isinstance(usage, dict) else None
+
+
     def _delta(self, delta: dict[str, Any]) -> None:
-        out = self.out
         content = delta.get("content")
-        if content:
-            if self.text is None:
-                self.text = out.open_text()
-            out.add_text(self.text, content)
+        if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
+            for part in content:
+                self._content_part(part)
+        elif content:
+            self._add_text(str(content))
         for name in _REASONING_FIELDS:
             piece = delta.get(name)
             if piece:
-                if self.thinking is None:
-                    self.thinking = out.open_thinking(signature=name)
-                out.add_thinking(self.thinking, piece)
+                self._add_thinking(piece, name)
                 break
         details = delta.get("reasoning_details")
         if isinstance(details, list):
             self.details.extend(details)
         for tool in delta.get("tool_calls") or ():
             self._tool_delta(tool)
+
+    def _add_text(self, piece: str) -> None:
+        if self.text is None:
+            self.text = self.out.open_text()
+        self.out.add_text(self.text, piece)
+
+    def _add_thinking(self, piece: str, field: str | None) -> None:
+        if self.thinking is None:
+            self.thinking = self.out.open_thinking(signature=field)
+        self.out.add_thinking(self.thinking, piece)
+
+    def _content_part(self, part: Any) -> None:
+        if isinstance(part, str):
+            if part:
+                self._add_text(part)
+            return
+        if not isinstance(part, dict):
+            return
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            self._add_text(str(part["text"]))
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            pieces = [inner] if isinstance(inner, str) else [
+                p.get("text") for p in inner or () if isinstance(p, dict)]
+            for piece in pieces:
+                if piece:
+                    self._add_thinking(str(piece), None)
 
     def _tool_delta(self, tool: dict[str, Any]) -> None:
         out = self.out
@@ -421,6 +458,10 @@ class _StreamState:
         cache_write = int(details.get("cache_write_tokens") or 0)
         prompt = int(usage.get("prompt_tokens") or 0)
         output = int(usage.get("completion_tokens") or 0)
+        reasoning = int((usage.get("completion_tokens_details") or {})
+                        .get("reasoning_tokens") or 0)
+        if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
+            output += reasoning  # xAI bills reasoning tokens outside completion_tokens
         self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
                            cache_read=cache_read, cache_write=cache_write)
 
@@ -434,7 +475,9 @@ class _StreamState:
         has_tools = bool(self.tools_by_index or self.tools_by_id)
         reason = self.finish_reason
         if reason is None:
-            if compat.supports_finish_reason:
+            # ``[DONE]`` is the end of a complete answer even without a finish_reason
+            # (Snowflake Cortex never sends one); without it the connection closed early
+            if compat.supports_finish_reason and not self.done:
                 msg = (f"The {self.label} stream ended without finish_reason (the connection "
                        "closed early). Retry the request.")
                 raise ProviderError(msg)
@@ -446,6 +489,17 @@ class _StreamState:
             stop = "toolUse"  # some servers say "stop" after tool calls
         out.close_open_blocks()
         out.finish(stop)
+
+
+def _event_error(data: str) -> str:
+    """The readable text of an ``event: error`` body (JSON with an ``error`` object)."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return data[:4000]
+    if isinstance(payload, dict):
+        return _error_text(payload.get("error") or payload)
+    return data[:4000]
 
 
 def _error_text(error: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -203,6 +203,9 @@ class _StreamState:
         self.label = label
         self.slots: dict[int, int] = {}  # output_index → content index
         self.terminal: dict[str, Any] | None = None
+        self.parts: dict[int, tuple[str, Any]] = {}  # content index → (kind, part index) of
+        # the last reasoning delta: a new part starts after a blank line, as the final
+        # item joins its parts (never a trailing one)
 
     def handle(self, data: dict[str, Any]) -> bool:
         """Apply one event; True on the terminal one."""
@@ -222,11 +225,11 @@ class _StreamState:
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             index = self._slot(data)
             if index is not None:
+                part = (kind, data.get("summary_index", data.get("content_index", 0)))
+                if self.parts.setdefault(index, part) != part:
+                    self.parts[index] = part
+                    out.add_thinking(index, "\n\n")
                 out.add_thinking(index, data.get("delta") or "")
-        elif kind == "response.reasoning_summary_part.done":
-            index = self._slot(data)
-            if index is not None:
-                out.add_thinking(index, "\n\n")
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             index = self._slot(data)
             if index is not None:
@@ -259,9 +262,13 @@ class _StreamState:
             else:
                 text = f"incomplete: {details.get('reason', 'unknown')}"
             raise ProviderError(f"{self.label} error: {text}")
-        elif kind == "error":
-            raise ProviderError(f"{self.label} error: Error Code {data.get('code')}: "
-                                f"{data.get('message')}")
+        elif kind == "error":  # {"type":"error","error":{"code","message"}}; older: flat
+            nested = data.get("error")
+            fields: dict[str, Any] = nested if isinstance(nested, dict) else data
+            message = fields.get("message") or "unknown error"
+            code = fields.get("code") or fields.get("type")
+            text = f"Error Code {code}: {message}" if code else str(message)
+            raise ProviderError(f"{self.label} error: {text}")
         return False
 
     def _slot(self, data: dict[str, Any]) -> int | None:
@@ -279,12 +286,14 @@ class _StreamState:
             text = "\n\n".join(summaries) or "\n\n".join(
                 c.get("text", "") for c in item.get("content") or ())
             if text:
+                self._complete(index, block.thinking, text, self.out.add_thinking)
                 block.thinking = text
             block.thinking_signature = json.dumps(item)
         elif item_type == "message":
             parts = item.get("content") or ()
             text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
             if text:
+                self._complete(index, block.text, text, self.out.add_text)
                 block.text = text
             signature: dict[str, Any] = {"v": 1, "id": item.get("id")}
             if item.get("phase"):
@@ -294,6 +303,13 @@ class _StreamState:
             self.out.replace_tool_arguments(index, item.get("arguments") or "")
         self.out.close_block(index)
 
+    def _complete(self, index: int, streamed: str, final: str,
+                  add: Callable[[int, str], None]) -> None:
+        """Stream what the final item has beyond the deltas (a server or proxy that drops
+        deltas), so the deltas still add up to the block's final content."""
+        if final != streamed and final.startswith(streamed):
+            add(index, final[len(streamed):])
+
     def finish(self) -> None:
         response = self.terminal
         if response is None:
@@ -302,10 +318,13 @@ class _StreamState:
             raise ProviderError(msg)
         usage = response.get("usage") or {}
         if usage:
-            cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-            self.out.set_usage(input=max(int(usage.get("input_tokens") or 0) - cached, 0),
-                               output=int(usage.get("output_tokens") or 0), cache_read=cached,
-                               total_tokens=usage.get("total_tokens"))
+            details = usage.get("input_tokens_details") or {}
+            cached = int(details.get("cached_tokens") or 0)
+            written = int(details.get("cache_write_tokens") or 0)
+            self.out.set_usage(
+                input=max(int(usage.get("input_tokens") or 0) - cached - written, 0),
+                output=int(usage.get("output_tokens") or 0), cache_read=cached,
+                cache_write=written, total_tokens=usage.get("total_tokens"))
             multiplier = _TIER_MULTIPLIER.get(response.get("service_tier") or "")
             if multiplier:
                 cost = self.out.message.usage.cost

@@ -155,11 +155,18 @@ def test_content_filter_is_an_error(sse_server):
     assert message.text == "x"
 
 
-def test_stream_without_finish_reason(sse_server):
-    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), "[DONE]")))
+def test_stream_without_finish_reason_or_done(sse_server):
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}))))
     message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
     assert message.stop_reason == "error"
     assert message.error_message.startswith("The OpenAI stream ended without finish_reason")
+
+
+def test_done_without_finish_reason_is_a_stop(sse_server):
+    # Snowflake Cortex sends [DONE] but never a finish_reason (tests/providers/recorded)
+    sse_server.add(Reply(body=sse_events(_chunk({"content": "x"}), "[DONE]")))
+    message = stream_simple(_model(sse_server), _context(), StreamOptions(api_key=KEY)).result(WAIT)
+    assert (message.stop_reason, message.text, message.error_message) == ("stop", "x", None)
 
 
 def test_finish_reason_optional_by_compat(sse_server):
@@ -176,7 +183,7 @@ def test_finish_reason_optional_by_compat(sse_server):
     ({"error": {"code": 502, "message": "Upstream failed", "metadata": {"raw": "timeout"}},
       "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}, None,
      "OpenAI stream error: Upstream failed (timeout) (502)"),
-    ({"error": {"message": "groq boom"}}, "error", 'OpenAI stream error: {"error": {"message": "groq boom"}}'),
+    ({"error": {"message": "groq boom"}}, "error", "OpenAI stream error: groq boom"),
 ])
 def test_in_stream_errors(sse_server, payload, event, expected):
     sse_server.add(Reply(body=[sse(_chunk({"content": "x"})), sse(payload, event=event)]))

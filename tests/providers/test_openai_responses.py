@@ -60,11 +60,12 @@ def test_reference_stream(sse_server, no_piagent_threads):
     events, message = _run(sse_server, body, cost=ModelCost(input=0.25, output=2.0,
                                                             cache_read=0.025))
     assert [e.type for e in events] == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
+        "start", "thinking_start", "thinking_delta", "thinking_end",
         "text_start", "text_delta", "text_end", "toolcall_start", "toolcall_delta",
         "toolcall_delta", "toolcall_end", "done"]
+    # the deltas add up to the final thinking: no trailing blank line after the summary
     assert [e.delta for e in events if e.type == "thinking_delta"] == [
-        "Need the weather tool.", "\n\n"]
+        "Need the weather tool."]
     thinking, text, call = message.content
     assert thinking.thinking == "Need the weather tool."
     assert json.loads(thinking.thinking_signature)["encrypted_content"] == "gAAAAB-opaque"
@@ -134,6 +135,11 @@ def test_done_arguments_extend_deltas(sse_server):
      "error", "OpenAI Responses error: server_error: The server had an error"),
     (_ev("error", code="rate_limit_exceeded", message="Slow down", param=None),
      "error", "OpenAI Responses error: Error Code rate_limit_exceeded: Slow down"),
+    (_ev("error", sequence_number=3, error={  # the live API nests the fields
+        "type": "insufficient_quota", "code": "insufficient_quota",
+        "message": "You exceeded your current quota", "param": None}),
+     "error", "OpenAI Responses error: Error Code insufficient_quota: "
+              "You exceeded your current quota"),
 ])
 def test_terminal_events(sse_server, terminal, stop, error):
     body = [_ev("response.output_item.added", output_index=0,

@@ -1,12 +1,15 @@
 """Import a recorded provider response into ``data/`` (a tool, not a test).
 
-Two sources are understood:
+Three sources are understood:
 
 * ``vcr``: a VCR/pytest-recording cassette (YAML; needs PyYAML, ``pip install pyyaml``).
   The response body is stored byte for byte as the cassette holds it; the request is stored
   as its method, URI and JSON body (headers are dropped: they hold the keys).
 * ``chunks``: a capture that stored one JSON chunk per line (the Vercel AI SDK's
   ``*.chunks.txt``). The SSE framing is rebuilt (``--framing``) and the meta file says so.
+* ``body``: a stored HTTP error body (the Vercel AI SDK's ``*-error.json``), kept byte for
+  byte; the capture holds no status line, so ``--status`` gives the one the API sent (the
+  body's own ``code`` where it has one).
 
 Every import writes ``data/<name>.meta.json`` (provenance, API, provider, model, status) and
 the body (``<name>.sse`` or, for an HTTP error, ``<name>.body``); ``sources`` rewrites
@@ -126,6 +129,12 @@ def import_chunks(args: argparse.Namespace) -> None:
     write(args.name, meta, frame(lines, args.framing), None)
 
 
+def import_body(args: argparse.Namespace) -> None:
+    meta = _meta(args, args.status, "application/json",
+                 "raw: the error body as stored; the status is given with the import")
+    write(args.name, meta, Path(args.file).read_text(), None)
+
+
 def _meta(args: argparse.Namespace, status: int, content_type: str | None,
           framing: str) -> dict[str, Any]:
     return {"api": args.api, "provider": args.provider, "server": args.server,
@@ -172,7 +181,7 @@ def write_sources() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in ("vcr", "chunks"):
+    for command in ("vcr", "chunks", "body"):
         p = sub.add_parser(command)
         p.add_argument("file")
         if command == "vcr":
@@ -180,6 +189,8 @@ def main() -> None:
         p.add_argument("name")
         if command == "chunks":
             p.add_argument("--framing", required=True, choices=sorted(FRAMINGS))
+        if command == "body":
+            p.add_argument("--status", required=True, type=int)
         for option in ("api", "provider", "server", "repo", "path", "commit", "license",
                        "what"):
             p.add_argument(f"--{option}", required=True)
@@ -190,6 +201,8 @@ def main() -> None:
         import_vcr(args)
     elif args.command == "chunks":
         import_chunks(args)
+    elif args.command == "body":
+        import_body(args)
     write_sources()
 
 

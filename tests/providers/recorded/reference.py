@@ -390,11 +390,40 @@ def _anthropic(body: bytes) -> Expected:
 # --- Google Gemini streamGenerateContent (providers.md §6.2–6.4) ---------------------------
 
 
+def _set_path(root: dict[str, Any], piece: dict[str, Any]) -> None:
+    """One streamed argument: ``{"jsonPath": "$.a[0].b", "stringValue": ...}``; strings
+    arrive in pieces (appended)."""
+    tokens: list[Any] = [int(t[1:-1]) if t.startswith("[") else t
+                         for t in re.findall(r"\[\d+\]|[^.\[\]$]+", piece["jsonPath"])]
+    for key in ("stringValue", "numberValue", "boolValue", "nullValue"):
+        if key in piece:
+            value = None if key == "nullValue" else piece[key]
+            break
+    else:
+        return
+    node: Any = root
+    for i, token in enumerate(tokens):
+        last = i == len(tokens) - 1
+        if isinstance(token, int):
+            node.extend([None] * (token + 1 - len(node)))
+        if last:
+            old = node[token] if isinstance(token, int) else node.get(token)
+            node[token] = old + value if isinstance(old, str) and isinstance(value, str) \
+                else value
+            return
+        child = node[token] if isinstance(token, int) else node.get(token)
+        if child is None:
+            child = [] if isinstance(tokens[i + 1], int) else {}
+            node[token] = child
+        node = child
+
+
 def _google(body: bytes) -> Expected:
     events, tail = parse_sse(body)
     out = Expected()
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    open_call: dict[str, Any] | None = None  # a call streamed as partialArgs
     for event in events:
         chunk = _json(event.data)
         if isinstance(chunk, list):
@@ -409,8 +438,17 @@ def _google(body: bytes) -> Expected:
             for part in (candidate.get("content") or {}).get("parts") or []:
                 if "functionCall" in part:
                     call = part["functionCall"]
-                    out.tool_calls.append((call.get("id"), call.get("name") or "",
-                                           call.get("args") or {}))
+                    if open_call is not None and not call.get("name"):
+                        for piece in call.get("partialArgs") or []:
+                            _set_path(open_call, piece)
+                        if not call.get("willContinue"):
+                            open_call = None
+                        continue
+                    open_call = None
+                    args = call.get("args") or {}
+                    if call.get("willContinue") and "args" not in call:
+                        open_call = args  # filled in place by the partialArgs that follow
+                    out.tool_calls.append((call.get("id"), call.get("name") or "", args))
                     if part.get("thoughtSignature"):
                         out.signatures.append(part["thoughtSignature"])
                 elif part.get("thought") and isinstance(part.get("text"), str):
