@@ -7,12 +7,16 @@ them in memory. ``Agent(store=..., session_id=...)`` loads and appends through o
 
 from __future__ import annotations
 
+from ._jsonl import JsonlStore
 from ._memory import MemoryStore
 from ._protocol import MAX_SESSION_ID_LENGTH, SessionCorruptError, SessionStore, check_session_id
+from ._sqlite import SQLiteStore
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "JsonlStore",
     "MemoryStore",
+    "SQLiteStore",
     "SessionCorruptError",
     "SessionStore",
     "check_session_id",

@@ -309,7 +309,8 @@ class SessionStoreConformance:
             assert [t for t in texts if t.startswith(f"{n}:")] == [f"{n}:{i}" for i in range(each)]
 
     @settings(max_examples=40, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+              suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                     HealthCheck.differing_executors])  # per store class
     @given(batches=st.lists(st.lists(messages(), max_size=4), max_size=4))
     def test_every_message_round_trips(self, store: SessionStore,
                                        batches: list[list[AgentMessage]]) -> None:
