@@ -75,6 +75,8 @@ class SQLiteStore:
         # that took it from _idle (or opened it) until it puts it back: sqlite3 objects are
         # never used by two threads at once, and none is bound to a thread that may die.
         self._lock = threading.Lock()
+        # held by the thread opening a connection before the schema is known to exist
+        self._setup_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         self._schema_ready = False
         self._closed = False
@@ -107,11 +109,22 @@ class SQLiteStore:
                 raise RuntimeError(msg)
             conn = self._idle.pop() if self._idle else None
             ready = self._schema_ready
-        if conn is None:
+        if conn is None and ready:
             conn = self._open()
+        elif conn is None:
+            # the first connections open one at a time: switching a new file to WAL from
+            # two connections at once can fail with "database is locked" at once
+            with self._setup_lock:
+                conn = self._open()
+                with self._lock:
+                    ready = self._schema_ready
+                if not ready:
+                    try:
+                        self._create_schema(conn)
+                    except BaseException:
+                        conn.close()
+                        raise
         try:
-            if not ready:
-                self._create_schema(conn)
             yield conn
         except BaseException:
             if conn.in_transaction:
