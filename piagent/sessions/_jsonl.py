@@ -1,0 +1,290 @@
+"""``JsonlStore``: one append-only ``<id>.jsonl`` per session, readable with ``cat``.
+
+Each line is one record: ``{"seq": n, "message": {...pi-JSON...}}`` or ``{"seq": n,
+"started": "<tool-call id>"}``. The lines of one multi-message ``append`` but its last carry
+``"more": true``, so an append cut short by a crash is recognised and dropped whole. The file
+is flushed and fsynced before ``append`` returns; ``replace`` writes a new file and renames it
+over the old one.
+
+Across processes, writers take an exclusive ``flock`` on the directory's ``.piagent.lock``
+and readers a shared one (POSIX; elsewhere only the threads of one process are serialised).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import urllib.parse
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..messages import AgentMessage, message_to_dict
+from ._protocol import (
+    SessionCorruptError,
+    check_messages,
+    check_session_id,
+    decode_message,
+    unanswered_call_ids,
+)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+_HEADER_KEY = "piagentSession"
+_SUFFIX = ".jsonl"
+_MAX_NAME_BYTES = 150  # well under the 255 bytes most file systems allow
+
+
+def _file_name(session_id: str) -> str:
+    """A file name for the session: the id percent-encoded, hashed when it gets long."""
+    name = urllib.parse.quote(session_id, safe="-_")
+    if name.startswith("."):
+        name = "%2E" + name[1:]
+    if len(name) > _MAX_NAME_BYTES:
+        digest = hashlib.sha256(session_id.encode()).hexdigest()[:24]
+        name = f"{name[:_MAX_NAME_BYTES - 26]}~{digest}"
+    return name + _SUFFIX
+
+
+@dataclass
+class _Parsed:
+    header_end: int  # bytes of the header line
+    records: list[dict[str, Any]]  # complete, committed records
+    good_end: int  # bytes up to the end of the last committed record
+    size: int
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class JsonlStore:
+    """Transcripts as JSON Lines files in ``directory`` (created if missing).
+
+    The first line of each file names its session (``{"piagentSession": id, "version": 1}``);
+    every further line is a record. A torn last line (the process died mid-write) is dropped
+    on load with a warning; any other line that cannot be read raises ``SessionCorruptError``.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        if not isinstance(directory, (str, os.PathLike)):
+            msg = f"JsonlStore needs a directory path, got {type(directory).__name__}."
+            raise TypeError(msg)
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self.directory / ".piagent.lock"
+        # serialises this process's threads around every read and write; the flock on
+        # _lock_path does the same across processes
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({str(self.directory)!r})"
+
+    def path_of(self, session_id: str) -> Path:
+        """The file that holds ``session_id``."""
+        return self.directory / _file_name(check_session_id(session_id))
+
+    @contextmanager
+    def _locked(self, exclusive: bool) -> Iterator[None]:
+        with self._lock:
+            if fcntl is None:
+                yield
+                return
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _parse(self, session_id: str, path: Path, *, warn: bool = True) -> _Parsed:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return _Parsed(0, [], 0, 0)
+        lines = data.split(b"\n")
+        torn = lines.pop()  # b"" when the file ends with a newline
+        offset = 0
+        records: list[dict[str, Any]] = []
+        header_end = good_end = 0
+        pending: list[dict[str, Any]] = []
+        for index, raw in enumerate(lines):
+            end = offset + len(raw) + 1
+            try:
+                value = json.loads(raw)
+                if not isinstance(value, dict):
+                    raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+            except ValueError as exc:
+                seq = len(records) + len(pending)
+                msg = (f"Session {session_id!r}: record {seq} ({path.name} line {index + 1}) "
+                       f"cannot be decoded: {exc}")
+                raise SessionCorruptError(msg, session_id=session_id, seq=seq) from exc
+            if index == 0:
+                if value.get(_HEADER_KEY) != session_id:
+                    msg = (f"Session {session_id!r}: {path.name} starts with {raw[:80]!r}, "
+                           "not this session's header line.")
+                    raise SessionCorruptError(msg, session_id=session_id, seq=0)
+                header_end = good_end = end
+            else:
+                pending.append(value)
+                if not value.get("more"):
+                    records.extend(pending)
+                    pending = []
+                    good_end = end
+            offset = end
+        if warn and (torn or pending):
+            what = "a torn last line" if torn else "an append cut short"
+            warnings.warn(f"Session {session_id!r}: {path.name} ends with {what} (the process "
+                          f"stopped while writing); {len(torn) + sum(1 for _ in pending)} "
+                          "partial record(s) dropped.", RuntimeWarning, stacklevel=3)
+        return _Parsed(header_end, records, good_end, len(data))
+
+    def _messages(self, session_id: str, records: list[dict[str, Any]]) -> list[AgentMessage]:
+        out = []
+        for position, record in enumerate(records):
+            seq = record.get("seq", position)
+            if "message" in record:
+                out.append(decode_message(session_id, seq, record["message"]))
+            elif "started" not in record:
+                msg = f"Session {session_id!r}: record {seq} is neither a message nor a mark."
+                raise SessionCorruptError(msg, session_id=session_id, seq=seq)
+        return out
+
+    def load(self, session_id: str) -> list[AgentMessage]:
+        path = self.path_of(session_id)
+        with self._locked(exclusive=False):
+            parsed = self._parse(session_id, path)
+        return self._messages(session_id, parsed.records)
+
+    def started(self, session_id: str) -> set[str]:
+        path = self.path_of(session_id)
+        with self._locked(exclusive=False):
+            parsed = self._parse(session_id, path)
+        answered = {r["message"].get("toolCallId") for r in parsed.records
+                    if isinstance(r.get("message"), dict)
+                    and r["message"].get("role") == "toolResult"}
+        return {r["started"] for r in parsed.records
+                if isinstance(r.get("started"), str) and r["started"] not in answered}
+
+    def session_ids(self) -> list[str]:
+        found = []
+        with self._locked(exclusive=False):
+            for path in self.directory.glob("*" + _SUFFIX):
+                with path.open("rb") as f:
+                    first = f.readline()
+                try:
+                    header = json.loads(first)
+                except ValueError:
+                    continue  # an unfinished first write; no record in it
+                sid = header.get(_HEADER_KEY) if isinstance(header, dict) else None
+                if isinstance(sid, str) and path.stat().st_size > len(first):
+                    found.append(sid)
+        return sorted(found)
+
+    # --- writing -------------------------------------------------------------------------
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        if os.name != "posix":
+            return
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _append_records(self, session_id: str, values: list[dict[str, Any]]) -> None:
+        """Write records after the last committed one, under the exclusive lock."""
+        path = self.path_of(session_id)
+        parsed = self._parse(session_id, path, warn=False)
+        start = len(parsed.records)
+        lines = []
+        for i, value in enumerate(values):
+            record = {"seq": start + i, **value}
+            if i < len(values) - 1:
+                record["more"] = True
+            lines.append(_dumps(record))
+        body = ("\n".join(lines) + "\n").encode()
+        created = parsed.size == 0
+        if created:
+            body = (_dumps({_HEADER_KEY: session_id, "version": 1}) + "\n").encode() + body
+        with path.open("r+b" if not created else "wb") as f:
+            if not created and parsed.good_end != parsed.size:
+                f.truncate(parsed.good_end)  # drop what a crashed writer left half-done
+            f.seek(0, os.SEEK_END)
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        if created:
+            self._fsync_dir(self.directory)
+
+    def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+        check_session_id(session_id)
+        values = [{"message": message_to_dict(m)} for m in check_messages(messages)]
+        if not values:
+            return
+        json.dumps(values)  # fails before anything is written if a value cannot be encoded
+        with self._locked(exclusive=True):
+            self._append_records(session_id, values)
+
+    def mark_started(self, session_id: str, tool_call_id: str) -> None:
+        check_session_id(session_id)
+        if not isinstance(tool_call_id, str):
+            msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
+            raise TypeError(msg)
+        with self._locked(exclusive=True):
+            parsed = self._parse(session_id, self.path_of(session_id), warn=False)
+            if any(r.get("started") == tool_call_id for r in parsed.records):
+                return
+            self._append_records(session_id, [{"started": tool_call_id}])
+
+    def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+        check_session_id(session_id)
+        items = check_messages(messages)
+        values: list[dict[str, Any]] = [{"message": message_to_dict(m)} for m in items]
+        keep = unanswered_call_ids(items)
+        path = self.path_of(session_id)
+        with self._locked(exclusive=True):
+            parsed = self._parse(session_id, path, warn=False)
+            values += [{"started": r["started"]} for r in parsed.records
+                       if r.get("started") in keep]
+            if not values:
+                self._remove(path)
+                return
+            lines = [_dumps({_HEADER_KEY: session_id, "version": 1})]
+            lines += [_dumps({"seq": i, **v}) for i, v in enumerate(values)]
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                with tmp.open("wb") as f:
+                    f.write(("\n".join(lines) + "\n").encode())
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+            self._fsync_dir(self.directory)
+
+    def _remove(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        self._fsync_dir(self.directory)
+
+    def delete(self, session_id: str) -> None:
+        path = self.path_of(session_id)
+        with self._locked(exclusive=True):
+            self._remove(path)
+
+

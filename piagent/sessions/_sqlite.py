@@ -1,0 +1,275 @@
+"""``SQLiteStore``: the embedded default store — stdlib ``sqlite3`` in WAL mode.
+
+One file holds every session. Any thread and any process on the machine may use it at once:
+writes run in ``BEGIN IMMEDIATE`` transactions (SQLite's file lock serialises writers across
+processes; the busy timeout makes a writer wait for another instead of failing), and WAL lets
+readers go on while one writes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Literal
+
+from ..messages import AgentMessage, ToolResultMessage
+from ._protocol import (
+    check_messages,
+    check_session_id,
+    decode_message,
+    encode_message,
+    unanswered_call_ids,
+)
+
+SCHEMA_VERSION = 1
+_IDLE_CONNECTIONS = 4  # connections kept open between calls; more are closed after use
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS piagent_schema (
+    component TEXT PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS piagent_records (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,          -- per session, from 0, one per record
+    kind TEXT NOT NULL,            -- 'message' (data: its pi-JSON) or 'started' (data: a tool-call id)
+    data TEXT NOT NULL,
+    tool_call_id TEXT,             -- a toolResult message's toolCallId, else NULL
+    created_at REAL NOT NULL,      -- epoch seconds when the record was written
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+class SQLiteStore:
+    """Transcripts in one SQLite file (durable.md §1), safe from threads and processes.
+
+    ``synchronous="NORMAL"`` (the default, with WAL) keeps every committed append through a
+    crash of the process; ``"FULL"`` also through a power cut, at an fsync per append.
+    ``busy_timeout_s`` is how long a write waits for another process's write.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0,
+                 synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            msg = f"SQLiteStore needs a file path (str or os.PathLike), got {type(path).__name__}."
+            raise TypeError(msg)
+        self.path = os.fspath(path)
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            msg = ("SQLiteStore needs a file (each connection to ':memory:' is a separate "
+                   "database); use MemoryStore for a store in memory.")
+            raise ValueError(msg)
+        if synchronous not in ("NORMAL", "FULL"):
+            msg = f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}."
+            raise ValueError(msg)
+        if not isinstance(busy_timeout_s, (int, float)) or busy_timeout_s < 0:
+            msg = f"busy_timeout_s must be a number of seconds >= 0, got {busy_timeout_s!r}."
+            raise ValueError(msg)
+        self._busy_timeout_s = float(busy_timeout_s)
+        self._synchronous = synchronous
+        # guards _idle, _schema_ready and _closed. A connection is owned by the one thread
+        # that took it from _idle (or opened it) until it puts it back: sqlite3 objects are
+        # never used by two threads at once, and none is bound to a thread that may die.
+        self._lock = threading.Lock()
+        # held by the thread opening a connection before the schema is known to exist
+        self._setup_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._schema_ready = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                msg = f"SQLiteStore could not put {self.path!r} in WAL mode (it is in {mode!r})."
+                raise sqlite3.OperationalError(msg)
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                msg = f"{self!r} is closed."
+                raise RuntimeError(msg)
+            conn = self._idle.pop() if self._idle else None
+            ready = self._schema_ready
+        if conn is None and ready:
+            conn = self._open()
+        elif conn is None:
+            # the first connections open one at a time: switching a new file to WAL from
+            # two connections at once can fail with "database is locked" at once
+            with self._setup_lock:
+                conn = self._open()
+                with self._lock:
+                    ready = self._schema_ready
+                if not ready:
+                    try:
+                        self._create_schema(conn)
+                    except BaseException:
+                        conn.close()
+                        raise
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            conn.close()  # a connection that failed is not reused
+            raise
+        with self._lock:
+            if not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT version FROM piagent_schema WHERE component = 'sessions'"
+                               ).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO piagent_schema VALUES ('sessions', ?)",
+                             (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                msg = (f"{self.path!r} holds sessions schema version {row[0]}; this piagent "
+                       f"reads version {SCHEMA_VERSION}. Upgrade piagent.")
+                raise RuntimeError(msg)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        with self._lock:
+            self._schema_ready = True
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A connection inside ``BEGIN IMMEDIATE``: committed on success, else rolled back."""
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the idle connections; the store refuses calls afterwards."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the protocol --------------------------------------------------------------------
+
+    def load(self, session_id: str) -> list[AgentMessage]:
+        check_session_id(session_id)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT seq, data FROM piagent_records WHERE session_id = ? AND kind = 'message'"
+                " ORDER BY seq", (session_id,)).fetchall()
+        return [decode_message(session_id, seq, data) for seq, data in rows]
+
+    @staticmethod
+    def _rows(session_id: str, start: int, messages: Sequence[AgentMessage]
+              ) -> list[tuple[str, int, str, str, str | None, float]]:
+        now = time.time()
+        return [(session_id, start + i, "message", encode_message(m),
+                 m.tool_call_id if isinstance(m, ToolResultMessage) else None, now)
+                for i, m in enumerate(messages)]
+
+    @staticmethod
+    def _next_seq(conn: sqlite3.Connection, session_id: str) -> int:
+        row = conn.execute("SELECT MAX(seq) FROM piagent_records WHERE session_id = ?",
+                           (session_id,)).fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    _INSERT = "INSERT INTO piagent_records VALUES (?, ?, ?, ?, ?, ?)"
+
+    def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+        check_session_id(session_id)
+        items = check_messages(messages)
+        if not items:
+            return
+        rows = self._rows(session_id, 0, items)  # encoded before the transaction opens
+        with self._write() as conn:
+            start = self._next_seq(conn, session_id)
+            conn.executemany(self._INSERT, [(r[0], start + r[1], *r[2:]) for r in rows])
+
+    def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+        check_session_id(session_id)
+        items = check_messages(messages)
+        rows = self._rows(session_id, 0, items)
+        keep = unanswered_call_ids(items)
+        with self._write() as conn:
+            marks = [r[0] for r in conn.execute(
+                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
+                " ORDER BY seq", (session_id,)) if r[0] in keep]
+            conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
+            now = time.time()
+            rows += [(session_id, len(rows) + i, "started", mark, None, now)
+                     for i, mark in enumerate(marks)]
+            conn.executemany(self._INSERT, rows)
+
+    def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self._write() as conn:
+            conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
+
+    def session_ids(self) -> list[str]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT session_id FROM piagent_records ORDER BY session_id").fetchall()
+        return [r[0] for r in rows]
+
+    def mark_started(self, session_id: str, tool_call_id: str) -> None:
+        check_session_id(session_id)
+        if not isinstance(tool_call_id, str):
+            msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
+            raise TypeError(msg)
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM piagent_records WHERE session_id = ? AND "
+                            "kind = 'started' AND data = ?", (session_id, tool_call_id)
+                            ).fetchone() is None:
+                conn.execute(self._INSERT, (session_id, self._next_seq(conn, session_id),
+                                            "started", tool_call_id, None, time.time()))
+
+    def started(self, session_id: str) -> set[str]:
+        check_session_id(session_id)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
+                " AND data NOT IN (SELECT tool_call_id FROM piagent_records WHERE"
+                " session_id = ? AND tool_call_id IS NOT NULL)",
+                (session_id, session_id)).fetchall()
+        return {r[0] for r in rows}
+
+    def last_activity(self, session_id: str) -> float | None:
+        """When the session's last record was written (epoch seconds), ``None`` if unknown."""
+        check_session_id(session_id)
+        with self._connection() as conn:
+            row = conn.execute("SELECT MAX(created_at) FROM piagent_records WHERE session_id = ?",
+                               (session_id,)).fetchone()
+        return None if row[0] is None else float(row[0])
