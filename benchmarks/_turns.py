@@ -1,10 +1,14 @@
 """One per-turn-overhead scenario, in its own process: the floor and piagent, interleaved.
 
 ``python -m benchmarks._turns --url URL --rounds K --tools T --kind instant|sleep100
---reps N --impls floor,piagent`` runs one warm-up of each implementation, then ``N``
-measured repetitions alternating floor / piagent (so drift on a noisy machine hits both
-alike), and prints one JSON line: per implementation the wall and CPU seconds of each
-repetition and the duration of each round, plus the process's peak RSS.
+--reps N --impls floor,piagent [--alternate] [--executor run|owned]`` runs one warm-up of
+each implementation, then ``N`` measured repetitions alternating floor / piagent (so drift
+on a noisy machine hits both alike; ``--alternate`` also swaps which one goes first every
+repetition, so neither always runs on a cache the other warmed), and prints one JSON line:
+per implementation the wall and CPU seconds of each repetition and the duration of each
+round, plus the process's peak RSS. ``--executor owned``: piagent runs its tools on one
+caller-owned ``ThreadPoolExecutor`` made once per process (``Agent(tool_executor=...)``)
+instead of its default run-scoped pool.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import json
 import resource
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._common import (
@@ -59,17 +64,23 @@ class _FloorRunner:
 
 
 class _PiagentRunner:
-    def __init__(self, url: str, model: str, kind: str, rounds: int, tools: int) -> None:
+    def __init__(self, url: str, model: str, kind: str, rounds: int, tools: int,
+                 executor: Any = None) -> None:
         from piagent import Model
 
         self.model = Model(id=model, api="openai-completions", provider="local", base_url=url)
         self.tool = piagent_tool(kind)
         self.rounds, self.tools = rounds, tools
+        self.executor = executor
 
     def run(self) -> list[float]:
         from piagent import Agent, AssistantMessage, TextContent
 
-        agent = Agent(system_prompt=SYSTEM, model=self.model, tools=[self.tool])
+        if self.executor is None:
+            agent = Agent(system_prompt=SYSTEM, model=self.model, tools=[self.tool])
+        else:
+            agent = Agent(system_prompt=SYSTEM, model=self.model, tools=[self.tool],
+                          tool_executor=self.executor)
         ends: list[float] = []
         append = ends.append
         now = time.perf_counter
@@ -104,14 +115,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--impls", default="floor,piagent")
+    parser.add_argument("--alternate", action="store_true",
+                        help="swap which implementation runs first every repetition")
+    parser.add_argument("--executor", choices=("run", "owned"), default="run",
+                        help="piagent's tool pool: run-scoped (default) or caller-owned")
     args = parser.parse_args(argv)
     model = f"script:{args.rounds}:{args.tools}:{args.kind}"
     runners: dict[str, Any] = {}
+    executor: ThreadPoolExecutor | None = None
+    if args.executor == "owned":
+        # the caller-owned pool of a server running many agents: made once, outlives runs
+        executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bench-tools")
     for impl in args.impls.split(","):
         if impl == "floor":
             runners[impl] = _FloorRunner(args.url, model, args.kind, args.rounds)
         elif impl == "piagent":
-            runners[impl] = _PiagentRunner(args.url, model, args.kind, args.rounds, args.tools)
+            runners[impl] = _PiagentRunner(args.url, model, args.kind, args.rounds, args.tools,
+                                           executor)
         else:
             parser.error(f"unknown implementation {impl!r}")
     rss_ready = peak_rss_mb()
@@ -119,8 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(args.warmup):
         for runner in runners.values():
             runner.run()
-    for _ in range(args.reps):
-        for name, runner in runners.items():
+    order = list(runners.items())
+    for rep in range(args.reps):
+        for name, runner in (order[::-1] if args.alternate and rep % 2 else order):
             cpu0, wall0 = time.process_time(), time.perf_counter()
             durations = runner.run()
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
@@ -132,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     out["rss_before_runs_mb"] = rss_ready
     out["turns"] = args.rounds + 1
     out["process_cpu_s"] = usage.ru_utime + usage.ru_stime
+    if executor is not None:
+        executor.shutdown(wait=True)
     print(json.dumps(out))
 
 

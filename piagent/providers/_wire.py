@@ -107,11 +107,30 @@ def json_dumps(value: Any) -> bytes:
     return _BODY_ENCODER.encode(value).encode("utf-8")
 
 
+def _int_or_float(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() converts: a float (inf past 1e308)
+        return float(text)
+
+
+_BIG_INT_DECODER = json.JSONDecoder(parse_int=_int_or_float)  # the rare retry only
+
+
 def parse_event_json(event: SSEEvent, label: str) -> Any:
     """The event's data as JSON, or a ``ProviderResponseError`` saying what went wrong."""
     try:
         return json.loads(event.data)
+    except RecursionError as exc:
+        msg = (f"{label} sent an event whose JSON is nested too deeply to decode "
+               f"({len(event.data)} characters).")
+        raise ProviderResponseError(msg) from exc
     except ValueError as exc:
+        if "digits" in str(exc):  # an integer longer than int() converts: read it as JS does
+            try:
+                return _BIG_INT_DECODER.decode(event.data)
+            except (ValueError, RecursionError):
+                pass
         excerpt = event.data[:200]
         if event.truncated:
             msg = (f"The {label} stream was cut off in the middle of an event "

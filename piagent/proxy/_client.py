@@ -14,6 +14,7 @@ import dataclasses
 import http
 import json
 import logging
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,11 @@ def stream_proxy(model: Model | None, context: Context,
         body = json.dumps({"model": model_to_dict(model), "context": context_to_dict(context),
                            "options": options_to_dict(options)},
                           ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except RecursionError:
+        return _failed(model, (
+            "The request for the proxy could not be encoded as JSON: the context is nested "
+            "too deeply (a message, tool argument or details value holds lists or objects "
+            f"more than {sys.getrecursionlimit()} levels deep). Flatten that value."))
     except (TypeError, ValueError) as exc:
         return _failed(model, f"The request for the proxy could not be encoded as JSON: {exc}")
     url = options.proxy_url.rstrip("/") + "/api/stream"
@@ -128,7 +134,7 @@ def _run(call: ProviderCall, request: SSERequest) -> Iterator[None]:
                 break  # the body ended in the middle of an event: a clean close, for pi
             try:
                 data = json.loads(event.data)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 msg = (f"The proxy server sent an event whose data is not valid JSON ({exc}): "
                        f"{event.data[:200]!r}. Check that proxy_url points at a piagent or pi "
                        "proxy.")
@@ -169,7 +175,7 @@ def _json_error(body: Any) -> str | None:
         return None
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(data, dict) and data.get("error") not in (None, ""):
         error = data["error"]

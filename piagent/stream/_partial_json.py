@@ -45,8 +45,18 @@ class _Malformed(Exception):
     """The text is not a prefix of any JSON document."""
 
 
-# one decoder: json.loads with options builds a new JSONDecoder on every call
+def _int_or_float(text: str) -> int | float:
+    """A JSON integer; one with more digits than ``int()`` converts becomes a float
+    (``inf`` past 1e308), as JavaScript's ``JSON.parse`` reads it, so the rest survives."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+# one decoder each: json.loads with options builds a new JSONDecoder on every call
 _LENIENT = json.JSONDecoder(strict=False)
+_LENIENT_BIG = json.JSONDecoder(strict=False, parse_int=_int_or_float)  # the rare retry
 
 
 def parse_streaming_json(text: str | None) -> dict[str, Any]:
@@ -64,8 +74,16 @@ def parse_streaming_json(text: str | None) -> dict[str, Any]:
         if text.rstrip().endswith("}"):
             try:
                 value = _LENIENT.decode(text)
-            except (ValueError, RecursionError):
-                pass  # not complete (or too deep for json): the partial parser decides
+            except ValueError as exc:
+                if "digits" in str(exc):  # an integer longer than int() converts
+                    try:
+                        value = _LENIENT_BIG.decode(text)
+                    except (ValueError, RecursionError):
+                        pass
+                    else:
+                        return value if isinstance(value, dict) else {}
+            except RecursionError:
+                pass  # too deep for json: the partial parser decides
             else:
                 return value if isinstance(value, dict) else {}
         value = _parse_prefix(text)
@@ -250,7 +268,7 @@ def _scan_number(s: str, i: int) -> tuple[bool, Any, int]:
     if m.end() != loose_end and loose_end < n:
         raise _Malformed
     text = m.group()
-    value: Any = float(text) if m.group(1) or m.group(2) else int(text)
+    value: Any = float(text) if m.group(1) or m.group(2) else _int_or_float(text)
     return True, value, (n if loose_end >= n else m.end())
 
 

@@ -59,7 +59,7 @@ def _matches(value: Any, types: list[str] | None) -> bool:
 def _js_string(value: float) -> str:
     """A number as JavaScript's ``String(n)`` writes it (``1.0`` → ``"1"``)."""
     if isinstance(value, int):
-        return str(value)
+        return str(value)  # may raise ValueError (too many digits): _to_string catches it
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -79,7 +79,10 @@ def _to_number(value: Any, integer: bool) -> Any:
         return int(value) if integer and value.is_integer() else _NO
     if isinstance(value, str) and _NUMERIC.fullmatch(value):
         if _INTEGER.fullmatch(value):
-            return int(value)
+            try:
+                return int(value)
+            except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+                return _NO  # not a finite number in JavaScript either: the schema reports it
         number = float(value)
         if integer:
             return int(number) if number.is_integer() else _NO
@@ -91,7 +94,10 @@ def _to_string(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     if is_number(value):
-        return _js_string(value)
+        try:
+            return _js_string(value)
+        except ValueError:  # an int with more digits than str() converts
+            return _NO
     if value is None:
         return ""
     return _NO

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
 
 from ._coerce import is_number
 
-__all__ = ["collect_errors", "format_error_text"]
+__all__ = ["collect_errors", "format_error_text", "huge_integer_errors"]
 
 def _pointer(path: Any) -> str:
     return "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
@@ -20,8 +21,36 @@ def _pointer(path: Any) -> str:
 def _fmt(value: Any) -> str:
     try:
         return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        return _safe_repr(value)
+
+
+def _safe_repr(value: Any) -> str:
+    """``repr(value)``, or a description when it cannot be written (too deep, an int with
+    more digits than Python converts)."""
+    try:
         return repr(value)
+    except (ValueError, RecursionError) as exc:
+        return f"<{type(value).__name__} that cannot be shown: {exc}>"
+
+
+def huge_integer_errors(arguments: Any) -> list[tuple[str, str]]:
+    """An error for every int in ``arguments`` with more digits than ``str()`` converts
+    (``sys.get_int_max_str_digits``): jsonschema cannot even quote such a value."""
+    limit = sys.get_int_max_str_digits()
+    found: list[tuple[str, str]] = []
+    todo: list[tuple[Any, str]] = [(arguments, "")]
+    while todo and len(found) < 100:
+        value, path = todo.pop()
+        if isinstance(value, dict):
+            todo.extend((v, f"{path}/{_pointer([k])}") for k, v in reversed(value.items()))
+        elif isinstance(value, (list, tuple)):
+            todo.extend((v, f"{path}/{i}") for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, int) and not isinstance(value, bool) and limit and \
+                value.bit_length() > limit * 3.32:  # log2(10) bits per digit
+            found.append((path.lstrip("/") or "root",
+                          f"must NOT have more than {limit} digits"))
+    return found
 
 
 def collect_errors(error: ValidationError, out: list[tuple[str, str]]) -> None:
@@ -118,6 +147,6 @@ def format_error_text(tool_name: str, errors: list[tuple[str, str]], arguments: 
     lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
     try:
         received = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        received = repr(arguments)
+    except (TypeError, ValueError, RecursionError):
+        received = _safe_repr(arguments)
     return f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{received}'

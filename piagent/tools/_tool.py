@@ -5,6 +5,7 @@ Compiled schemas, AJV-style coercion and pi's error text live in ``_schema``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -12,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 from ..abort import AbortSignal
 from ..errors import ToolArgumentError
 from ..messages import ImageContent, TextContent, Usage
-from ._errortext import format_error_text
+from ._errortext import format_error_text, huge_integer_errors
 from ._schema import compile_schema
 
 __all__ = [
@@ -117,11 +118,19 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     compiled = compile_schema(tool.parameters)
     if compiled.validator is None:
         return arguments
-    coerced = compiled.coerce(arguments)
-    check = compiled.check
-    if check is not None and check(coerced):
-        return coerced
-    errors = compiled.errors(coerced)
+    try:
+        coerced = compiled.coerce(arguments)
+        check = compiled.check
+        if check is not None and check(coerced):
+            return coerced
+        errors = compiled.errors(coerced)
+    except RecursionError:
+        errors = [("root", "must NOT be nested more than "
+                           f"{sys.getrecursionlimit()} levels deep")]
+    except ValueError:  # jsonschema's message quotes an int too long for repr()
+        errors = huge_integer_errors(arguments)
+        if not errors:
+            raise
     if not errors:
         return coerced
     msg = format_error_text(tool.name, errors, arguments)
