@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"_version", "errors"},
     {"abort", "messages"},
     {"models", "transcript"},
-    {"stream"},
+    {"stream", "sessions"},
     {"tools", "providers", "testing"},
     {"events", "proxy"},
     {"loop"},

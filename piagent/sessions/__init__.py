@@ -1,0 +1,19 @@
+"""Transcripts that survive the process: session stores (durable.md §1, §2).
+
+``SessionStore`` is the protocol; ``SQLiteStore`` (stdlib ``sqlite3``, WAL) is the embedded
+default, ``JsonlStore`` keeps one readable ``<id>.jsonl`` per session, ``MemoryStore`` keeps
+them in memory. ``Agent(store=..., session_id=...)`` loads and appends through one.
+"""
+
+from __future__ import annotations
+
+from ._memory import MemoryStore
+from ._protocol import MAX_SESSION_ID_LENGTH, SessionCorruptError, SessionStore, check_session_id
+
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "MemoryStore",
+    "SessionCorruptError",
+    "SessionStore",
+    "check_session_id",
+]
