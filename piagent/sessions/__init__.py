@@ -8,11 +8,13 @@ them in memory. ``Agent(store=..., session_id=...)`` loads and appends through o
 from __future__ import annotations
 
 from ._memory import MemoryStore
+from ._postgres import PostgresStore
 from ._protocol import MAX_SESSION_ID_LENGTH, SessionCorruptError, SessionStore, check_session_id
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "MemoryStore",
+    "PostgresStore",
     "SessionCorruptError",
     "SessionStore",
     "check_session_id",

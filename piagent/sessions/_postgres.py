@@ -18,13 +18,19 @@ an advisory lock with a schema version:
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..messages import AgentMessage, message_from_dict, message_to_dict
+from ..messages import AgentMessage, ToolResultMessage
+from ._protocol import (
+    check_messages,
+    check_session_id,
+    decode_message,
+    encode_message,
+    unanswered_call_ids,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,14 +53,6 @@ def import_psycopg() -> tuple[Any, Any]:
                "pip install 'piagent[postgres]'")
         raise ImportError(msg) from exc
     return psycopg, psycopg_pool
-
-
-def check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str) or not session_id or len(session_id) > 200:
-        msg = (f"session_id must be a non-empty str of at most 200 characters, "
-               f"got {session_id!r:.80}")
-        raise ValueError(msg)
-    return session_id
 
 
 def redact_dsn(dsn: str) -> str:
@@ -112,7 +110,7 @@ class PostgresStore:
         rows = self._run(lambda cur: cur.execute(
             self._sql("SELECT seq, body FROM {s}.records WHERE session_id = %s "
                       "AND kind = 'message' ORDER BY seq"), (session_id,)).fetchall())
-        return [self._decode(session_id, seq, body) for seq, body in rows]
+        return [decode_message(session_id, seq, body) for seq, body in rows]
 
     def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
@@ -121,19 +119,26 @@ class PostgresStore:
             return
 
         def write(cur: Any) -> None:
-            end = self._reserve(cur, session_id, len(rows), replace=False)
+            end = self._reserve(cur, session_id, len(rows))
             self._insert(cur, session_id, end - len(rows), rows)
         self._run(write)
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
-        rows = self._encode(messages)
+        items = check_messages(messages)
+        rows = self._encode(items)
+        asked = unanswered_call_ids(items)
 
         def write(cur: Any) -> None:
-            self._reserve(cur, session_id, len(rows), replace=True)
+            self._reserve(cur, session_id, 0)  # the row lock; the numbers start again below
+            marks = [m for m in self._unanswered(cur, session_id) if m in asked]
             cur.execute(self._sql("DELETE FROM {s}.records WHERE session_id = %s"),
                         (session_id,))
             self._insert(cur, session_id, 0, rows)
+            for seq, call_id in enumerate(marks, start=len(rows)):
+                self._insert_mark(cur, session_id, seq, call_id)
+            cur.execute(self._sql("UPDATE {s}.sessions SET next_seq = %s WHERE session_id = %s"),
+                        (len(rows) + len(marks), session_id))
         self._run(write)
 
     def delete(self, session_id: str) -> None:
@@ -142,31 +147,30 @@ class PostgresStore:
             self._sql("DELETE FROM {s}.sessions WHERE session_id = %s"), (session_id,)))
 
     def session_ids(self) -> list[str]:
-        rows = self._run(lambda cur: cur.execute(
-            self._sql("SELECT session_id FROM {s}.sessions ORDER BY session_id")).fetchall())
+        # COLLATE "C": code point order, as Python's sorted() (the database's collation may
+        # be a locale's)
+        rows = self._run(lambda cur: cur.execute(self._sql(
+            "SELECT t.session_id FROM {s}.sessions t WHERE EXISTS (SELECT 1 FROM {s}.records r "
+            "WHERE r.session_id = t.session_id) ORDER BY t.session_id COLLATE \"C\"")).fetchall())
         return [row[0] for row in rows]
 
     def mark_started(self, session_id: str, tool_call_id: str) -> None:
         check_session_id(session_id)
-        if not isinstance(tool_call_id, str) or not tool_call_id:
-            msg = f"tool_call_id must be a non-empty str, got {tool_call_id!r:.80}"
-            raise ValueError(msg)
+        if not isinstance(tool_call_id, str):
+            msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
+            raise TypeError(msg)
 
         def write(cur: Any) -> None:
-            seq = self._reserve(cur, session_id, 1, replace=False) - 1
-            cur.execute(self._sql("INSERT INTO {s}.records (session_id, seq, kind, tool_call_id)"
-                                  " VALUES (%s, %s, 'started', %s)"),
-                        (session_id, seq, tool_call_id))
+            self._reserve(cur, session_id, 0)  # the row lock first: marking twice is once
+            if tool_call_id in self._unanswered(cur, session_id):
+                return
+            seq = self._reserve(cur, session_id, 1) - 1
+            self._insert_mark(cur, session_id, seq, tool_call_id)
         self._run(write)
 
     def started(self, session_id: str) -> set[str]:
         check_session_id(session_id)
-        rows = self._run(lambda cur: cur.execute(self._sql(
-            "SELECT r.tool_call_id FROM {s}.records r WHERE r.session_id = %s "
-            "AND r.kind = 'started' AND NOT EXISTS (SELECT 1 FROM {s}.records a "
-            "WHERE a.session_id = r.session_id AND a.kind = 'message' "
-            "AND a.tool_call_id = r.tool_call_id)"), (session_id,)).fetchall())
-        return {row[0] for row in rows}
+        return set(self._run(lambda cur: self._unanswered(cur, session_id)))
 
     # --- lifetime ------------------------------------------------------------------------
 
@@ -265,21 +269,28 @@ class PostgresStore:
             "INSERT INTO {s}.meta VALUES ('sessions', %s) ON CONFLICT DO NOTHING"),
             (str(SCHEMA_VERSION),))
 
-    def _reserve(self, cur: Any, session_id: str, count: int, *, replace: bool) -> int:
+    def _reserve(self, cur: Any, session_id: str, count: int) -> int:
         """Lock the session's row (creating it) and take ``count`` sequence numbers; return
-        the next free one. ``replace`` starts the session over at 0."""
-        if replace:
-            cur.execute(self._sql(
-                "INSERT INTO {s}.sessions AS t (session_id, next_seq) VALUES (%s, %s) "
-                "ON CONFLICT (session_id) DO UPDATE SET next_seq = EXCLUDED.next_seq "
-                "RETURNING next_seq"), (session_id, count))
-        else:
-            cur.execute(self._sql(
-                "INSERT INTO {s}.sessions AS t (session_id, next_seq) VALUES (%s, %s) "
-                "ON CONFLICT (session_id) DO UPDATE SET next_seq = t.next_seq + "
-                "EXCLUDED.next_seq RETURNING next_seq"), (session_id, count))
+        the next free one. The lock holds until the transaction ends."""
+        cur.execute(self._sql(
+            "INSERT INTO {s}.sessions AS t (session_id, next_seq) VALUES (%s, %s) "
+            "ON CONFLICT (session_id) DO UPDATE SET next_seq = t.next_seq + EXCLUDED.next_seq "
+            "RETURNING next_seq"), (session_id, count))
         end: int = cur.fetchone()[0]
         return end
+
+    def _unanswered(self, cur: Any, session_id: str) -> list[str]:
+        """Tool-call ids marked started that no stored tool result answers, in mark order."""
+        cur.execute(self._sql(
+            "SELECT r.tool_call_id FROM {s}.records r WHERE r.session_id = %s "
+            "AND r.kind = 'started' AND NOT EXISTS (SELECT 1 FROM {s}.records a "
+            "WHERE a.session_id = r.session_id AND a.kind = 'message' "
+            "AND a.tool_call_id = r.tool_call_id) ORDER BY r.seq"), (session_id,))
+        return [row[0] for row in cur.fetchall()]
+
+    def _insert_mark(self, cur: Any, session_id: str, seq: int, call_id: str) -> None:
+        cur.execute(self._sql("INSERT INTO {s}.records (session_id, seq, kind, tool_call_id)"
+                              " VALUES (%s, %s, 'started', %s)"), (session_id, seq, call_id))
 
     def _insert(self, cur: Any, session_id: str, first: int,
                 rows: list[tuple[str | None, str]]) -> None:
@@ -291,30 +302,6 @@ class PostgresStore:
 
     @staticmethod
     def _encode(messages: Sequence[AgentMessage]) -> list[tuple[str | None, str]]:
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            msg = f"messages must be a sequence of messages, got {type(messages).__name__}"
-            raise TypeError(msg)
-        rows = []
-        for message in messages:
-            data = message_to_dict(message)
-            call_id = data.get("toolCallId") if data.get("role") == "toolResult" else None
-            rows.append((call_id if isinstance(call_id, str) else None,
-                         json.dumps(data, ensure_ascii=True, separators=(",", ":"))))
-        return rows
-
-    @staticmethod
-    def _decode(session_id: str, seq: int, body: str | None) -> AgentMessage:
-        try:
-            if body is None:
-                raise ValueError("the record has no body")
-            data = json.loads(body)
-            if not isinstance(data, dict):
-                raise ValueError(f"the record is a JSON {type(data).__name__}, not an object")
-            return message_from_dict(data)
-        except Exception as exc:
-            raise corrupt(session_id, seq, exc) from exc
-
-
-def corrupt(session_id: str, seq: int, exc: Exception) -> Exception:
-    """The store's corruption error for one record (SessionCorruptError once it exists)."""
-    return ValueError(f"session {session_id!r}: record {seq} cannot be decoded: {exc}")
+        """(answered tool-call id or None, JSON) per message; all encoded before any write."""
+        return [(m.tool_call_id if isinstance(m, ToolResultMessage) else None, encode_message(m))
+                for m in check_messages(messages)]
