@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._jsonl import JsonlStore
 from ._memory import MemoryStore
+from ._postgres import PostgresStore
 from ._protocol import MAX_SESSION_ID_LENGTH, SessionCorruptError, SessionStore, check_session_id
 from ._sqlite import SQLiteStore
 
@@ -16,6 +17,7 @@ __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "JsonlStore",
     "MemoryStore",
+    "PostgresStore",
     "SQLiteStore",
     "SessionCorruptError",
     "SessionStore",
