@@ -171,6 +171,10 @@ class Agent:
         # guards _active: the check-and-set that starts a run, and its clearing
         self._run_lock = threading.Lock()
         self._active: AgentRun | None = None
+        # the worker thread of the latest run (set under _run_lock with _active): after
+        # _active is cleared the thread still has a few instructions to run, and
+        # wait_for_idle joins it so "idle" means that thread has ended
+        self._last_worker: threading.Thread | None = None
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
@@ -297,7 +301,14 @@ class Agent:
     def wait_for_idle(self, timeout: float | None = None) -> bool:
         """Wait until no run is active; False if ``timeout`` seconds pass first."""
         run = self._active
-        return True if run is None else run.wait(timeout)
+        if run is not None:
+            return run.wait(timeout)
+        worker = self._last_worker
+        if worker is not None and worker is not threading.current_thread() \
+                and worker.ident is not None:
+            worker.join(timeout)  # settling is its last act: this returns at once
+            return not worker.is_alive()
+        return True
 
     def reset(self) -> None:
         """Back to the replayed system message alone; clears the queues and errors."""
@@ -362,20 +373,22 @@ class Agent:
             prompts, skip_poll = choose(run.takings)
             self._active = run
             self._state._run_started()
-        thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
-                                  name="piagent-run", daemon=True)
+            thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+                                      name="piagent-run", daemon=True)
+            # known before the thread starts, so a wait that sees the run settled joins it
+            run._thread = self._last_worker = thread
         try:
             thread.start()
         except BaseException:
             # Ctrl-C inside start(), or "can't start new thread": if the worker never runs,
             # undo the start here, or the agent would stay busy for ever
             if not run._worker_started.wait(1.0):
+                run._thread = None
+                with self._run_lock:
+                    self._last_worker = None
                 run.takings.restore()
                 self._settle(run)
-                raise
-            run._thread = thread
             raise
-        run._thread = thread
 
     def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         state, queues, takings = self._state, self._queues, run.takings
