@@ -20,6 +20,8 @@ from ..events import (
     AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
     TurnEndEvent,
 )
 from ..loop import (
@@ -65,6 +67,29 @@ _log = logging.getLogger("piagent.agent")
 
 Listener = Callable[[AgentEvent, AbortSignal], Any]
 """``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
+
+# how long prompt(timeout=...) waits for an aborted run to stop before it gives up waiting
+AFTER_ABORT_WAIT_S = 5.0
+
+
+def _still_running(run: AgentRun) -> str:
+    """Which part of an aborted run has not returned, read from its events so far."""
+    tools: dict[str, str] = {}
+    waiting_for_model = True  # until an assistant message ends, the model call comes next
+    for event in list(run._events):  # a snapshot: the worker appends to it
+        if isinstance(event, ToolExecutionStartEvent):
+            tools[event.tool_call_id] = event.tool_name
+        elif isinstance(event, ToolExecutionEndEvent):
+            tools.pop(event.tool_call_id, None)
+        elif isinstance(event, MessageEndEvent):
+            waiting_for_model = getattr(event.message, "role", None) != "assistant"
+    if tools:
+        names = ", ".join(repr(name) for name in tools.values())
+        return f"tool {names}" if len(tools) == 1 else f"tools {names}"
+    if waiting_for_model:
+        return "the stream function (the model call)"
+    return "a hook or listener"
+
 
 def _check_listener(listener: Any) -> None:
     if not callable(listener):
@@ -360,7 +385,12 @@ class Agent:
             raise
         if not settled:
             run.abort()
-            run.wait()
+            if not run.wait(AFTER_ABORT_WAIT_S):
+                msg = (f"The run did not finish within {timeout} seconds, so it was aborted, "
+                       f"but {_still_running(run)} has not stopped {AFTER_ABORT_WAIT_S:g} s "
+                       "after the abort (it ignores its signal). The run ends when it "
+                       "returns; until then the agent is busy (agent.wait_for_idle()).")
+                raise TimeoutError(msg)
             msg = f"The run did not finish within {timeout} seconds, so it was aborted."
             raise TimeoutError(msg)
         return run
