@@ -46,7 +46,7 @@ from ._config import (
     PrepareRequestContext,
 )
 from ._declare import ToolDeclarations
-from ._tools import ToolRunner
+from ._tools import ToolRunner, record_despite_failure
 
 __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
 
@@ -66,8 +66,12 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
     initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
     run.context.messages.extend(initial)
     run.new_messages.extend(initial)
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
+    try:
+        emit(AgentStartEvent())
+        emit(TurnStartEvent())
+    except BaseException:
+        record_despite_failure(emit, initial)  # the prompts stay in the transcript
+        raise
     for message in initial:
         emit(MessageStartEvent(message))
         emit(MessageEndEvent(message))

@@ -28,7 +28,7 @@ from ..events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from ..messages import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, TextContent, ToolCall, ToolResultMessage
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,
@@ -252,6 +252,39 @@ def _emit_result(emit: Emit, message: ToolResultMessage) -> None:
     emit(MessageEndEvent(message))
 
 
+def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage]) -> None:
+    """After a listener failed: still send each message's start and end (every event on its
+    own), so the transcript keeps the user's input and every executed call's result. The
+    first failure is what the run reports; a failure here is logged."""
+    for message in messages:
+        for event in (MessageStartEvent(message), MessageEndEvent(message)):
+            try:
+                emit(event)
+            except Exception:
+                _log.exception("A listener raised again while %s was being recorded after "
+                               "an earlier failure", getattr(message, "role", "a message"))
+
+
+def _emit_results(emit: Emit, finished: Sequence[Finalized],
+                  failure: BaseException | None = None) -> list[ToolResultMessage]:
+    """The result messages of ``finished`` in source order; if a listener fails (here or,
+    as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
+    messages = [tool_result_message(done) for done in finished]
+    for index, message in enumerate(messages):
+        if failure is not None:
+            record_despite_failure(emit, messages[index:])
+            raise failure
+        try:
+            _emit_result(emit, message)
+        except BaseException as exc:
+            failure = exc
+            record_despite_failure(emit, messages[index + 1:])
+            raise
+    if failure is not None:
+        raise failure
+    return messages
+
+
 def _not_returned_text(prepared: list[_Prepared], results: list[Finalized | None]) -> str:
     waiting = [p.tool_call for p, r in zip(prepared, results, strict=True) if r is None]
     names = ", ".join(f"{c.name!r} (call {c.id})" for c in waiting)
@@ -340,12 +373,14 @@ class ToolRunner:
         messages: list[ToolResultMessage] = []
         for call in calls:
             slot = self._preflight(context, message, call)
-            done = (slot if isinstance(slot, Finalized)
-                    else self._execute_all(context, message, [slot])[0])
-            result_message = tool_result_message(done)
-            _emit_result(self._emit, result_message)
+            failure = None
+            if isinstance(slot, Finalized):
+                done = slot
+            else:
+                results, failure = self._execute_all(context, message, [slot])
+                done = results[0]
+            messages.extend(_emit_results(self._emit, [done], failure))
             finished.append(done)
-            messages.append(result_message)
             if self._signal.aborted:
                 break
         return ToolBatch(messages, _should_terminate(finished))
@@ -358,20 +393,18 @@ class ToolRunner:
             if self._signal.aborted:
                 break
         deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
-        executed = iter(self._execute_all(context, message, deferred))  # phase 2
+        results, failure = self._execute_all(context, message, deferred)  # phase 2
+        executed = iter(results)
         finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
-        messages = []
-        for done in finished:  # phase 3: result messages in source order
-            result_message = tool_result_message(done)
-            _emit_result(self._emit, result_message)
-            messages.append(result_message)
+        messages = _emit_results(self._emit, finished, failure)  # phase 3, in source order
         return ToolBatch(messages, _should_terminate(finished))
 
     def _execute_all(self, context: AgentContext, message: AssistantMessage,
-                     prepared: list[_Prepared]) -> list[Finalized]:
-        """Run the calls on the pool; emit updates and ends here, as they arrive."""
+                     prepared: list[_Prepared]) -> tuple[list[Finalized], BaseException | None]:
+        """Run the calls on the pool; emit updates and ends here, as they arrive. Returns
+        every result and the first listener failure (the caller records, then raises it)."""
         if not prepared:
-            return []
+            return [], None
         # carries ("update", index, partial) and ("done", index, Finalized) to this thread
         inbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
         pool = self._get_pool()
@@ -402,9 +435,7 @@ class ToolRunner:
                     remaining -= 1
         finally:
             unregister()
-        if failure is not None:
-            raise failure
-        return [r for r in results if r is not None]
+        return [r for r in results if r is not None], failure
 
     def _deliver(self, prepared: list[_Prepared], results: list[Finalized | None], kind: str,
                  index: int, payload: Any, failure: BaseException | None) -> BaseException | None:

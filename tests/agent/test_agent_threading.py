@@ -239,9 +239,11 @@ def test_a_listener_raising_on_every_event_still_ends_the_run() -> None:
     agent.subscribe(broken)
     run = agent.prompt("hi")
     _assert_failed(agent, run, rec, "cannot handle agent_start")
+    # the prompt is recorded even so (the transcript keeps the user's input)
     assert summary(rec.events) == [
-        ("agent_start",), *_failure_tail(),
-        ("agent_end", (("assistant", "error:"),))]
+        ("agent_start",), ("message_start", "user", "hi"), ("message_end", "user", "hi"),
+        *_failure_tail(), ("agent_end", (("user", "hi"), ("assistant", "error:")))]
+    assert [m.role for m in agent.state.messages] == ["user", "assistant"]
     assert fn.call_count == 0
 
 
@@ -388,9 +390,15 @@ def test_a_listener_raising_during_parallel_tools_waits_for_the_running_tools() 
     assert summary(rec.events)[7:] == [
         ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
         ("tool_execution_end", "call_2"),
+        # both calls ran: their results are recorded, in source order, before the failure
+        ("message_start", "toolResult", "call_1:a:ok"), ("message_end", "toolResult", "call_1:a:ok"),
+        ("message_start", "toolResult", "call_2:b:ok"), ("message_end", "toolResult", "call_2:b:ok"),
         *_failure_tail(),
         ("agent_end", (("user", "go"), ("assistant", "toolUse:call:call_1|call:call_2"),
+                       ("toolResult", "call_1:a:ok"), ("toolResult", "call_2:b:ok"),
                        ("assistant", "error:")))]
+    assert [m.role for m in agent.state.messages] == [
+        "system", "user", "assistant", "toolResult", "toolResult", "assistant"]
     assert fn.call_count == 1
     assert agent.state.pending_tool_calls == frozenset()
     assert piagent_threads() == []
@@ -575,3 +583,26 @@ def test_waiting_from_several_threads_at_once() -> None:
         assert not thread.is_alive()
     assert results == [True] * 4
     assert run.wait(0)
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+def test_a_listener_failing_on_a_tool_result_keeps_every_executed_result(execution: str) -> None:
+    gate = GateTool()
+    agent, fn = make_agent([assistant_tool_calls(("read", {"path": "a"}), ("read", {"path": "b"})),
+                            assistant_text("never")], tools=[gate.tool])
+    agent.tool_execution = execution  # type: ignore[assignment]
+    gate.release("call_1").set()
+    gate.release("call_2").set()
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "message_end" and getattr(event.message, "role", "") == "toolResult":  # type: ignore[union-attr]
+            raise RuntimeError("ui crashed")
+
+    agent.subscribe(listener)
+    run = agent.prompt("go")
+    assert run.done and agent.state.error_message is not None
+    assert "ui crashed" in agent.state.error_message
+    results = [m for m in agent.state.messages if m.role == "toolResult"]
+    expected = ["call_1"] if execution == "sequential" else ["call_1", "call_2"]
+    assert [m.tool_call_id for m in results] == expected  # type: ignore[union-attr]
+    assert piagent_threads() == []
