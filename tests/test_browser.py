@@ -112,6 +112,10 @@ def test_chat_streams_text_and_tool_progress_then_stop_aborts(browser, base_url)
     assert tool.get_attribute("data-state") == "error"
     assert "Stopped at" in progress.text
     assert driver.find_element(By.ID, "send").is_enabled()
+    # the aborted run said nothing more: no empty reply box, only the note saying why
+    replies = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")]
+    assert "" not in replies, replies
+    assert "(aborted: Stopped by the user)" in driver.find_element(By.ID, "log").text
 
 
 def test_steering_message_reaches_the_running_agent(browser, base_url):
