@@ -35,6 +35,9 @@ EXPECTED = {
     "save_resume.py": ["saved 5 messages", "system prompt after loading: You remember things.",
                        "So far you said: My name is Linh. | I like green tea. | What do you "
                        "know about me?"],
+    "session_store.py": ["stored 5 messages in chat.db",
+                         "So far you said: My name is Linh. | I like green tea. | What do you "
+                         "know about me?", "sessions: ['user-42']"],
 }
 
 
