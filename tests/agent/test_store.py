@@ -281,3 +281,13 @@ def test_a_store_that_recovers_gets_the_whole_transcript_again() -> None:
     assert labels(store.load("s")) == [
         ("user", "one"), ("assistant", "stop:lost"), ("assistant", "error:"),
         ("user", "two"), ("assistant", "stop:kept")]
+
+
+def test_given_messages_start_an_empty_session(store: SessionStore) -> None:
+    agent, _ = make_agent([assistant_text("ok")], system_prompt="S",
+                          messages=[UserMessage("imported"), assistant_text("earlier")],
+                          store=store, session_id="new")
+    assert labels(store.load("new")) == [
+        ("system", "S"), ("user", "imported"), ("assistant", "stop:earlier")]
+    agent.prompt("next")
+    assert same(store.load("new"), agent.state.messages)
