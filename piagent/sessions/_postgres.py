@@ -55,6 +55,22 @@ def import_psycopg() -> tuple[Any, Any]:
     return psycopg, psycopg_pool
 
 
+def to_column(text: str) -> str:
+    """``text`` as a PostgreSQL ``text`` value: that type refuses NUL, so a backslash becomes
+    two and NUL becomes backslash-zero (session ids and tool-call ids may hold either)."""
+    if "\\" not in text and "\x00" not in text:
+        return text
+    return text.replace("\\", "\\\\").replace("\x00", "\\0")
+
+
+def from_column(text: str) -> str:
+    """The inverse of :func:`to_column`."""
+    if "\\" not in text:
+        return text
+    return re.sub(r"\\(.)", lambda m: "\x00" if m.group(1) == "0" else m.group(1), text,
+                  flags=re.DOTALL)
+
+
 def redact_dsn(dsn: str) -> str:
     """The DSN without its password (for error messages)."""
     dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
@@ -109,7 +125,7 @@ class PostgresStore:
         check_session_id(session_id)
         rows = self._run(lambda cur: cur.execute(
             self._sql("SELECT seq, body FROM {s}.records WHERE session_id = %s "
-                      "AND kind = 'message' ORDER BY seq"), (session_id,)).fetchall())
+                      "AND kind = 'message' ORDER BY seq"), (to_column(session_id),)).fetchall())
         return [decode_message(session_id, seq, body) for seq, body in rows]
 
     def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
@@ -133,18 +149,19 @@ class PostgresStore:
             self._reserve(cur, session_id, 0)  # the row lock; the numbers start again below
             marks = [m for m in self._unanswered(cur, session_id) if m in asked]
             cur.execute(self._sql("DELETE FROM {s}.records WHERE session_id = %s"),
-                        (session_id,))
+                        (to_column(session_id),))
             self._insert(cur, session_id, 0, rows)
             for seq, call_id in enumerate(marks, start=len(rows)):
                 self._insert_mark(cur, session_id, seq, call_id)
             cur.execute(self._sql("UPDATE {s}.sessions SET next_seq = %s WHERE session_id = %s"),
-                        (len(rows) + len(marks), session_id))
+                        (len(rows) + len(marks), to_column(session_id)))
         self._run(write)
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
         self._run(lambda cur: cur.execute(
-            self._sql("DELETE FROM {s}.sessions WHERE session_id = %s"), (session_id,)))
+            self._sql("DELETE FROM {s}.sessions WHERE session_id = %s"),
+            (to_column(session_id),)))
 
     def session_ids(self) -> list[str]:
         # COLLATE "C": code point order, as Python's sorted() (the database's collation may
@@ -152,7 +169,7 @@ class PostgresStore:
         rows = self._run(lambda cur: cur.execute(self._sql(
             "SELECT t.session_id FROM {s}.sessions t WHERE EXISTS (SELECT 1 FROM {s}.records r "
             "WHERE r.session_id = t.session_id) ORDER BY t.session_id COLLATE \"C\"")).fetchall())
-        return [row[0] for row in rows]
+        return sorted(from_column(row[0]) for row in rows)
 
     def mark_started(self, session_id: str, tool_call_id: str) -> None:
         check_session_id(session_id)
@@ -275,7 +292,7 @@ class PostgresStore:
         cur.execute(self._sql(
             "INSERT INTO {s}.sessions AS t (session_id, next_seq) VALUES (%s, %s) "
             "ON CONFLICT (session_id) DO UPDATE SET next_seq = t.next_seq + EXCLUDED.next_seq "
-            "RETURNING next_seq"), (session_id, count))
+            "RETURNING next_seq"), (to_column(session_id), count))
         end: int = cur.fetchone()[0]
         return end
 
@@ -285,12 +302,13 @@ class PostgresStore:
             "SELECT r.tool_call_id FROM {s}.records r WHERE r.session_id = %s "
             "AND r.kind = 'started' AND NOT EXISTS (SELECT 1 FROM {s}.records a "
             "WHERE a.session_id = r.session_id AND a.kind = 'message' "
-            "AND a.tool_call_id = r.tool_call_id) ORDER BY r.seq"), (session_id,))
-        return [row[0] for row in cur.fetchall()]
+            "AND a.tool_call_id = r.tool_call_id) ORDER BY r.seq"), (to_column(session_id),))
+        return [from_column(row[0]) for row in cur.fetchall()]
 
     def _insert_mark(self, cur: Any, session_id: str, seq: int, call_id: str) -> None:
         cur.execute(self._sql("INSERT INTO {s}.records (session_id, seq, kind, tool_call_id)"
-                              " VALUES (%s, %s, 'started', %s)"), (session_id, seq, call_id))
+                              " VALUES (%s, %s, 'started', %s)"),
+                    (to_column(session_id), seq, to_column(call_id)))
 
     def _insert(self, cur: Any, session_id: str, first: int,
                 rows: list[tuple[str | None, str]]) -> None:
@@ -298,7 +316,8 @@ class PostgresStore:
             cur.executemany(self._sql(
                 "INSERT INTO {s}.records (session_id, seq, kind, tool_call_id, body) "
                 "VALUES (%s, %s, 'message', %s, %s)"),
-                [(session_id, first + i, call_id, body) for i, (call_id, body) in enumerate(rows)])
+                [(to_column(session_id), first + i, None if call_id is None else to_column(call_id),
+                  body) for i, (call_id, body) in enumerate(rows)])
 
     @staticmethod
     def _encode(messages: Sequence[AgentMessage]) -> list[tuple[str | None, str]]:

@@ -251,7 +251,8 @@ class SessionStoreConformance:
 
     def test_longest_and_unusual_session_ids_work(self, store: SessionStore,
                                                   tmp_path: Path) -> None:
-        for sid in ("x" * 200, "user 42/../é ☃", "a.jsonl", "'; DROP TABLE x; --"):
+        for sid in ("x" * 200, "user 42/../é ☃", "a.jsonl", "'; DROP TABLE x; --",
+                    "nul\x00in\\0 it\\"):
             store.replace(sid, [a_user(sid)])
             assert same(self.reopen(store, tmp_path).load(sid), [a_user(sid)])
             assert sid in store.session_ids()
@@ -269,6 +270,15 @@ class SessionStoreConformance:
         assert store.started(sid) == {"c2"}
         # the marks are records, never messages
         assert same(store.load(sid), [a_user("go"), calls("c1", "c2", "c3"), answer("c1")])
+
+    def test_marks_of_unusual_call_ids(self, store: SessionStore, tmp_path: Path) -> None:
+        sid, odd = self.new_id(), ("nul\x00id", "back\\0slash\\", "é ☃")
+        store.append(sid, [calls(*odd)])
+        for call_id in odd:
+            store.mark_started(sid, call_id)
+        assert self.reopen(store, tmp_path).started(sid) == set(odd)
+        store.append(sid, [answer(odd[0])])
+        assert store.started(sid) == set(odd[1:])
 
     def test_replace_keeps_marks_of_unanswered_calls_only(self, store: SessionStore) -> None:
         sid = self.new_id()
