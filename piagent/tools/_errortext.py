@@ -142,11 +142,20 @@ def _message(error: ValidationError) -> str:
     return error.message
 
 
-def format_error_text(tool_name: str, errors: list[tuple[str, str]], arguments: Any) -> str:
-    """pi's ``validateToolArguments`` message for ``errors`` on the original ``arguments``."""
+def format_error_text(tool_name: str, errors: list[tuple[str, str]], arguments: Any, *,
+                      too_deep: bool = False) -> str:
+    """pi's ``validateToolArguments`` message for ``errors`` on the original ``arguments``.
+
+    ``too_deep``: the arguments are nested past the recursion limit; they are described, not
+    written (indented JSON is written by the pure-Python encoder, whose time grows with the
+    square of the depth when the limit has been raised).
+    """
     lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
-    try:
-        received = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        received = _safe_repr(arguments)
+    if too_deep:
+        received = f"<{type(arguments).__name__} nested too deeply to show>"
+    else:
+        try:
+            received = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            received = _safe_repr(arguments)
     return f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{received}'

@@ -120,6 +120,7 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     compiled = compile_schema(tool.parameters)
     if compiled.validator is None:
         return arguments
+    too_deep = False
     try:
         coerced = compiled.coerce(arguments)
         check = compiled.check
@@ -127,6 +128,7 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
             return coerced
         errors = compiled.errors(coerced)
     except RecursionError:
+        too_deep = True
         errors = [("root", "must NOT be nested more than "
                            f"{sys.getrecursionlimit()} levels deep")]
     except ValueError:  # jsonschema's message quotes an int too long for repr()
@@ -135,7 +137,7 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
             raise
     if not errors:
         return coerced
-    msg = format_error_text(tool.name, errors, arguments)
+    msg = format_error_text(tool.name, errors, arguments, too_deep=too_deep)
     raise ToolArgumentError(
         msg, tool_name=tool.name, errors=[f"{path}: {message}" for path, message in errors]
     )

@@ -3,6 +3,7 @@ usual validation error or error event, never as a bare ValueError or RecursionEr
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -50,6 +51,20 @@ def test_numeric_string_past_the_int_digit_limit_is_a_validation_error() -> None
 def test_deeply_nested_arguments_are_a_validation_error() -> None:
     with pytest.raises(ToolArgumentError, match=r"root: must NOT be nested more than \d+ levels deep"):
         validate_tool_arguments(count, {"n": 1, "x": 1.0, "s": _nested(100_000)})
+
+
+def test_deep_arguments_are_described_quickly_under_a_raised_recursion_limit() -> None:
+    # mypy (run in-process by tests/test_typing.py) raises the limit to 2**14 and leaves it:
+    # indenting 100,000 levels with the pure-Python encoder then took minutes
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(2**14)
+    try:
+        with pytest.raises(ToolArgumentError) as caught:
+            validate_tool_arguments(count, {"s": _nested(100_000)})
+    finally:
+        sys.setrecursionlimit(old)
+    assert "levels deep" in str(caught.value)
+    assert str(caught.value).endswith("Received arguments:\n<dict nested too deeply to show>")
 
 
 def test_partial_json_reads_a_huge_integer_as_javascript_does() -> None:
