@@ -1,4 +1,5 @@
-"""The ``piagent`` command: ``demo`` (offline), ``chat`` (a real provider) and ``proxy``.
+"""The ``piagent`` command: ``demo`` (offline), ``chat`` (a real provider), ``sessions``,
+``models`` and ``proxy``.
 
 Output is plain text that reads well in a dumb terminal, a log file and a notebook; colour
 is added only on a TTY, and never with ``NO_COLOR`` set or ``TERM=dumb``. ``EventPrinter``
@@ -14,8 +15,9 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .._version import __version__
-from ._chat import cmd_chat
+from ._chat import DEFAULT_SYSTEM_PROMPT, cmd_chat
 from ._output import Style
+from ._sessions import cmd_sessions
 
 __all__ = ["main"]
 
@@ -111,6 +113,10 @@ def _positive_int(text: str) -> int:
 
 # --- entry point ---------------------------------------------------------------------------
 
+_SESSIONS_DB_HELP = ("the SQLite file that keeps the sessions (default: $PIAGENT_SESSIONS_DB, "
+                     "else sessions.db in the user data folder, e.g. "
+                     "~/.local/share/piagent on Linux)")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -150,8 +156,20 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--tools", action="store_true",
                       help="give the model read_file, list_folder (current folder), "
                            "calculator and current_time")
-    chat.add_argument("--system", default="You are a helpful assistant.", metavar="TEXT",
-                      help="the system prompt")
+    chat.add_argument("--system", metavar="TEXT",
+                      help=f"the system prompt (default {DEFAULT_SYSTEM_PROMPT!r}; a resumed "
+                           "session keeps its own)")
+    chat.add_argument("--session", metavar="NAME",
+                      help="keep the conversation as NAME and resume it the next time "
+                           "(see 'piagent sessions')")
+    chat.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
+
+    sessions = commands.add_parser(
+        "sessions", help="list the conversations kept with 'piagent chat --session NAME'",
+        description="List the stored chat sessions (name, messages, last activity, first "
+                    "question), or delete one.")
+    sessions.add_argument("--delete", metavar="NAME", help="delete the session NAME")
+    sessions.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
 
     models = commands.add_parser(
         "models", help="list the models in the bundled catalogue, with prices",
@@ -174,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
     handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy,
-                "models": _cmd_models}
+                "models": _cmd_models, "sessions": cmd_sessions}
     if args.command is None:
         parser.print_help(out)
         return 0
