@@ -1,0 +1,315 @@
+"""``piagent chat --session NAME`` and ``piagent sessions``: the real command in a subprocess
+against a local OpenAI-compatible server. A conversation is kept in SQLite, resumed by a
+second process (the model sees both runs), listed, deleted; a transcript a crashed process
+left mid-batch is finished; bad names and the database's location."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from piagent.sessions import SQLiteStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 60
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or ())
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    bodies: list[dict[str, Any]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers "reply N to: TEXT" (N: user messages the request holds, TEXT: the last one),
+    or "the tool said: RESULT" when the request ends in a tool result."""
+
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)
+        messages = body["messages"]
+        users = [m for m in messages if m["role"] == "user"]
+        if messages[-1]["role"] == "tool":
+            reply = f"the tool said: {_text(messages[-1]['content'])}"
+        else:
+            reply = f"reply {len(users)} to: {_text(users[-1]['content'])}"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks: list[dict[str, Any]] = [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": reply}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ]
+        for chunk in chunks:
+            chunk.update(id="c1", object="chat.completion.chunk", model=body["model"])
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.bodies = []
+    thread = threading.Thread(target=srv.serve_forever, name="test-openai-server")
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(TIMEOUT)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sessions.db"
+
+
+def _piagent(*args: str, db: Path | None, stdin: str | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+            "PIAGENT_HISTORY": os.devnull, **(env or {})}
+    full.pop("PIAGENT_SESSIONS_DB", None)
+    if db is not None:
+        full["PIAGENT_SESSIONS_DB"] = str(db)
+    return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=full, input=stdin,
+                          stdin=None if stdin is not None else subprocess.DEVNULL,
+                          cwd=ROOT)
+
+
+def _chat(srv: _Server, *args: str, db: Path | None, stdin: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    return _piagent("chat", "-m", "local/tiny", "--base-url", url, *args, db=db, stdin=stdin,
+                    env=env)
+
+
+def _roles_and_texts(path: Path, name: str) -> list[tuple[str, str]]:
+    with SQLiteStore(path) as store:
+        messages = store.load(name)
+    shown = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            text = "".join(b.text for b in m.content if isinstance(b, TextContent))
+        elif isinstance(m, (UserMessage, SystemMessage)):
+            text = m.text
+        else:
+            text = m.role
+        shown.append((m.role, text))
+    return shown
+
+
+def test_a_session_is_kept_and_resumed_by_the_next_process(server: _Server, db: Path) -> None:
+    first = _chat(server, "--session", "work", db=db, stdin="hello\nhow are you\n")
+    assert first.returncode == 0, first.stderr
+    assert "(new session work)" in first.stdout
+    assert "assistant> reply 2 to: how are you" in first.stdout
+
+    second = _chat(server, "--session", "work", db=db, stdin="and now?\n/quit\n")
+    assert second.returncode == 0, second.stderr
+    out = second.stdout
+    assert "(resumed session work: 4 messages)" in out
+    # the last exchange is shown before the prompt
+    assert "you> how are you\nassistant> reply 2 to: how are you\n" in out
+    # the model saw the first process's messages: this is its third user message
+    assert "assistant> reply 3 to: and now?" in out
+    sent = [(m["role"], _text(m["content"])) for m in server.bodies[-1]["messages"]]
+    assert sent == [("system", "You are a helpful assistant."), ("user", "hello"),
+                    ("assistant", "reply 1 to: hello"), ("user", "how are you"),
+                    ("assistant", "reply 2 to: how are you"), ("user", "and now?")]
+    # the file holds both runs' messages, in order, and only once
+    assert _roles_and_texts(db, "work") == [
+        ("system", "You are a helpful assistant."), ("user", "hello"),
+        ("assistant", "reply 1 to: hello"), ("user", "how are you"),
+        ("assistant", "reply 2 to: how are you"), ("user", "and now?"),
+        ("assistant", "reply 3 to: and now?")]
+
+
+def test_sessions_are_separate_and_a_chat_without_session_keeps_nothing(
+        server: _Server, db: Path) -> None:
+    assert _chat(server, "--session", "a", db=db, stdin="for a\n").returncode == 0
+    assert _chat(server, "--session", "b", db=db, stdin="for b\n").returncode == 0
+    plain = _chat(server, db=db, stdin="not kept\n")
+    assert plain.returncode == 0, plain.stderr
+    assert "session" not in plain.stdout.replace("session:", "")
+    assert _roles_and_texts(db, "a")[1:] == [("user", "for a"), ("assistant", "reply 1 to: for a")]
+    assert _roles_and_texts(db, "b")[1:] == [("user", "for b"), ("assistant", "reply 1 to: for b")]
+    with SQLiteStore(db) as store:
+        assert store.session_ids() == ["a", "b"]
+
+
+def test_one_shot_question_uses_the_session_and_keeps_stdout_for_the_answer(
+        server: _Server, db: Path) -> None:
+    first = _chat(server, "--session", "q", "first", "question", db=db)
+    assert first.returncode == 0, first.stderr
+    assert "(new session q)" in first.stderr
+    assert "session q" not in first.stdout
+    second = _chat(server, "--session", "q", "second", db=db)
+    assert second.returncode == 0, second.stderr
+    assert "(resumed session q: 2 messages)" in second.stderr
+    assert "assistant> reply 2 to: second" in second.stdout
+    assert [role for role, _ in _roles_and_texts(db, "q")] == [
+        "system", "user", "assistant", "user", "assistant"]
+
+
+def test_sessions_lists_and_deletes(server: _Server, db: Path) -> None:
+    empty = _piagent("sessions", db=db)
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout == f"no sessions in {db}\n"
+    assert not db.exists()  # listing does not create the file
+
+    assert _chat(server, "--session", "work", db=db, stdin="plan the week\nthanks\n"
+                 ).returncode == 0
+    assert _chat(server, "--session", "x", db=db, stdin="hi\n").returncode == 0
+    listing = _piagent("sessions", db=db)
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    assert lines[0] == f"2 sessions in {db}"
+    assert lines[1].startswith("work  4 messages  20") and lines[1].endswith("'plan the week'")
+    assert lines[2].startswith("x     2 messages  20") and lines[2].endswith("'hi'")
+
+    deleted = _piagent("sessions", "--delete", "work", db=db)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout == f"deleted session work from {db}\n"
+    with SQLiteStore(db) as store:
+        assert store.session_ids() == ["x"]
+    again = _piagent("sessions", "--delete", "work", db=db)
+    assert again.returncode == 1
+    assert again.stderr == f"piagent sessions: no session 'work' in {db}\n"
+    assert _piagent("sessions", "--delete", "x", db=db).returncode == 0
+    assert _piagent("sessions", db=db).stdout == f"no sessions in {db}\n"
+
+
+def test_reset_clears_the_stored_session(server: _Server, db: Path) -> None:
+    proc = _chat(server, "--session", "r", db=db, stdin="remember this\n/help\n/reset\nfresh\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "with --session it clears the stored session too" in proc.stdout
+    assert "(conversation cleared; session r cleared too)" in proc.stdout
+    assert "assistant> reply 1 to: fresh" in proc.stdout
+    assert _roles_and_texts(db, "r") == [("system", "You are a helpful assistant."),
+                                         ("user", "fresh"), ("assistant", "reply 1 to: fresh")]
+    again = _chat(server, "--session", "r", db=db, stdin="")
+    assert "(resumed session r: 2 messages)" in again.stdout
+
+
+@pytest.mark.parametrize(("name", "error"), [
+    ("", "piagent chat: --session NAME: the name is empty; give 1 to 200 characters, "
+         "for example --session work.\n"),
+    ("n" * 201, "piagent chat: --session NAME: the name has 201 characters; the most is 200.\n"),
+])
+def test_a_bad_session_name_is_a_usage_error(db: Path, name: str, error: str) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", "http://127.0.0.1:9/v1",
+                    "--session", name, db=db, stdin="hi\n")
+    assert proc.returncode == 2
+    assert proc.stderr == error
+    assert proc.stdout == ""
+    assert not db.exists()
+    proc = _piagent("sessions", "--delete", name, db=db)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("piagent sessions: --delete NAME: the name ")
+
+
+def test_the_flag_beats_the_environment_and_the_default_is_the_data_folder(
+        server: _Server, tmp_path: Path) -> None:
+    env_db, flag_db, data = tmp_path / "env.db", tmp_path / "flag.db", tmp_path / "data"
+    proc = _chat(server, "--session", "s", "--sessions-db", str(flag_db), db=env_db,
+                 stdin="to the flag\n")
+    assert proc.returncode == 0, proc.stderr
+    assert flag_db.exists() and not env_db.exists()
+    assert _chat(server, "--session", "s", db=env_db, stdin="to the env\n").returncode == 0
+    assert _roles_and_texts(env_db, "s")[1] == ("user", "to the env")
+    assert _roles_and_texts(flag_db, "s")[1] == ("user", "to the flag")
+    listing = _piagent("sessions", "--sessions-db", str(flag_db), db=env_db)
+    assert listing.stdout.splitlines()[0] == f"1 session in {flag_db}"
+
+    # neither: sessions.db in $XDG_DATA_HOME/piagent, its folder created
+    xdg = {"XDG_DATA_HOME": str(data), "HOME": str(tmp_path)}
+    proc = _chat(server, "--session", "d", db=None, env=xdg, stdin="to the default\n")
+    assert proc.returncode == 0, proc.stderr
+    default = data / "piagent" / "sessions.db"
+    if sys.platform.startswith("linux"):
+        assert _roles_and_texts(default, "d")[1] == ("user", "to the default")
+        assert _piagent("sessions", db=None, env=xdg).stdout.startswith(
+            f"1 session in {default}\n")
+
+
+def test_a_named_database_in_a_missing_folder_or_not_sqlite_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "s.db"
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", "http://127.0.0.1:9/v1",
+                    "--session", "s", db=missing, stdin="hi\n")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"piagent chat: the sessions database {missing} (from "
+                           f"--sessions-db or $PIAGENT_SESSIONS_DB): the folder "
+                           f"{missing.parent} does not exist.\n")
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database at all, just text" * 100)
+    proc = _piagent("sessions", db=junk)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"piagent sessions: cannot use the sessions database {junk} ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_batch_a_crashed_process_left_is_finished_on_resume(server: _Server, db: Path) -> None:
+    """The transcript ends in a tool call without a result (the process died while it ran,
+    before marking it started): the next chat runs it, then the model answers."""
+    with SQLiteStore(db) as store:
+        store.append("crash", [
+            SystemMessage("You are a helpful assistant.", timestamp=0),
+            UserMessage("what is 6 * 7?"),
+            AssistantMessage(content=[ToolCall("call_1", "calculator", {"expression": "6 * 7"})],
+                             stop_reason="toolUse", api="openai-completions",
+                             provider="local", model="tiny"),
+        ])
+    proc = _chat(server, "--session", "crash", "--tools", db=db, stdin="thanks\n")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "(resumed session crash: 2 messages)" in out
+    assert "(the last run stopped before 1 tool call finished (calculator); finishing them now)" \
+        in out
+    assert "assistant> the tool said: 42" in out
+    assert out.index("the tool said: 42") < out.index("reply 2 to: thanks")
+    with SQLiteStore(db) as store:
+        messages = store.load("crash")
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert [(r.tool_call_id, r.is_error) for r in results] == [("call_1", False)]
+    assert [m.role for m in messages if m.role != "system"] == [
+        "user", "assistant", "toolResult", "assistant", "user", "assistant"]
+
+
+def test_an_explicit_system_prompt_does_not_change_a_resumed_session(
+        server: _Server, db: Path) -> None:
+    assert _chat(server, "--session", "s", "--system", "Be brief.", db=db, stdin="hi\n"
+                 ).returncode == 0
+    proc = _chat(server, "--session", "s", "--system", "Be verbose.", db=db, stdin="again\n")
+    assert "(--system is ignored: session s keeps the system prompt it started with)" \
+        in proc.stdout
+    assert server.bodies[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
