@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..models import Model
-    from ..sessions import SQLiteStore
 
+from ..sessions import SessionCorruptError, SQLiteStore
 from ._output import CliError, EventPrinter, Style, cli_words
 from ._sessions import (
     attach_session,
@@ -249,6 +249,11 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     hide_notices = show_notices(printer)
     try:
         return _chat_or_ask(agent, args, question, printer, out, err, store)
+    except SessionCorruptError as exc:  # only loading the session can raise it
+        assert store is not None
+        err.write(f"piagent chat: --session {args.session}: {exc} (in {store.path}; "
+                  f"'piagent sessions --delete {args.session}' removes the session).\n")
+        return 1
     finally:
         hide_notices()
         if store is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..messages import AgentMessage, AssistantMessage, SystemMessage, UserMessage
-from ..sessions import MAX_SESSION_ID_LENGTH, SQLiteStore
+from ..sessions import MAX_SESSION_ID_LENGTH, SessionCorruptError, SQLiteStore
 from ._output import CliError, EventPrinter, Style
 
 if TYPE_CHECKING:
@@ -213,14 +213,20 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return 0
         rows = []
         for name in names:
-            messages = store.load(name)
+            try:
+                messages = store.load(name)
+            except SessionCorruptError as exc:
+                rows.append((name, "unreadable", _when(store.last_activity(name)),
+                             f"({exc})"))
+                continue
+            first = _first_user_text(messages)
             rows.append((name, _plural(conversation_length(messages), "message"),
                          _when(store.last_activity(name)),
-                         _short(_first_user_text(messages), 50)))
+                         repr(_short(first, 50)) if first else ""))
     out.write(style.dim(f"{_plural(len(names), 'session')} in {path}") + "\n")
     width = max(len(row[0]) for row in rows)
     count_width = max(len(row[1]) for row in rows)
     for name, count, when, first in rows:
-        first = f"  {first!r}" if first else ""
-        out.write(f"{name:<{width}}  {count:>{count_width}}  {when}{first}\n")
+        out.write(f"{name:<{width}}  {count:>{count_width}}  {when}"
+                  f"{'  ' + first if first else ''}\n")
     return 0

@@ -313,3 +313,49 @@ def test_an_explicit_system_prompt_does_not_change_a_resumed_session(
     assert "(--system is ignored: session s keeps the system prompt it started with)" \
         in proc.stdout
     assert server.bodies[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_an_unreadable_session_is_named_not_a_traceback(server: _Server, db: Path) -> None:
+    import sqlite3
+
+    assert _chat(server, "--session", "bad", db=db, stdin="hi\n").returncode == 0
+    assert _chat(server, "--session", "good", db=db, stdin="hi\n").returncode == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE piagent_records SET data = '{\"role\": \"nosuch\"}' "
+                     "WHERE session_id = 'bad' AND seq = 1")
+    conn.close()
+    proc = _chat(server, "--session", "bad", db=db, stdin="hi\n")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("piagent chat: --session bad: Session 'bad': record 1 "
+                                  "cannot be decoded: ")
+    assert proc.stderr.endswith(f"(in {db}; 'piagent sessions --delete bad' removes the "
+                                "session).\n")
+    assert "Traceback" not in proc.stderr
+    lines = _piagent("sessions", db=db).stdout.splitlines()
+    assert lines[1].startswith("bad   unreadable  20") and "record 1 cannot be decoded" in lines[1]
+    assert lines[2].startswith("good  2 messages  20")
+
+
+def test_an_interactive_chat_resumes_on_a_terminal(server: _Server, db: Path) -> None:
+    pexpect = pytest.importorskip("pexpect", reason="pexpect runs the chat on a pty")
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+           "PIAGENT_HISTORY": os.devnull, "PIAGENT_SESSIONS_DB": str(db), "TERM": "dumb"}
+    argv = ["-m", "piagent", "chat", "-m", "local/tiny", "--base-url", url, "--session", "tty"]
+    for typed, expected in [("first", "(new session tty)"),
+                            ("second", "(resumed session tty: 2 messages)")]:
+        child = pexpect.spawn(sys.executable, argv, env=env, encoding="utf-8", timeout=TIMEOUT,
+                              cwd=str(ROOT))
+        try:
+            child.expect_exact(expected)
+            child.expect_exact("you> ")
+            child.sendline(typed)
+            child.expect_exact(f"to: {typed}")
+            child.expect_exact("you> ")
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        assert child.exitstatus == 0
+    assert [text for role, text in _roles_and_texts(db, "tty") if role == "user"] == [
+        "first", "second"]
