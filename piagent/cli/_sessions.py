@@ -152,9 +152,8 @@ def attach_session(agent: Agent, store: SQLiteStore, name: str, printer: EventPr
         return False
     printer.line(style.dim(f"(resumed session {name}: {_plural(count, 'message')})"))
     if recap:
-        for who, text in _last_exchange(messages):
-            paint = style.user if who == "you" else style.assistant
-            printer.line(style.dim(paint(f"{who}> ") + _short(text, 200)))
+        for who, text in _last_exchange(messages):  # dim: the past, not a live prompt
+            printer.line(style.dim(f"{who}> {_short(text, 200)}"))
     unfinished = unanswered_tool_calls(messages)
     if unfinished is None:
         return False

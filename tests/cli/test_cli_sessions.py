@@ -359,3 +359,28 @@ def test_an_interactive_chat_resumes_on_a_terminal(server: _Server, db: Path) ->
         assert child.exitstatus == 0
     assert [text for role, text in _roles_and_texts(db, "tty") if role == "user"] == [
         "first", "second"]
+
+
+def test_the_user_data_folder_on_each_platform(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    from piagent.cli._sessions import sessions_db_path, user_data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("USERPROFILE", str(tmp_path))
+    monkeypatch.delenv("PIAGENT_SESSIONS_DB", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("XDG_DATA_HOME", "/xdg/data")
+    assert user_data_dir() == Path("/xdg/data/piagent")
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/dir")  # invalid by the XDG spec: ignored
+    assert user_data_dir() == tmp_path / ".local" / "share" / "piagent"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert user_data_dir() == tmp_path / ".local" / "share" / "piagent"
+    assert sessions_db_path(None) == (tmp_path / ".local/share/piagent/sessions.db", True)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert user_data_dir() == tmp_path / "Library" / "Application Support" / "piagent"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(tmp_path / "Roaming"))
+    assert user_data_dir() == tmp_path / "Roaming" / "piagent"
+    monkeypatch.setenv("PIAGENT_SESSIONS_DB", "~/s.db")
+    assert sessions_db_path(None) == (tmp_path / "s.db", False)
+    assert sessions_db_path(str(tmp_path / "f.db")) == (tmp_path / "f.db", False)
