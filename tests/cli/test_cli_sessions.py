@@ -1,10 +1,13 @@
-"""``piagent chat --session NAME`` and ``piagent sessions``: the real command in a subprocess
-against a local OpenAI-compatible server. A conversation is kept in SQLite, resumed by a
+"""``piagent chat --session NAME`` and ``piagent sessions``: the real command (``main()``, and
+``python -m piagent`` in subprocesses where one process follows another) against a local
+OpenAI-compatible server. A conversation is kept in SQLite, resumed by a
 second process (the model sees both runs), listed, deleted; a transcript a crashed process
 left mid-batch is finished; bad names and the database's location."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from piagent.cli import main
 from piagent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -78,7 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[_Server]:
     srv = _Server(("127.0.0.1", 0), _Handler)
     srv.bodies = []
-    thread = threading.Thread(target=srv.serve_forever, name="test-openai-server")
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
+                              name="test-openai-server")
     thread.start()
     try:
         yield srv
@@ -94,23 +99,43 @@ def db(tmp_path: Path) -> Path:
 
 
 def _piagent(*args: str, db: Path | None, stdin: str | None = None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
-            "PIAGENT_HISTORY": os.devnull, **(env or {})}
-    full.pop("PIAGENT_SESSIONS_DB", None)
+             env: dict[str, str] | None = None, process: bool = False
+             ) -> subprocess.CompletedProcess[str]:
+    """``piagent ARGS`` with ``stdin`` piped in: through ``main()`` in this process, or
+    with ``process`` as ``python -m piagent`` in a subprocess."""
+    full = {"NO_COLOR": "1", "PIAGENT_HISTORY": os.devnull, **(env or {})}
+    if process:
+        child = {**os.environ, "PYTHONPATH": str(ROOT), **full}
+        child.pop("PIAGENT_SESSIONS_DB", None)
+        if db is not None:
+            child["PIAGENT_SESSIONS_DB"] = str(db)
+        return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
+                              text=True, timeout=TIMEOUT, env=child, input=stdin,
+                              stdin=None if stdin is not None else subprocess.DEVNULL,
+                              cwd=ROOT)
+    saved_env, saved_stdin = dict(os.environ), sys.stdin
+    os.environ.update(full)
+    os.environ.pop("PIAGENT_SESSIONS_DB", None)
     if db is not None:
-        full["PIAGENT_SESSIONS_DB"] = str(db)
-    return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=full, input=stdin,
-                          stdin=None if stdin is not None else subprocess.DEVNULL,
-                          cwd=ROOT)
+        os.environ["PIAGENT_SESSIONS_DB"] = str(db)
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        sys.stdin = saved_stdin
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def _chat(srv: _Server, *args: str, db: Path | None, stdin: str | None = None,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+          env: dict[str, str] | None = None, process: bool = False
+          ) -> subprocess.CompletedProcess[str]:
     url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     return _piagent("chat", "-m", "local/tiny", "--base-url", url, *args, db=db, stdin=stdin,
-                    env=env)
+                    env=env, process=process)
 
 
 def _roles_and_texts(path: Path, name: str) -> list[tuple[str, str]]:
@@ -129,12 +154,14 @@ def _roles_and_texts(path: Path, name: str) -> list[tuple[str, str]]:
 
 
 def test_a_session_is_kept_and_resumed_by_the_next_process(server: _Server, db: Path) -> None:
-    first = _chat(server, "--session", "work", db=db, stdin="hello\nhow are you\n")
+    first = _chat(server, "--session", "work", db=db, stdin="hello\nhow are you\n",
+                  process=True)
     assert first.returncode == 0, first.stderr
     assert "(new session work)" in first.stdout
     assert "assistant> reply 2 to: how are you" in first.stdout
 
-    second = _chat(server, "--session", "work", db=db, stdin="and now?\n/quit\n")
+    second = _chat(server, "--session", "work", db=db, stdin="and now?\n/quit\n",
+                   process=True)
     assert second.returncode == 0, second.stderr
     out = second.stdout
     assert "(resumed session work: 4 messages)" in out
@@ -289,7 +316,8 @@ def test_a_batch_a_crashed_process_left_is_finished_on_resume(server: _Server, d
                              stop_reason="toolUse", api="openai-completions",
                              provider="local", model="tiny"),
         ])
-    proc = _chat(server, "--session", "crash", "--tools", db=db, stdin="thanks\n")
+    proc = _chat(server, "--session", "crash", "--tools", db=db, stdin="thanks\n",
+                 process=True)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "(resumed session crash: 2 messages)" in out
