@@ -116,10 +116,16 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     if busy:
                         agent.abort("Reset by the user")
                         agent.wait_for_idle(30)
-                    agent.reset()
-                    kept = f"; session {agent.session_id} cleared too" \
-                        if agent.store is not None else ""
-                    say(style.dim(f"(conversation cleared{kept})"))
+                    try:
+                        agent.reset()
+                    except Exception as exc:  # noqa: BLE001 - the session store refused it
+                        say(style.error(f"could not clear session {agent.session_id}: "
+                                        f"{type(exc).__name__}: {exc} (the conversation "
+                                        "goes on unchanged)"))
+                    else:
+                        kept = f"; session {agent.session_id} cleared too" \
+                            if agent.store is not None else ""
+                        say(style.dim(f"(conversation cleared{kept})"))
                 elif command in ("/follow-up", "/followup"):
                     if not rest:
                         say(style.dim("usage: /follow-up TEXT"))

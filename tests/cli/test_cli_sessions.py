@@ -412,3 +412,39 @@ def test_the_user_data_folder_on_each_platform(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("PIAGENT_SESSIONS_DB", "~/s.db")
     assert sessions_db_path(None) == (tmp_path / "s.db", False)
     assert sessions_db_path(str(tmp_path / "f.db")) == (tmp_path / "f.db", False)
+
+
+def test_reset_says_so_when_the_store_refuses_and_the_chat_goes_on() -> None:
+    from collections.abc import Sequence
+
+    from piagent import Agent
+    from piagent.messages import AgentMessage
+    from piagent.sessions import MemoryStore
+    from piagent.testing import ScriptedStreamFn, assistant_text
+    from .conftest import chat, when_idle
+
+    class ReadOnlyAfterStart(MemoryStore):
+        """Refuses ``replace`` once ``locked`` (a database that went read-only, say)."""
+
+        locked = False
+
+        def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+            if self.locked:
+                msg = "attempt to write a readonly database"
+                raise OSError(msg)
+            super().replace(session_id, messages)
+
+    store = ReadOnlyAfterStart()
+    scripted = ScriptedStreamFn([assistant_text("one"), assistant_text("two")])
+    agent = Agent(system_prompt="Hi.", model=scripted.model, stream_fn=scripted, store=store,
+                  session_id="ro")
+    store.locked = True
+
+    code, out = chat(agent, ["first", when_idle(agent, "/reset"), "second",
+                             when_idle(agent, "/quit")])
+    assert code == 0
+    assert ("could not clear session ro: OSError: attempt to write a readonly database "
+            "(the conversation goes on unchanged)") in out
+    assert "assistant> two" in out
+    assert [m.role for m in store.load("ro")] == ["system", "user", "assistant", "user",
+                                                  "assistant"]
