@@ -421,6 +421,7 @@ def test_reset_says_so_when_the_store_refuses_and_the_chat_goes_on() -> None:
     from piagent.messages import AgentMessage
     from piagent.sessions import MemoryStore
     from piagent.testing import ScriptedStreamFn, assistant_text
+
     from .conftest import chat, when_idle
 
     class ReadOnlyAfterStart(MemoryStore):
