@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -256,9 +257,16 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         return _chat_or_ask(agent, args, question, printer, out, err, store)
     except SessionCorruptError as exc:  # only loading the session can raise it
-        assert store is not None
+        if store is None:
+            raise
         err.write(f"piagent chat: --session {args.session}: {exc} (in {store.path}; "
                   f"'piagent sessions --delete {args.session}' removes the session).\n")
+        return 1
+    except sqlite3.Error as exc:  # e.g. the file stayed locked past the busy timeout
+        if store is None:
+            raise
+        err.write(f"piagent chat: --session {args.session}: the sessions database "
+                  f"{store.path} failed: {type(exc).__name__}: {exc}\n")
         return 1
     finally:
         hide_notices()
@@ -280,8 +288,7 @@ def _join_session(agent: Agent, store: SQLiteStore, args: argparse.Namespace,
         try:
             agent.resume()
         except KeyboardInterrupt:
-            printer.line(printer.style.dim("(interrupted; the unfinished calls stay as they "
-                                           "are)"))
+            printer.line(printer.style.dim("(finishing the last run was interrupted)"))
 
 
 def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
