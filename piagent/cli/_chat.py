@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..models import Model
-    from ..sessions import SQLiteStore
 
-from ._output import EventPrinter, Style, cli_words
+from ..sessions import SessionCorruptError, SQLiteStore
+from ._output import CliError, EventPrinter, Style, cli_words
+from ._sessions import (
+    attach_session,
+    check_session_name,
+    conversation_length,
+    open_session_store,
+    sessions_db_path,
+)
 
 __all__ = ["CliError", "chat_loop", "cmd_chat"]
 
@@ -28,7 +35,8 @@ message (delivered after the current tool batch). Ctrl-C aborts the current run.
 Commands: /follow-up TEXT   queue TEXT for when the agent would stop
           /clear            drop queued steering and follow-up messages (they outlive
                             a Ctrl-C abort and would otherwise go with your next message)
-          /reset            forget the conversation (keeps the system prompt and tools)
+          /reset            forget the conversation (keeps the system prompt and tools;
+                            with --session it clears the stored session too)
           /help             this text
           /quit             leave (also Ctrl-D)"""
 
@@ -109,8 +117,16 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     if busy:
                         agent.abort("Reset by the user")
                         agent.wait_for_idle(30)
-                    agent.reset()
-                    say(style.dim("(conversation cleared)"))
+                    try:
+                        agent.reset()
+                    except Exception as exc:  # noqa: BLE001 - the session store refused it
+                        say(style.error(f"could not clear session {agent.session_id}: "
+                                        f"{type(exc).__name__}: {exc} (the conversation "
+                                        "goes on unchanged)"))
+                    else:
+                        kept = f"; session {agent.session_id} cleared too" \
+                            if agent.store is not None else ""
+                        say(style.dim(f"(conversation cleared{kept})"))
                 elif command in ("/follow-up", "/followup"):
                     if not rest:
                         say(style.dim("usage: /follow-up TEXT"))
@@ -145,10 +161,6 @@ def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
     return list(names)
 
 
-class CliError(Exception):
-    """A problem to report in one line, with exit code 2."""
-
-
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 """Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address."""
 
@@ -163,6 +175,8 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     if provider == "ollama" and not base_url:
         base_url = OLLAMA_BASE_URL
     if base_url:
+        import dataclasses
+
         from ..models import Model
 
         try:  # a catalogued model keeps its prices (and limits) at another address
@@ -191,10 +205,15 @@ def _unknown_model_text(provider: str, model_id: str) -> str:
             f"catalogue (it has {known}; see 'piagent models {provider}'){local}.")
 
 
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
 def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..agent import Agent
 
     try:
+        if args.session is not None:
+            check_session_name(args.session)
         model = _resolve_model(args.model, args.base_url, args.api)
     except CliError as exc:
         err.write(f"piagent chat: {exc}\n")
@@ -211,103 +230,85 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._demo import make_demo_tools
 
         tools = make_demo_tools(Path.cwd())
-    session: _Session | None = None
-    if args.session is not None:
-        try:
-            session = _open_session(args.session, args.sessions_db)
-        except CliError as exc:
-            err.write(f"piagent chat: {exc}\n")
-            return _EXIT_USAGE
-    try:
-        try:
-            agent = Agent(system_prompt=args.system, model=model, tools=tools,
-                          thinking_level=args.thinking, temperature=args.temperature,
-                          max_tokens=args.max_tokens,
-                          get_api_key=(lambda provider: api_key) if api_key else None,
-                          store=session.store if session else None,
-                          session_id=session.name if session else None)
-        except Exception as exc:  # the sessions file cannot be read
-            if session is None:
-                raise
-            err.write(f"piagent chat: cannot load session {session.name!r} from "
-                      f"{session.path}: {type(exc).__name__}: {exc}\n")
-            return 1
-        return _chat_with(agent, args, out, err, session)
-    finally:
-        if session is not None:
-            session.store.close()
-
-
-@dataclasses.dataclass
-class _Session:
-    """A conversation kept with ``--session``: its name, its store and the store's file."""
-
-    name: str
-    store: SQLiteStore
-    path: Path
-
-
-def _open_session(name: str, explicit_path: str | None) -> _Session:
-    """The conversation ``name`` in the CLI's sessions file (its folder made if missing)."""
-    from ..sessions import SQLiteStore, check_session_id
-    from ._sessions import sessions_db_path
-
-    try:
-        check_session_id(name)
-    except ValueError as exc:
-        raise CliError(f"--session: {exc}") from None
-    path = sessions_db_path(explicit_path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        msg = f"cannot create the folder for the sessions file {path}: {exc.strerror or exc}"
-        raise CliError(msg) from None
-    return _Session(name, SQLiteStore(path), path)
-
-
-def _chat_with(agent: Agent, args: argparse.Namespace, out: TextIO, err: TextIO,
-               session: _Session | None) -> int:
-    from ..loop import unanswered_tool_calls
-
-    style = Style.for_stream(out)
-    interactive = _isatty(sys.stdin) and _isatty(out)
     question = " ".join(args.question)
     if question == "-":
         question = sys.stdin.read().strip()
         if not question:
             err.write("piagent chat: '-' reads the question from stdin, which was empty.\n")
             return _EXIT_USAGE
+    store = None
+    if args.session is not None:
+        try:
+            path, default = sessions_db_path(args.sessions_db)
+            store = open_session_store(path, default=default)
+        except CliError as exc:
+            err.write(f"piagent chat: {exc}\n")
+            return _EXIT_USAGE
+    agent = Agent(system_prompt=args.system if args.system is not None else DEFAULT_SYSTEM_PROMPT,
+                  model=model, tools=tools,
+                  thinking_level=args.thinking, temperature=args.temperature,
+                  max_tokens=args.max_tokens,
+                  get_api_key=(lambda provider: api_key) if api_key else None)
+    style = Style.for_stream(out)
+    interactive = _isatty(sys.stdin) and _isatty(out)
     printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
     agent.subscribe(printer)
     hide_notices = show_notices(printer)
     try:
-        if session is not None and not question:
-            earlier = sum(1 for m in agent.state.messages if m.role != "system")
-            printer.line(style.dim(
-                f"(session {session.name!r}: {earlier} earlier message"
-                f"{'' if earlier == 1 else 's'}, kept in {session.path})"
-                if earlier else f"(new session {session.name!r}, kept in {session.path})"))
-        if session is not None and unanswered_tool_calls(agent.state.messages) is not None:
-            printer.line(style.dim("(the session stopped while tools ran; finishing those "
-                                   "calls first)"))
-            agent.resume()
-        return _chat_or_ask(agent, args, question, printer, out, err)
+        return _chat_or_ask(agent, args, question, printer, out, err, store)
+    except SessionCorruptError as exc:  # only loading the session can raise it
+        if store is None:
+            raise
+        err.write(f"piagent chat: --session {args.session}: {exc} (in {store.path}; "
+                  f"'piagent sessions --delete {args.session}' removes the session).\n")
+        return 1
+    except sqlite3.Error as exc:  # e.g. the file stayed locked past the busy timeout
+        if store is None:
+            raise
+        err.write(f"piagent chat: --session {args.session}: the sessions database "
+                  f"{store.path} failed: {type(exc).__name__}: {exc}\n")
+        return 1
     finally:
         hide_notices()
+        if store is not None:
+            store.close()
+
+
+def _join_session(agent: Agent, store: SQLiteStore, args: argparse.Namespace,
+                  printer: EventPrinter, *, recap: bool) -> None:
+    """Keep the chat in ``store`` as ``--session NAME``; a run the last process left in the
+    middle of a tool batch is finished first (``agent.resume()``)."""
+    name = args.session
+    unfinished = attach_session(agent, store, name, printer, recap=recap)
+    if args.system is not None and conversation_length(agent.state.messages) \
+            and agent.state.system_prompt != args.system:
+        printer.line(printer.style.dim(f"(--system is ignored: session {name} keeps the system "
+                                       "prompt it started with)"))
+    if unfinished:
+        try:
+            agent.resume()
+        except KeyboardInterrupt:
+            printer.line(printer.style.dim("(finishing the last run was interrupted)"))
 
 
 def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
-                 printer: EventPrinter, out: TextIO, err: TextIO) -> int:
+                 printer: EventPrinter, out: TextIO, err: TextIO,
+                 store: SQLiteStore | None = None) -> int:
     style = printer.style
     model = agent.state.model
     assert model is not None  # cmd_chat resolved it
     tools = agent.state.tools
     if question:
+        if store is not None:  # the session's notes go to stderr: stdout is the answer
+            notes = EventPrinter(err, style=Style.for_stream(err))
+            _join_session(agent, store, args, notes, recap=False)
         return _one_shot(agent, question, printer, err)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
                            f"{' (tools: read_file, list_folder, calculator, current_time)' if tools else ''}"
                            ". /help for commands, /quit to leave."))
+    if store is not None:
+        _join_session(agent, store, args, printer, recap=True)
     save_history = _readline_history() if _isatty(sys.stdin) else None
 
     def read_line() -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .._version import __version__
-from ._chat import cmd_chat
+from ._chat import DEFAULT_SYSTEM_PROMPT, cmd_chat
 from ._output import Style
 from ._sessions import cmd_sessions
 
@@ -113,6 +113,10 @@ def _positive_int(text: str) -> int:
 
 # --- entry point ---------------------------------------------------------------------------
 
+_SESSIONS_DB_HELP = ("the SQLite file that keeps the sessions (default: $PIAGENT_SESSIONS_DB, "
+                     "else sessions.db in the user data folder, e.g. "
+                     "~/.local/share/piagent on Linux)")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -152,21 +156,20 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--tools", action="store_true",
                       help="give the model read_file, list_folder (current folder), "
                            "calculator and current_time")
-    chat.add_argument("--system", default="You are a helpful assistant.", metavar="TEXT",
-                      help="the system prompt (a kept session keeps its own)")
+    chat.add_argument("--system", metavar="TEXT",
+                      help=f"the system prompt (default {DEFAULT_SYSTEM_PROMPT!r}; a resumed "
+                           "session keeps its own)")
     chat.add_argument("--session", metavar="NAME",
-                      help="keep the conversation as NAME and pick it up again next time "
-                           "(in the sessions file; see 'piagent sessions')")
-    chat.add_argument("--sessions-db", metavar="PATH",
-                      help="the sessions file (default: $PIAGENT_SESSIONS_DB, else "
-                           "$XDG_DATA_HOME/piagent/sessions.db, else "
-                           "~/.local/share/piagent/sessions.db)")
+                      help="keep the conversation as NAME and resume it the next time "
+                           "(see 'piagent sessions')")
+    chat.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
 
     sessions = commands.add_parser(
-        "sessions", help="list the conversations 'piagent chat --session' kept",
-        description="List each kept conversation: its name, message count and last activity.")
-    sessions.add_argument("--sessions-db", metavar="PATH",
-                          help="the sessions file (default as for 'piagent chat')")
+        "sessions", help="list the conversations kept with 'piagent chat --session NAME'",
+        description="List the stored chat sessions (name, messages, last activity, first "
+                    "question), or delete one.")
+    sessions.add_argument("--delete", metavar="NAME", help="delete the session NAME")
+    sessions.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
 
     models = commands.add_parser(
         "models", help="list the models in the bundled catalogue, with prices",

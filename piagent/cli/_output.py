@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ..abort import AbortSignal
 
-__all__ = ["EventPrinter", "Style"]
+__all__ = ["CliError", "EventPrinter", "Style", "cli_words"]
+
+
+class CliError(Exception):
+    """A problem to report in one line, in the CLI's words, with exit code 2."""
 
 
 class Style:
