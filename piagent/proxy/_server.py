@@ -3,7 +3,9 @@
 It serves ``POST /api/stream`` for any WSGI host (the standard library's server through
 ``ProxyServer``/``serve_proxy``, gunicorn, Flask, Django). The provider keys stay on the
 server; the answer is pi's proxy event stream, so a TypeScript pi client can use it too.
-Bad input is answered (401, 413, 400, 404, 405) before the stream function is called.
+Bad input is answered (401, 415, 413, 400, 404, 405) before the stream function is called.
+``ProxyServer`` adds what a WSGI application cannot do itself: deadlines for the request
+headers and body (408), a bound on concurrent requests (503), and a bounded ``close()``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ StartResponse = Callable[..., Any]
 """The WSGI ``start_response`` callable."""
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_JSON_DEPTH = 100
+"""Request bodies whose JSON nests arrays/objects deeper than this are answered 400."""
 ENDPOINT = "/api/stream"
 _CLOSE_TIMEOUT_S = 10.0  # how long close() waits for an aborted stream function to return
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|SECRET_KEY)$")
@@ -60,8 +64,10 @@ class ProxyApp:
         auth_tokens: the bearer tokens clients may send (one string, or several, to rotate
             them). Compared with ``hmac.compare_digest``.
         max_body_bytes: larger request bodies get 413 without being read.
-        get_api_key: ``provider -> key`` for the provider request; default: the stream
-            function's own lookup (the provider's environment variable).
+        get_api_key: ``provider -> key`` for the provider request, called once per request
+            on its pump thread; default: the stream function's own lookup (the provider's
+            environment variable). If it raises, the client gets an ``error`` event "The
+            proxy server could not get an API key for provider X: <Type>: <message>".
         resolve_model: called with the decoded ``Model``; return the model to use, or raise
             ``ValueError`` (answered 400). Use it to pin base URLs: a client that may choose
             ``baseUrl`` can send the server's provider key to any host.
@@ -129,7 +135,15 @@ class ProxyApp:
         if self._closed:
             return _json(start_response, "503 Service Unavailable",
                          "The proxy is shutting down; retry on another instance.")
-        body = self._read_body(environ)
+        problem = _content_type_problem(str(environ.get("CONTENT_TYPE") or ""))
+        if problem is not None:
+            return _json(start_response, "415 Unsupported Media Type", problem,
+                         [("Accept-Post", "application/json")])
+        try:
+            body = self._read_body(environ)
+        except TimeoutError:
+            return _json(start_response, "408 Request Timeout",
+                         "The request body did not arrive in time; send the whole body at once.")
         if isinstance(body, str):
             return _json(start_response, "413 Content Too Large", body)
         try:
@@ -184,11 +198,18 @@ class ProxyApp:
         return data
 
     def _decode(self, body: bytes) -> tuple[Model, Context, dict[str, Any]]:
+        too_deep = (f"Request body is JSON nested more than {MAX_JSON_DEPTH} levels deep; "
+                    "the proxy refuses it. Flatten the deepest value.")
         try:
             data = json.loads(body)
         except ValueError as exc:  # UnicodeDecodeError included
             msg = f"Request body is not valid JSON: {exc}."
             raise ProxyProtocolError(msg) from exc
+        except RecursionError as exc:  # deeper than the interpreter's stack allows
+            _log.info("Refused a request body nested too deeply for json.loads")
+            raise ProxyProtocolError(too_deep) from exc
+        if _nested_deeper_than(data, MAX_JSON_DEPTH):
+            raise ProxyProtocolError(too_deep)
         validate_request(data)
         try:
             model = model_from_dict(data["model"])
@@ -225,14 +246,13 @@ class ProxyApp:
         with self._live_lock:
             self._live.discard(body)
 
-    def _secrets(self, provider: str) -> tuple[str, ...]:
-        """Values that must never appear in a response: tokens and provider keys."""
+    def _secrets(self, key: str | None) -> tuple[str, ...]:
+        """Values that must never appear in a response: tokens, ``key`` (the provider key
+        ``get_api_key`` returned for this request) and secret-looking environment values."""
         found = [t.decode("utf-8") for t in self._tokens]
         found += [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8]
-        if self.get_api_key is not None:
-            key = self.get_api_key(provider)
-            if key:
-                found.append(key)
+        if key:
+            found.append(key)
         return tuple(sorted(set(found), key=len, reverse=True))
 
 
@@ -298,18 +318,23 @@ class _StreamBody:
         put = self._queue.put
         app = self._app
         model = self._model
+        secrets = app._secrets(None)
         try:
             kwargs = dict(self._options)
             if app.get_api_key is not None:
-                kwargs["api_key"] = app.get_api_key(model.provider)
+                key = self._api_key(secrets)
+                if isinstance(key, _KeyProblem):
+                    put(encode_sse(proxy_event_to_dict(_error_event(model, key.text))))
+                    return
+                kwargs["api_key"] = key
+                secrets = app._secrets(key)
             options = StreamOptions(signal=self._controller.signal, **kwargs)
             stream = app.stream_fn(model, self._context, options)
             for event in stream:
                 data = proxy_event_to_dict(event)
                 if event.type in ("done", "error"):
                     if "errorMessage" in data:
-                        data["errorMessage"] = redact(data["errorMessage"],
-                                                       app._secrets(model.provider))
+                        data["errorMessage"] = redact(data["errorMessage"], secrets)
                     put(encode_sse(data))
                     return
                 put(encode_sse(data))
@@ -320,16 +345,71 @@ class _StreamBody:
             _log.exception("The proxy's stream function raised for %s/%s", model.provider,
                            model.id)
             text = redact(f"The proxy's stream function raised {type(exc).__name__}: {exc}",
-                           app._secrets(model.provider))
+                           secrets)
             put(encode_sse(proxy_event_to_dict(_error_event(model, text))))
         finally:
             put(None)
+
+    def _api_key(self, secrets: tuple[str, ...]) -> str | None | _KeyProblem:
+        """``get_api_key(provider)``, called once for this request, or why it failed."""
+        provider = self._model.provider
+        get_api_key = self._app.get_api_key
+        if get_api_key is None:
+            return None
+        try:
+            key = get_api_key(provider)
+        except Exception as exc:  # the client is told; the server log has the traceback
+            _log.exception("get_api_key(%r) raised", provider)
+            return _KeyProblem(redact(
+                f"The proxy server could not get an API key for provider {provider}: "
+                f"{type(exc).__name__}: {exc}", secrets))
+        if key is not None and not isinstance(key, str):
+            _log.error("get_api_key(%r) returned %s, not a str or None", provider,
+                       type(key).__name__)
+            return _KeyProblem(
+                f"The proxy server could not get an API key for provider {provider}: its "
+                f"get_api_key returned {type(key).__name__}, not a str or None.")
+        return key
+
+
+class _KeyProblem:
+    """Why ``get_api_key`` gave no usable key (the text for the client, already redacted)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _error_event(model: Model, text: str) -> ErrorEvent:
     return ErrorEvent("error", AssistantMessage(api=model.api, provider=model.provider,
                                                 model=model.id, stop_reason="error",
                                                 error_message=text))
+
+
+def _content_type_problem(content_type: str) -> str | None:
+    """Why a request's Content-Type is refused (415), or None for ``application/json``."""
+    media_type = content_type.partition(";")[0].strip().lower()
+    if media_type == "application/json":
+        return None
+    if not media_type:
+        return ("The request has no Content-Type; the proxy accepts only "
+                "'Content-Type: application/json'.")
+    return (f"Content-Type {media_type!r} is not supported; the proxy accepts only "
+            "'Content-Type: application/json'.")
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` (decoded JSON) nests lists/dicts more than ``limit`` levels."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return False
 
 
 def _json(start_response: StartResponse, status: str, error: str,
