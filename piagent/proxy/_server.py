@@ -879,6 +879,11 @@ class ProxyServer:
         host = self.host if ":" not in self.host else f"[{self.host}]"
         return f"http://{host}:{self.port}"
 
+    @property
+    def backlog(self) -> int:
+        """The listen queue length given to ``listen()``."""
+        return int(self._server.request_queue_size)
+
     def serve_forever(self) -> None:
         """Serve on the calling thread until ``close()`` (or KeyboardInterrupt)."""
         with self._state_lock:
