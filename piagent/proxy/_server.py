@@ -885,10 +885,16 @@ class ProxyServer:
         return int(self._server.request_queue_size)
 
     def serve_forever(self) -> None:
-        """Serve on the calling thread until ``close()`` (or KeyboardInterrupt)."""
+        """Serve on the calling thread until ``close()`` (or KeyboardInterrupt).
+
+        Returns at once if ``close()`` was already called; raises ``RuntimeError`` if the
+        server is already serving.
+        """
         with self._state_lock:
+            if self._state == "closed":
+                return
             if self._state != "new":
-                msg = f"ProxyServer.serve_forever: the server is {self._state}; serve it once."
+                msg = "ProxyServer.serve_forever: the server is already serving; serve it once."
                 raise RuntimeError(msg)
             self._state = "serving"
         listener = self._server.socket

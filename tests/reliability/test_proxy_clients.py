@@ -14,6 +14,7 @@ imported from ``tests``); the waits are socket timeouts and Events, never sleeps
 
 from __future__ import annotations
 
+import _thread
 import json
 import socket
 import threading
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from piagent.messages import UserMessage
-from piagent.proxy import ProxyApp, ProxyServer, ProxyStreamOptions, stream_proxy
+from piagent.proxy import ProxyApp, ProxyServer, ProxyStreamOptions, serve_proxy, stream_proxy
 from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import Context
 from piagent.testing import ScriptedStreamFn, assistant_text
@@ -537,8 +538,67 @@ def test_close_before_serving_and_twice_returns():
     server = ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN))
     server.close(timeout=WAIT)
     server.close(timeout=WAIT)
-    with pytest.raises(RuntimeError, match="the server is closed"):
+    server.serve_forever()  # closed: returns at once
+
+
+def test_close_right_after_start_stops_the_serving_thread():
+    baseline = threading.active_count()
+    for _ in range(20):
+        ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN)).start().close(WAIT)
+    assert [t.name for t in _request_threads()] == []
+    assert threading.active_count() == baseline
+
+
+def test_serving_twice_is_refused():
+    with _serving() as server, pytest.raises(RuntimeError, match="already serving"):
+        for thread in threading.enumerate():  # wait until the serving thread is in the loop
+            if thread.name == "piagent-proxy-serve":
+                with _connect(server):
+                    pass
         server.serve_forever()
+
+
+def test_ctrl_c_in_serve_proxy_returns_with_a_stuck_client(fn):
+    """``piagent proxy`` runs ``serve_proxy``; Ctrl-C must not wait for a stuck client
+    (its deadlines here are 60 s, past the suite's per-test timeout)."""
+    stuck: list[socket.socket] = []
+    served: list[int] = []
+
+    def client(port: int) -> None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+            stuck.append(sock)
+            sock.sendall(_head(length=100) + b"{")
+            # connections are accepted in order: once this one is answered, the stuck one
+            # has its request thread
+            with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as other:
+                other.sendall(_request(_body(fn)))
+                served.append(_answer(_read_all(other))[0])
+        finally:
+            _thread.interrupt_main()  # what Ctrl-C does
+
+    threads: list[threading.Thread] = []
+
+    def ready(url: str) -> None:
+        # owner: this test; joined below
+        threads.append(threading.Thread(target=client, args=(int(url.rsplit(":", 1)[1]),),
+                                        name="test-ctrl-c-client"))
+        threads[0].start()
+
+    baseline = threading.active_count()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            serve_proxy(ProxyApp(fn, auth_tokens=TOKEN), "127.0.0.1", 0, ready=ready,
+                        close_timeout=1.0, header_timeout=60, body_timeout=60)
+        threads[0].join(WAIT)
+        assert served == [200]
+        assert _read_all(stuck[0]) == b""  # closed by the server, unanswered
+    finally:
+        for sock in stuck:
+            sock.close()
+    for thread in _request_threads():
+        thread.join(WAIT)
+    assert threading.active_count() == baseline
 
 
 @pytest.mark.parametrize(("name", "value"), [
