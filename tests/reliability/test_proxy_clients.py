@@ -549,13 +549,11 @@ def test_close_right_after_start_stops_the_serving_thread():
     assert threading.active_count() == baseline
 
 
-def test_serving_twice_is_refused():
-    with _serving() as server, pytest.raises(RuntimeError, match="already serving"):
-        for thread in threading.enumerate():  # wait until the serving thread is in the loop
-            if thread.name == "piagent-proxy-serve":
-                with _connect(server):
-                    pass
-        server.serve_forever()
+def test_serving_twice_is_refused(fn):
+    with _serving(fn) as server:
+        assert _exchange(server, _request(_body(fn)))[0] == 200  # its thread is serving
+        with pytest.raises(RuntimeError, match="already serving"):
+            server.serve_forever()
 
 
 def test_ctrl_c_in_serve_proxy_returns_with_a_stuck_client(fn):
