@@ -492,7 +492,7 @@ class _ServerHandler(wsgiref.simple_server.ServerHandler):
 
     def handle_error(self) -> None:
         exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):  # a write timed out or the client reset: nobody to tell
+        if isinstance(exc, (TimeoutError, ConnectionError)):  # the client stopped reading
             _log.info("The proxy client went away while being answered: %s", exc)
             return
         _log.exception("The WSGI application failed")

@@ -392,6 +392,18 @@ def test_json_with_a_charset_is_accepted(fn):
     assert status == 200
 
 
+def test_an_application_that_raises_gets_500_without_a_traceback(caplog):
+    def broken(environ: Any, start_response: Any) -> Any:
+        raise FileNotFoundError("/etc/secret-config.toml")
+
+    with _serving(app=broken) as server:  # type: ignore[arg-type]
+        status, _, body = _exchange(server, _request(b"{}"))
+    assert status == 500
+    assert b"secret-config" not in body and b"Traceback" not in body
+    assert "The WSGI application failed" in caplog.text
+    assert "FileNotFoundError: /etc/secret-config.toml" in caplog.text
+
+
 # --- get_api_key ---------------------------------------------------------------------------------
 
 
