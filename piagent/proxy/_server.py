@@ -725,11 +725,12 @@ class _Server(wsgiref.simple_server.WSGIServer):
             return
         try:
             thread.start()
-        except RuntimeError:  # the interpreter could not start another thread
+        except RuntimeError as exc:  # the interpreter could not start another thread
             with self._lock:
                 del self._connections[request]
-            request.close()
-            raise
+            request.close()  # the accept loop goes on: this client may retry
+            _log.error("The proxy server dropped a connection from %s: %s",
+                       client_address[0], exc)
 
     def _run(self, request: socket.socket, client_address: Any) -> None:
         try:
