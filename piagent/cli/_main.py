@@ -43,7 +43,12 @@ def _cmd_proxy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     app = ProxyApp(auth_tokens=[token])
     try:
-        serve_proxy(app, args.host, args.port, ready=ready)
+        serve_proxy(app, args.host, args.port, ready=ready,
+                    max_connections=args.max_connections, header_timeout=args.header_timeout,
+                    body_timeout=args.body_timeout)
+    except ValueError as exc:  # a limit out of range: ProxyServer says which
+        err.write(f"piagent proxy: {exc}\n")
+        return _EXIT_USAGE
     except KeyboardInterrupt:
         out.write("\nproxy stopped\n")
     except OSError as exc:
@@ -183,6 +188,12 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1")
     proxy.add_argument("--token", help="the bearer token clients must send "
                                        "(default: $PIAGENT_PROXY_TOKEN)")
+    proxy.add_argument("--max-connections", type=int, default=64, metavar="N",
+                       help="requests served at once; more get 503 (default 64)")
+    proxy.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                       help="seconds for a client to send its headers, else 408 (default 10)")
+    proxy.add_argument("--body-timeout", type=float, default=30.0, metavar="S",
+                       help="seconds for a client to send its body, else 408 (default 30)")
     return parser
 
 

@@ -36,10 +36,13 @@ def _body(fn: ScriptedStreamFn, **extra: Any) -> dict[str, Any]:
 
 def _call(app: ProxyApp, body: bytes | None = b"", *, method: str = "POST",
           path: str = ENDPOINT, auth: str | None = f"Bearer {TOKEN}",
-          length: bool = True) -> tuple[str, dict[str, str], bytes]:
+          length: bool = True, content_type: str | None = "application/json",
+          ) -> tuple[str, dict[str, str], bytes]:
     """Call the WSGI app in-process; returns (status, headers, body)."""
     environ: dict[str, Any] = {"REQUEST_METHOD": method, "PATH_INFO": path,
                                "wsgi.input": io.BytesIO(body or b"")}
+    if content_type is not None:
+        environ["CONTENT_TYPE"] = content_type
     if length and body is not None:
         environ["CONTENT_LENGTH"] = str(len(body))
     if auth is not None:
@@ -204,14 +207,16 @@ def test_bad_input_over_http(serve, fn):
         session.trust_env = False
         url = server.url + ENDPOINT
         answer = session.post(url, data=b"not json",
-                              headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT)
+                              headers={"Authorization": f"Bearer {TOKEN}",
+                                       "Content-Type": "application/json"}, timeout=WAIT)
         assert answer.status_code == 400
         assert answer.json() == {"error": "Request body is not valid JSON: Expecting value: "
                                           "line 1 column 1 (char 0)."}
         answer = session.post(url, json=_body(fn), timeout=WAIT)
         assert answer.status_code == 401
         answer = session.post(url, data=b"x" * 5000,
-                              headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT)
+                              headers={"Authorization": f"Bearer {TOKEN}",
+                                       "Content-Type": "application/json"}, timeout=WAIT)
         assert answer.status_code == 413
         assert session.get(server.url + "/", timeout=WAIT).status_code == 404
         assert session.get(url, timeout=WAIT).status_code == 405

@@ -1,0 +1,65 @@
+"""``piagent proxy`` passes its limits to the server: a client that stops in the middle of
+its headers gets 408 after ``--header-timeout``, SIGINT stops the server at once although
+a client is stuck, and a limit out of range is a usage error."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from piagent.cli import main
+from tests.conftest import WAIT
+
+
+def test_a_limit_out_of_range_is_a_usage_error(capsys):
+    assert main(["proxy", "--port", "0", "--token", "t", "--max-connections", "0"]) == 2
+    assert capsys.readouterr().err == ("piagent proxy: max_connections must be a positive "
+                                       "int, got 0.\n")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_proxy_limits_and_ctrl_c_with_a_stuck_client():
+    proc = subprocess.Popen([sys.executable, "-m", "piagent", "proxy", "--port", "0",
+                             "--token", "s3cret", "--header-timeout", "0.3",
+                             "--body-timeout", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    sockets: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("piagent proxy on http://127.0.0.1:"), line
+        port = int(line.split()[3].rsplit(":", 1)[1].split("/")[0])
+        slow = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        sockets.append(slow)
+        slow.sendall(b"POST /api/stream HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        while chunk := slow.recv(65536):
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 Request Timeout")
+        assert "header_timeout" in json.loads(body)["error"]
+        stuck = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        sockets.append(stuck)
+        stuck.sendall(b"POST /api/stream HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: 100\r\n\r\n{")
+        # a second request answered: the stuck one was accepted first (accepts are in order)
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as probe:
+            probe.sendall(b"GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert probe.recv(65536).startswith(b"HTTP/1.0 405")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(WAIT) == 0  # the stuck client's 60 s body deadline was not waited
+        assert stuck.recv(65536) == b""
+    finally:
+        for sock in sockets:
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(WAIT)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
