@@ -38,6 +38,8 @@ from ..loop import (
     TurnDecision,
     run_agent_loop,
     run_agent_loop_continue,
+    run_agent_loop_resume,
+    unanswered_tool_calls,
 )
 from ..messages import (
     AgentMessage,
@@ -47,6 +49,7 @@ from ..messages import (
     SystemMessage,
     TextContent,
     ThinkingLevel,
+    ToolCall,
 )
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
@@ -127,9 +130,11 @@ _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up(
                 "messages, or wait for completion.")
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+_BUSY_RESUME = "Agent is already processing. Wait for completion before resuming."
 
-# what a run starts from: (prompts or None to continue, skip the initial steering poll)
-_RunInput = tuple["list[AgentMessage] | None", bool]
+# what a run starts from: (prompts or None to continue, skip the initial steering poll,
+# and for resume() the ids of the tool calls the store marked started, else None)
+_RunInput = tuple["list[AgentMessage] | None", bool, "frozenset[str] | None"]
 
 
 class Agent:
@@ -358,7 +363,7 @@ class Agent:
         With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
         """
         prompts = normalise_input(input, images)
-        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False), block, timeout)
+        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout)
 
     def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Continue from the transcript (a retry after an error, or queued input).
@@ -367,6 +372,19 @@ class Agent:
         the queued steering (else follow-up) messages are run as a prompt.
         """
         return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
+
+    def resume(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
+        """Finish what a stopped process left unfinished, then go on (durable.md §2).
+
+        When the transcript ends in tool calls without results, they run now in one batch
+        with the usual events: a call the store never marked started runs through the
+        usual hooks; one that started runs again only if its tool's ``replay`` is
+        ``"safe"``, otherwise its result is an error saying the process stopped while it
+        ran, its outcome is unknown, and it was not repeated. The loop then goes on as
+        after any batch. Any other transcript resumes as ``continue_()`` (a complete
+        assistant answer is a ``ValueError``). Needs a session store.
+        """
+        return self._call(_BUSY_RESUME, self._resume_input, block, timeout)
 
     def stream(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None) -> AgentEventIterator:
@@ -466,16 +484,28 @@ class Agent:
             msg = "No messages to continue from"
             raise ValueError(msg)
         if getattr(messages[-1], "role", None) != "assistant":
-            return None, False
+            return None, False, None
         with self._queues.lock:
             steering = takings.take(self._queues.steering)
             if steering:
-                return steering, True
+                return steering, True, None
             follow_ups = takings.take(self._queues.follow_up)
             if follow_ups:
-                return follow_ups, False
+                return follow_ups, False, None
         msg = "Cannot continue from message role: assistant"
         raise ValueError(msg)
+
+    def _resume_input(self, takings: Takings) -> _RunInput:
+        """What ``resume`` runs: the unfinished batch with the store's start marks, or
+        what ``continue_`` would."""
+        store, session_id = self._store, self.session_id
+        if store is None or session_id is None:
+            msg = ("resume() needs a session store: create the agent with "
+                   "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
+            raise ValueError(msg)
+        if unanswered_tool_calls(self._state.messages) is None:
+            return self._continue_input(takings)
+        return None, False, frozenset(store.started(session_id))
 
     def _call(self, busy_message: str, choose: Callable[[Takings], _RunInput],
               block: bool, timeout: float | None) -> AgentRun:
@@ -513,10 +543,11 @@ class Agent:
         with self._run_lock:
             if self._active is not None:
                 raise AgentBusyError(busy_message)
-            prompts, skip_poll = choose(run.takings)
+            prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()
-            thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+            thread = threading.Thread(target=self._run_worker,
+                                      args=(run, prompts, skip_poll, started),
                                       name="piagent-run", daemon=True)
             # known before the thread starts, so a wait that sees the run settled joins it
             run._thread = self._last_worker = thread
@@ -542,6 +573,18 @@ class Agent:
                 skip[0] = False
                 return []
             return takings.take(queues.steering)
+
+        on_tool_execute = None
+        store, session_id = self._store, self.session_id
+        if store is not None and session_id is not None:
+            def on_tool_execute(call: ToolCall) -> None:  # on the tool's pool thread
+                try:
+                    store.mark_started(session_id, call.id)
+                except Exception as exc:
+                    msg = (f"The session store {type(store).__name__} failed to mark tool "
+                           f"call {call.id} ({call.name!r}) of session {session_id!r} "
+                           f"started: {type(exc).__name__}: {exc}")
+                    raise RuntimeError(msg) from exc
 
         prepare_next_turn = self.prepare_next_turn
         next_turn = None
@@ -569,10 +612,11 @@ class Agent:
             max_parallel_tools=self.max_parallel_tools,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
+            on_tool_execute=on_tool_execute,
         )
 
     def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
-                    skip_initial_steering_poll: bool) -> None:
+                    skip_initial_steering_poll: bool, started: frozenset[str] | None) -> None:
         """The run's worker thread: the loop, failure handling, settling."""
         run._worker_started.set()
         try:
@@ -584,7 +628,10 @@ class Agent:
             def emit(event: AgentEvent) -> None:
                 self._process(run, event)
 
-            if prompts is None:
+            if started is not None:
+                run_agent_loop_resume(context, config, emit, run.signal, stream_fn,
+                                      started=started)
+            elif prompts is None:
                 run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
             else:
                 run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
