@@ -333,7 +333,7 @@ class _LocalRun:
         if _needs_resume(self.agent.state.messages):
             for message in _input_messages(input, images):
                 self.agent.follow_up(message)
-            self.agent_run = self.agent.resume(block=False)  # type: ignore[attr-defined]
+            self.agent_run = self.agent.resume(block=False)
         else:
             self.agent_run = self.agent.prompt(input, images, block=False)
         self.backend.set_running(self.run_id, self.owner)
