@@ -123,8 +123,7 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
     store = SQLiteStore(db)
     runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
                                                   system_prompt="worker",
-                                                  tools=build_tools([])),
-                         lease_s=1.0)
+                                                  tools=build_tools([])))
     ticker = threading.Event()  # never set: its wait() is the poll interval
     deadline = time.monotonic() + WAIT
     while runner.status(run_id).state != "lost":

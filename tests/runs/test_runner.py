@@ -321,3 +321,49 @@ def test_two_runners_on_one_store_share_runs(store: SessionStore) -> None:
     h.gate.set()
     assert other.wait(run_id, WAIT)
     assert [e.type for e in _collect(other, run_id)][-1] == "agent_end"
+
+
+def test_start_recovers_a_transcript_left_mid_batch(store: SessionStore) -> None:
+    """Tool calls left without results: the run finishes them (replay policy), then the input."""
+    ran: list[str] = []
+
+    @tool(replay="never")
+    def charge() -> str:
+        """Charge a card."""
+        ran.append("charge")
+        return "charged"
+
+    @tool(replay="safe")
+    def look() -> str:
+        """Look something up."""
+        ran.append("look")
+        return "looked"
+
+    scripted = ScriptedStreamFn([_echo, _echo])
+    store.append("s1", [UserMessage("do both"),
+                        assistant_tool_calls(("charge", {}, "c1"), ("look", {}, "c2"))])
+    store.mark_started("s1", "c1")
+    store.mark_started("s1", "c2")
+    runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
+                                                  tools=[charge, look]))
+    run_id = runner.start("s1", "and now?")
+    events = _collect(runner, run_id)
+    assert runner.wait(run_id, WAIT) and runner.status(run_id).state == "done"
+    assert ran == ["look"]  # "never" was not repeated, "safe" was
+    assert [e.type for e in events].count("agent_start") == 1
+    # (the agent's tools are declared in a system message the stored transcript lacked)
+    messages = [m for m in store.load("s1") if m.role != "system"]
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "toolResult",
+                                          "assistant", "user", "assistant"]
+    assert messages[2].is_error  # type: ignore[union-attr]
+    assert messages[5].text == "and now?"  # type: ignore[union-attr]
+
+
+def test_start_after_a_user_tail_answers_it_first(store: SessionStore) -> None:
+    scripted = ScriptedStreamFn([_echo, _echo])
+    store.append("s1", [UserMessage("are you there?")])  # the process died before the answer
+    runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted))
+    run_id = runner.start("s1", "hello?")
+    assert runner.wait(run_id, WAIT) and runner.status(run_id).state == "done"
+    assert [getattr(m, "text", "") for m in store.load("s1")] == [
+        "are you there?", "echo are you there?", "hello?", "echo hello?"]
