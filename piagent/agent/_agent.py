@@ -143,6 +143,12 @@ class Agent:
     Every option is a keyword. Hooks and options are public attributes: replace or wrap
     them between runs.
 
+    With ``store=`` (a ``piagent.sessions`` store) and ``session_id=``, the transcript is
+    loaded from the store when ``messages`` is empty, every message is appended at its
+    ``message_end`` before any listener sees it, each tool call is marked started just
+    before its ``execute``, and ``resume()`` recovers a run a stopped process left
+    (docs/sessions.md). ``attach_store()`` does the same later.
+
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
     second run while one is active raises ``AgentBusyError``. Listeners run on the run's
@@ -156,7 +162,7 @@ class Agent:
         system_prompt: str = "",
         model: Model | None = None,
         tools: Iterable[AgentTool] = (),
-        messages: Iterable[AgentMessage] | None = None,
+        messages: Iterable[AgentMessage] = (),
         thinking_level: ThinkingLevel = "off",
         stream_fn: StreamFn | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Sequence[Message]] | None = None,
@@ -185,7 +191,6 @@ class Agent:
         store: SessionStore | None = None,
     ) -> None:
         tools = list(tools)
-        given = messages is not None
         if store is not None:
             _check_store(store, session_id, "Agent()")
         self._store: SessionStore | None = None
@@ -193,11 +198,11 @@ class Agent:
         # that owns the agent's state at the time (the caller between runs, the run's
         # worker during one) reads or writes it
         self._stored_count = 0
-        messages = list(messages) if messages is not None else []
+        messages = list(messages)  # empty (the default): "not given", the store's are used
         stored: list[AgentMessage] = []
         if store is not None and session_id is not None:
             stored = store.load(session_id)
-            if stored and given:
+            if stored and messages:
                 msg = (f"Agent(): session {session_id!r} already holds {len(stored)} messages "
                        "in the store; pass messages= or a stored session, not both (to "
                        "overwrite the stored transcript, assign agent.state.messages).")

@@ -231,7 +231,7 @@ CHILD = textwrap.dedent('''
     from piagent.sessions import SQLiteStore
     from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
-    db, counts = sys.argv[1], sys.argv[2]
+    db, counts, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 
     def tool(name, replay, hang):
         def execute(call_id, params, signal, on_update):
@@ -245,11 +245,16 @@ CHILD = textwrap.dedent('''
                          execute=execute, replay=replay)
 
     tools = [tool("safe", "safe", True), tool("never", "never", True),
-             tool("unset", None, True), tool("later", "never", False)]
-    fn = ScriptedStreamFn([assistant_tool_calls(("safe", {}, "c1"), ("never", {}, "c2"),
-                                                ("unset", {}, "c3"), ("later", {}, "c4"))])
+             tool("unset", None, True), tool("later", "never", False),
+             tool("quick", None, False)]
+    if mode == "parallel":  # three calls run and hang, the fourth waits for a pool slot
+        calls = [("safe", {}, "c1"), ("never", {}, "c2"), ("unset", {}, "c3"),
+                 ("later", {}, "c4")]
+    else:  # one after another: s1 finishes, s2 hangs, s3 has not started
+        calls = [("quick", {}, "s1"), ("never", {}, "s2"), ("later", {}, "s3")]
+    fn = ScriptedStreamFn([assistant_tool_calls(*calls)])
     agent = Agent(model=fn.model, stream_fn=fn, tools=tools, max_parallel_tools=3,
-                  store=SQLiteStore(db), session_id="crash")
+                  tool_execution=mode, store=SQLiteStore(db), session_id="crash")
     agent.prompt("go")
 ''')
 
@@ -273,30 +278,29 @@ def read_lines(proc: subprocess.Popen[bytes], count: int) -> list[str]:
     return data.decode().splitlines()[:count]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-def test_resume_after_sigkill_in_a_new_process(tmp_path: Path) -> None:
+def kill_mid_batch(tmp_path: Path, mode: str, ready: int) -> tuple[Path, Path, list[str]]:
+    """Run the child until ``ready`` tools have started, then SIGKILL it: (its SQLite file,
+    the file counting executions, the start lines it printed)."""
     db, counts = tmp_path / "s.db", tmp_path / "counts.txt"
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), str(db), str(counts)],
+    proc = subprocess.Popen([sys.executable, str(script), str(db), str(counts), mode],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        started = read_lines(proc, 3)  # three calls run, the fourth waits for a pool slot
+        started = read_lines(proc, ready)
         os.kill(proc.pid, signals.SIGKILL)
         assert proc.wait(WAIT) == -signals.SIGKILL
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=WAIT)
-    assert sorted(started) == ["started c1", "started c2", "started c3"]
+    return db, counts, started
 
-    # a new process: here, the test's, with a fresh store on the same file
-    store = SQLiteStore(db)
-    assert store.started("crash") == {"c1", "c2", "c3"}
-    assert labels(store.load("crash"))[-1][0] == "assistant"
 
+def recovering_tools(counts: Path) -> list[AgentTool]:
+    """The child's tools as the new process has them (counting into the same file)."""
     def tool(name: str, replay: Any) -> AgentTool:
         def execute(call_id: str, *args: Any) -> AgentToolResult:
             with counts.open("a") as f:
@@ -305,10 +309,25 @@ def test_resume_after_sigkill_in_a_new_process(tmp_path: Path) -> None:
         return AgentTool(name=name, description=name, parameters={"type": "object"},
                          execute=execute, replay=replay)
 
-    tools = [tool("safe", "safe"), tool("never", "never"), tool("unset", None),
-             tool("later", "never")]
-    agent, fn = make_agent([assistant_text("recovered")], tools=tools, store=store,
-                           session_id="crash", max_parallel_tools=3)
+    return [tool("safe", "safe"), tool("never", "never"), tool("unset", None),
+            tool("later", "never"), tool("quick", None)]
+
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+
+
+@posix_only
+def test_resume_after_sigkill_in_a_new_process(tmp_path: Path) -> None:
+    db, counts, started = kill_mid_batch(tmp_path, "parallel", 3)
+    assert sorted(started) == ["started c1", "started c2", "started c3"]
+
+    # a new process: here, the test's, with a fresh store on the same file
+    store = SQLiteStore(db)
+    assert store.started("crash") == {"c1", "c2", "c3"}
+    assert labels(store.load("crash"))[-1][0] == "assistant"
+
+    agent, fn = make_agent([assistant_text("recovered")], tools=recovering_tools(counts),
+                           store=store, session_id="crash", max_parallel_tools=3)
     agent.resume(timeout=WAIT)
     runs = counts.read_text().split()
     assert {call: runs.count(call) for call in ("c1", "c2", "c3", "c4")} == {
@@ -323,3 +342,23 @@ def test_resume_after_sigkill_in_a_new_process(tmp_path: Path) -> None:
     assert labels(store.load("crash"))[-1] == ("assistant", "stop:recovered")
     assert store.started("crash") == set()
     store.close()
+
+
+@posix_only
+def test_resume_after_sigkill_mid_sequential_batch(tmp_path: Path) -> None:
+    db, counts, started = kill_mid_batch(tmp_path, "sequential", 2)
+    assert started == ["started s1", "started s2"]
+    store = SQLiteStore(db)
+    assert store.started("crash") == {"s2"}  # s1 is answered by its stored result
+    agent, _ = make_agent([assistant_text("recovered")], tools=recovering_tools(counts),
+                          store=store, session_id="crash", tool_execution="sequential")
+    agent.resume(timeout=WAIT)
+    runs = counts.read_text().split()
+    assert {call: runs.count(call) for call in ("s1", "s2", "s3")} == {"s1": 1, "s2": 1, "s3": 1}
+    results = [m for m in store.load("crash") if isinstance(m, ToolResultMessage)]
+    assert [(r.tool_call_id, r.is_error) for r in results] == [
+        ("s1", False), ("s2", True), ("s3", False)]
+    assert results[1].content[0].text.startswith(UNKNOWN + " 'never' was running (call s2)")
+    assert labels(store.load("crash"))[-1] == ("assistant", "stop:recovered")
+    store.close()
+
