@@ -131,6 +131,12 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
         assert time.monotonic() < deadline, "the run never lost its lease"
         ticker.wait(0.05)
     assert runner.wait(run_id, WAIT)  # lost is final
+    # a reader of the lost run gets what was stored and stops: no agent_end will come
+    stored = [e for e in runner.events(run_id, timeout=WAIT)]
+    assert None not in stored
+    types = [e.type for e in stored if e is not None]
+    assert types[0] == "agent_start"
+    assert "tool_execution_end" not in types and "agent_end" not in types
 
     again = runner.start("s1", "are you there?")
     events = [e for e in runner.events(again, timeout=WAIT)]
