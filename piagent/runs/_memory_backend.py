@@ -75,6 +75,9 @@ class MemoryBackend:
                 if live.state in LIVE_STATES:
                     live.state, live.ended_at = "lost", live.lease_expires_at
                     self._changed(live)
+                    # what the lost run had taken died with it (at most once)
+                    self._inbox = [e for e in self._inbox
+                                   if e.claimed_by != live_id and e.run_id != live_id]
             self._runs[run_id] = _Run(session_id, owner, now + lease_s, now,
                                       threading.Condition(self._lock))
             self._live[session_id] = run_id
