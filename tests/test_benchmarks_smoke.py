@@ -38,3 +38,15 @@ def test_sessions_bench_runs_quick() -> None:
     assert "ms/message with short answers" in proc.stdout
     assert "(12.0 per run)" in proc.stdout  # one append per message, none per delta
 
+
+
+@pytest.mark.timeout(90)
+def test_runs_bench_runs_quick() -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/runs_bench.py", "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=80, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout.splitlines()[-1])
+    assert [r["case"] for r in rows] == ["one process, MemoryStore", "one process, SQLiteStore",
+                                         "across processes, SQLiteStore",
+                                         "abort -> agent_end, across processes"]
+    assert all(r["events"] > 0 for r in rows)
