@@ -231,7 +231,8 @@ def run_sse_events(runner: _Runner, run_id: str, last_event_id: str | None = Non
     Closing the generator (the client went away) stops reading and **leaves the run
     running**: it belongs to its session, not to this connection; stop it with
     ``runner.abort(run_id)``. An unknown ``run_id`` raises ``RunNotFoundError`` (a
-    ``KeyError``) at the first ``next()``.
+    ``KeyError``) and an ``last_event_id`` that is no event id ``ValueError``, here or at the
+    first ``next()`` (depending on the runner).
     """
     _check_heartbeat(heartbeat_s)
     if last_event_id is not None and not isinstance(last_event_id, str):
@@ -240,19 +241,22 @@ def run_sse_events(runner: _Runner, run_id: str, last_event_id: str | None = Non
 
 
 def _opened(runner: _Runner, run_id: str, last_event_id: str | None,
-            heartbeat_s: float) -> tuple[Iterator[bytes] | None, str]:
-    """The run's frames with the first one already read (so an unknown run or a bad
-    ``Last-Event-ID`` can still be a 404 or 400), or ``None`` and the error text."""
-    frames = run_sse_events(runner, run_id, last_event_id, heartbeat_s=heartbeat_s)
+            heartbeat_s: float) -> tuple[Iterator[bytes] | None, int, str]:
+    """The run's frames with the first one already read, so that an unknown run (404) or a
+    ``Last-Event-ID`` that is no event id (400) is still an HTTP status; else ``None``, the
+    status and its text."""
+    _check_heartbeat(heartbeat_s)
     try:
+        frames = run_sse_events(runner, run_id, last_event_id, heartbeat_s=heartbeat_s)
         first = next(frames)
-    except KeyError:
-        frames.close()
-        return None, (f"No run with id {run_id!r}: it never started, or its store no longer "
-                      f"has it. Start one with POST /chat.")
+    except KeyError:  # RunNotFoundError
+        return None, 404, (f"No run with id {run_id!r}: it never started here, or its store "
+                           f"no longer has it.")
+    except ValueError as exc:  # the runner refused the Last-Event-ID
+        return None, 400, f"Bad {LAST_EVENT_ID} header {last_event_id!r}: {exc}"
     except StopIteration:
-        return iter(()), ""
-    return _prepend(first, frames), ""
+        return iter(()), 200, ""
+    return _prepend(first, frames), 200, ""
 
 
 def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -272,15 +276,16 @@ def flask_run_response(runner: _Runner, run_id: str, *, last_event_id: str | Non
 
     Call it inside a request: the ``Last-Event-ID`` header of ``flask.request`` says where
     to resume (``last_event_id`` overrides it). An unknown run is a 404 with a text saying
-    so. The client leaving does not stop the run.
+    so, a ``Last-Event-ID`` that is no event id a 400. The client leaving does not stop the
+    run.
     """
     import flask
 
     if last_event_id is None and flask.has_request_context():
         last_event_id = flask.request.headers.get(LAST_EVENT_ID) or None
-    frames, error = _opened(runner, run_id, last_event_id, heartbeat_s)
+    frames, status, error = _opened(runner, run_id, last_event_id, heartbeat_s)
     if frames is None:
-        return flask.Response(error, status=404, mimetype="text/plain")
+        return flask.Response(error, status=status, mimetype="text/plain")
     return flask.Response(frames, mimetype=_MIMETYPE, headers={**SSE_HEADERS, **(headers or {})})
 
 
@@ -290,8 +295,8 @@ def django_run_response(runner: _Runner, run_id: str, request: Any = None, *,
     """A ``django.http.StreamingHttpResponse`` streaming the run ``run_id`` as SSE.
 
     Pass the view's ``request`` so its ``Last-Event-ID`` header says where to resume
-    (``last_event_id`` overrides it). An unknown run is a 404 with a text saying so. The
-    client leaving does not stop the run.
+    (``last_event_id`` overrides it). An unknown run is a 404 with a text saying so, a
+    ``Last-Event-ID`` that is no event id a 400. The client leaving does not stop the run.
     """
     from django.http import (  # type: ignore[import-untyped, unused-ignore]
         HttpResponse,
@@ -300,9 +305,9 @@ def django_run_response(runner: _Runner, run_id: str, request: Any = None, *,
 
     if last_event_id is None and request is not None:
         last_event_id = request.headers.get(LAST_EVENT_ID) or None
-    frames, error = _opened(runner, run_id, last_event_id, heartbeat_s)
+    frames, status, error = _opened(runner, run_id, last_event_id, heartbeat_s)
     if frames is None:
-        return HttpResponse(error, status=404, content_type="text/plain; charset=utf-8")
+        return HttpResponse(error, status=status, content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(frames, content_type=_MIMETYPE)
     for name, value in {**SSE_HEADERS, **(headers or {})}.items():
         response[name] = value
