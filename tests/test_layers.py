@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"events", "proxy"},
     {"loop"},
     {"agent"},
+    {"runs"},
     {"web", "cli"},
     {"__init__", "__main__"},  # the facade and the command entry point
 ]

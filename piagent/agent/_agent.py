@@ -49,6 +49,7 @@ from ..messages import (
     ThinkingLevel,
 )
 from ..models import Model
+from ..sessions import SessionStore, check_session_id
 from ..stream import StreamFn, get_default_stream_fn
 from ..tools import AgentTool, ToolExecutionMode
 from ..transcript import (
@@ -89,6 +90,19 @@ def _still_running(run: AgentRun) -> str:
     if waiting_for_model:
         return "the stream function (the model call)"
     return "a hook or listener"
+
+
+def _check_store(store: object, session_id: object, where: str) -> None:
+    """A store must come with a session id; both are checked at once."""
+    if not isinstance(store, SessionStore):
+        msg = (f"{where}: store must be a SessionStore (SQLiteStore, PostgresStore, JsonlStore, "
+               f"MemoryStore or an object with their methods), not {type(store).__name__}.")
+        raise TypeError(msg)
+    if session_id is None:
+        msg = (f"{where}: a store needs a session_id (a non-empty str of at most 200 "
+               "characters) naming the transcript to keep, e.g. session_id='user-42'.")
+        raise ValueError(msg)
+    check_session_id(session_id)
 
 
 def _check_listener(listener: Any) -> None:
@@ -137,7 +151,7 @@ class Agent:
         system_prompt: str = "",
         model: Model | None = None,
         tools: Iterable[AgentTool] = (),
-        messages: Iterable[AgentMessage] = (),
+        messages: Iterable[AgentMessage] | None = None,
         thinking_level: ThinkingLevel = "off",
         stream_fn: StreamFn | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Sequence[Message]] | None = None,
@@ -163,14 +177,30 @@ class Agent:
         max_tokens: int | None = None,
         temperature: float | None = None,
         max_retry_delay_ms: int | None = None,
+        store: SessionStore | None = None,
     ) -> None:
         tools = list(tools)
-        messages = list(messages)
-        if not (messages and isinstance(messages[0], SystemMessage)):
-            initial = create_initial_system_message(
-                system_prompt, [to_tool_declaration(t) for t in tools])
-            if initial is not None:
-                messages.insert(0, initial)
+        given = messages is not None
+        if store is not None:
+            _check_store(store, session_id, "Agent()")
+        self._store: SessionStore | None = None
+        # how many leading messages of state.messages the store holds; only the thread
+        # that owns the agent's state at the time (the caller between runs, the run's
+        # worker during one) reads or writes it
+        self._stored_count = 0
+        messages = list(messages) if messages is not None else []
+        stored: list[AgentMessage] = []
+        if store is not None and session_id is not None:
+            stored = store.load(session_id)
+            if stored and given:
+                msg = (f"Agent(): session {session_id!r} already holds {len(stored)} messages "
+                       "in the store; pass messages= or a stored session, not both (to "
+                       "overwrite the stored transcript, assign agent.state.messages).")
+                raise ValueError(msg)
+        if stored:
+            messages = list(stored)  # a stored transcript is used as it is
+        else:
+            messages = self._with_initial(messages, system_prompt, tools)
         self._state = AgentState(model, thinking_level, tools, messages)
         self.stream_fn = stream_fn
         self.convert_to_llm = convert_to_llm or default_convert_to_llm
@@ -200,6 +230,32 @@ class Agent:
         # _active is cleared the thread still has a few instructions to run, and
         # wait_for_idle joins it so "idle" means that thread has ended
         self._last_worker: threading.Thread | None = None
+        if store is not None and session_id is not None:
+            self._connect(store, session_id, stored)
+
+    @staticmethod
+    def _with_initial(messages: list[AgentMessage], system_prompt: str,
+                      tools: list[AgentTool]) -> list[AgentMessage]:
+        """``messages`` led by the initial system message when they have none."""
+        if not (messages and isinstance(messages[0], SystemMessage)):
+            initial = create_initial_system_message(
+                system_prompt, [to_tool_declaration(t) for t in tools])
+            if initial is not None:
+                messages.insert(0, initial)
+        return messages
+
+    def _connect(self, store: SessionStore, session_id: str,
+                 stored: list[AgentMessage]) -> None:
+        """Make ``store`` the agent's: the stored transcript (``stored``, as loaded) becomes
+        the state's, or an empty session receives the state's messages."""
+        if stored:
+            self._state._reset(list(stored))
+        elif self._state.messages:
+            store.replace(session_id, self._state.messages)
+        self._store = store
+        self.session_id = session_id
+        self._stored_count = len(self._state.messages)
+        self._state._before_replace = self._replace_stored
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
@@ -336,13 +392,70 @@ class Agent:
         return True
 
     def reset(self) -> None:
-        """Back to the replayed system message alone; clears the queues and errors."""
+        """Back to the replayed system message alone; clears the queues and errors.
+
+        With a session store the stored transcript is replaced the same way first.
+        """
         with self._run_lock:
             if self._active is not None:
                 raise AgentBusyError(_BUSY_RESET)
             head = get_current_system_message(self._state.messages)
-            self._state._reset([head] if head is not None else [])
+            messages: list[AgentMessage] = [head] if head is not None else []
+            self._replace_stored(messages)
+            self._state._reset(messages)
             self._queues.clear()
+
+    # --- session store ------------------------------------------------------------------
+
+    @property
+    def store(self) -> SessionStore | None:
+        """The session store the transcript is kept in, or ``None``."""
+        return self._store
+
+    def attach_store(self, store: SessionStore, session_id: str) -> None:
+        """Keep the transcript in ``store`` under ``session_id`` from now on.
+
+        As ``Agent(store=..., session_id=...)`` does: a session the store holds messages
+        for becomes the agent's transcript; an empty one receives the agent's current
+        messages (its initial system message). ``session_id`` also becomes the provider
+        session id. ``AgentBusyError`` while a run is active.
+        """
+        _check_store(store, session_id, "attach_store()")
+        with self._run_lock:
+            if self._active is not None:
+                msg = "Agent is already processing. Wait for completion before attaching a store."
+                raise AgentBusyError(msg)
+            self._connect(store, session_id, store.load(session_id))
+
+    def _replace_stored(self, messages: list[AgentMessage]) -> None:
+        """Make ``messages`` the stored transcript (no-op without a store)."""
+        store, session_id = self._store, self.session_id
+        if store is None or session_id is None:
+            return
+        store.replace(session_id, messages)
+        self._stored_count = len(messages)
+
+    def _persist(self, message: AgentMessage) -> None:
+        """Store a message that just ended (the reducer has added it to the state).
+
+        If earlier messages are missing from the store (a failed append, or the live list
+        changed in place), the whole transcript replaces the stored one instead.
+        """
+        store, session_id = self._store, self.session_id
+        if store is None or session_id is None:
+            return
+        messages = self._state.messages
+        try:
+            if self._stored_count == len(messages) - 1:
+                store.append(session_id, [message])
+            else:
+                store.replace(session_id, messages)
+        except Exception as exc:
+            role = getattr(message, "role", type(message).__name__)
+            msg = (f"The session store {type(store).__name__} failed to store the {role} "
+                   f"message of session {session_id!r}: {type(exc).__name__}: {exc}")
+            raise RuntimeError(msg) from exc
+        self._stored_count = len(messages)
 
     # --- run machinery --------------------------------------------------------------------
 
@@ -485,6 +598,8 @@ class Agent:
     def _process(self, run: AgentRun, event: AgentEvent) -> None:
         """The reducer, the run's record, then every listener in order (a barrier)."""
         self._state._apply(event)
+        if event.type == "message_end" and self._store is not None:
+            self._persist(event.message)  # before anyone sees the event (durable.md §1)
         run._observe(event)
         signal = run.signal
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..events import AgentEvent
 from ..messages import AgentMessage, ThinkingLevel
@@ -15,6 +15,11 @@ __all__ = ["AgentState"]
 
 class AgentState:
     """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
+
+    With a session store, assigning ``messages`` replaces the stored transcript first (a
+    store that raises leaves the state as it was). In-place changes to the live list that
+    add or remove messages are caught when the next message is stored (the whole list then
+    replaces the stored transcript); assign the list to store any other edit at once.
 
     ``system_prompt`` is replayed from the transcript's system messages; to change it,
     append a system message. The streaming fields are read-only and change only through
@@ -34,6 +39,9 @@ class AgentState:
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
+        # set by the Agent when it has a session store: called with the new transcript
+        # before an assignment to ``messages`` takes effect (a raising store refuses it)
+        self._before_replace: Callable[[list[AgentMessage]], None] | None = None
 
     def __repr__(self) -> str:
         model = self.model.id if self.model is not None else None
@@ -62,7 +70,10 @@ class AgentState:
 
     @messages.setter
     def messages(self, messages: Iterable[AgentMessage]) -> None:
-        self._messages = list(messages)
+        new = list(messages)
+        if self._before_replace is not None:
+            self._before_replace(new)  # the session store's transcript is replaced first
+        self._messages = new
 
     @property
     def is_streaming(self) -> bool:

@@ -1,0 +1,133 @@
+"""The private protocol a runs backend implements, and what every backend shares.
+
+A backend keeps, in one store's medium, the runs (state, lease, times), each run's events
+(pi-JSON text, numbered from 0) and the control inbox (steer / follow-up per session, abort
+per run). The runner above it owns the threads; a backend only stores, claims and wakes.
+A new medium (PostgreSQL, say) is one more class with these methods.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Protocol, TypeAlias
+
+from ._types import RunInfo, RunState
+
+ControlKind: TypeAlias = Literal["steer", "follow_up", "abort"]
+CONTROL_KINDS: frozenset[str] = frozenset({"steer", "follow_up", "abort"})
+
+
+@dataclass(frozen=True)
+class Control:
+    """One inbox entry: ``payload`` is a message's pi-JSON text (steer, follow_up) or the
+    abort reason (``None`` for none). ``id`` orders the entries of a session."""
+
+    id: int
+    kind: ControlKind
+    payload: str | None
+
+
+class Watch(Protocol):
+    """One reader's view of one run: read its events and wait for news (owned by one thread)."""
+
+    def read(self, after: int) -> list[tuple[int, str]]:
+        """The events with a sequence number above ``after``, in order (some, maybe not all)."""
+
+    def info(self) -> RunInfo:
+        """The run as it is now."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block until the run may have changed (new events, new state) or ``timeout`` passes;
+        False on timeout. A spurious True is allowed."""
+
+    def __enter__(self) -> Watch: ...
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+
+class RunBackend(Protocol):
+    """Where runs live. Every method may be called from any thread of any process that reaches
+    the medium; each is atomic on its own."""
+
+    def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
+        """Record a new ``queued`` run holding the session's lease.
+
+        A live run of the session whose lease has expired is marked ``lost`` first; one whose
+        lease holds makes this raise ``AgentBusyError``.
+        """
+
+    def set_running(self, run_id: str, owner: str) -> None:
+        """``queued`` -> ``running`` (sets ``started_at``)."""
+
+    def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Extend the lease of a live run ``owner`` holds; False if it holds it no more."""
+
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+        """Record a final state (if ``owner`` still holds the run) and drop the run's
+        delivered and undelivered control entries."""
+
+    def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
+        """Store events ``first_seq``, ``first_seq + 1``, … (pi-JSON text) and wake readers."""
+
+    def info(self, run_id: str) -> RunInfo | None:
+        """The run, ``None`` for an unknown id. A live run whose lease expired reads ``lost``."""
+
+    def watch(self, run_id: str) -> Watch:
+        """A reader's handle on the run (a context manager; close it when done)."""
+
+    def send_control(self, session_id: str, run_id: str | None, kind: ControlKind,
+                     payload: str | None) -> None:
+        """Put an entry in the inbox: steer/follow-up for a session, abort for a run."""
+
+    def claim_controls(self, session_id: str, run_id: str) -> list[Control]:
+        """Take, in order, the session's unclaimed steer/follow-up entries and the run's aborts,
+        marking them claimed by ``run_id`` so no other run takes them."""
+
+    def release_controls(self, ids: Sequence[int]) -> None:
+        """Give claimed entries back to the inbox (the run ended before using them)."""
+
+    def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
+        """Call ``wake()`` whenever this process sends control to ``session_id``."""
+
+    def remove_waker(self, session_id: str, wake: Callable[[], None]) -> None:
+        """Undo ``add_waker``."""
+
+
+class Wakers:
+    """The in-process wake-ups: which executing run to poke when a control entry is sent.
+
+    A process-wide detail of one backend: entries in another process's medium are found by
+    the run's poll, these only make a same-process send arrive at once.
+    """
+
+    def __init__(self) -> None:
+        # guards _by_session; any thread adds, removes and sets
+        self._lock = threading.Lock()
+        self._by_session: dict[str, list[Callable[[], None]]] = {}
+
+    def add(self, session_id: str, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._by_session.setdefault(session_id, []).append(wake)
+
+    def remove(self, session_id: str, wake: Callable[[], None]) -> None:
+        with self._lock:
+            wakes = self._by_session.get(session_id, [])
+            if wake in wakes:
+                wakes.remove(wake)
+            if not wakes:
+                self._by_session.pop(session_id, None)
+
+    def wake(self, session_id: str) -> None:
+        with self._lock:
+            wakes = list(self._by_session.get(session_id, ()))
+        for wake in wakes:
+            wake()  # sets an Event: cannot block
+
+
+def busy_message(session_id: str, run_id: str) -> str:
+    return (f"Session {session_id!r} already has a live run ({run_id!r}); wait for it, abort "
+            "it, or steer it instead of starting another.")

@@ -1,0 +1,193 @@
+"""The runs of a ``MemoryStore``: kept in this process's memory, readers woken by a Condition."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from ..errors import AgentBusyError
+from ._backend import Control, ControlKind, Wakers, busy_message
+from ._types import LIVE_STATES, RunInfo, RunState
+
+
+@dataclass
+class _Run:
+    session_id: str
+    owner: str
+    lease_expires_at: float
+    created_at: float
+    state: RunState = "queued"
+    error_message: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    events: list[str] = field(default_factory=list)  # pi-JSON texts, index = seq
+    version: int = 0  # grows on every change readers may wait for
+
+    def info(self, run_id: str, now: float) -> RunInfo:
+        state = self.state
+        if state in LIVE_STATES and self.lease_expires_at < now:
+            state = "lost"
+        return RunInfo(run_id, self.session_id, state, self.error_message, self.created_at,
+                       self.started_at, self.ended_at)
+
+
+@dataclass
+class _Entry:
+    control: Control
+    session_id: str
+    run_id: str | None
+    claimed_by: str | None = None
+
+
+class MemoryBackend:
+    """Runs, events and the control inbox in dicts under one Condition."""
+
+    def __init__(self) -> None:
+        # guards _runs, _live and _inbox; notified whenever a run's events or state change.
+        # Shared by every thread of the process that starts, reads or controls these runs.
+        self._cond = threading.Condition()
+        self._runs: dict[str, _Run] = {}
+        self._live: dict[str, str] = {}  # session_id -> its live run's id
+        self._inbox: list[_Entry] = []  # in id order
+        self._ids = itertools.count(1)  # inbox ids (next() under _cond)
+        self._wakers = Wakers()
+
+    def _changed(self, run: _Run) -> None:
+        run.version += 1
+        self._cond.notify_all()
+
+    def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
+        now = time.time()
+        with self._cond:
+            live_id = self._live.get(session_id)
+            if live_id is not None:
+                live = self._runs[live_id]
+                if live.state in LIVE_STATES and live.lease_expires_at >= now:
+                    raise AgentBusyError(busy_message(session_id, live_id))
+                if live.state in LIVE_STATES:
+                    live.state, live.ended_at = "lost", live.lease_expires_at
+                    self._changed(live)
+            self._runs[run_id] = _Run(session_id, owner, now + lease_s, now)
+            self._live[session_id] = run_id
+
+    def _owned(self, run_id: str, owner: str) -> _Run | None:
+        run = self._runs.get(run_id)
+        if run is None or run.owner != owner or run.state not in LIVE_STATES:
+            return None
+        return run
+
+    def set_running(self, run_id: str, owner: str) -> None:
+        with self._cond:
+            run = self._owned(run_id, owner)
+            if run is not None and run.state == "queued":
+                run.state, run.started_at = "running", time.time()
+                self._changed(run)
+
+    def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
+        now = time.time()
+        with self._cond:
+            run = self._owned(run_id, owner)
+            if run is None or run.lease_expires_at < now:
+                return False
+            run.lease_expires_at = now + lease_s
+            return True
+
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+        with self._cond:
+            self._inbox = [e for e in self._inbox
+                           if e.claimed_by != run_id and e.run_id != run_id]
+            run = self._owned(run_id, owner)
+            if run is None:
+                return
+            run.state, run.error_message, run.ended_at = state, error_message, time.time()
+            if self._live.get(run.session_id) == run_id:
+                del self._live[run.session_id]
+            self._changed(run)
+
+    def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
+        with self._cond:
+            run = self._runs[run_id]
+            if first_seq != len(run.events):
+                msg = f"run {run_id!r}: events must be appended in order ({first_seq} after " \
+                      f"{len(run.events)} events)."
+                raise ValueError(msg)
+            run.events.extend(events)
+            self._changed(run)
+
+    def info(self, run_id: str) -> RunInfo | None:
+        with self._cond:
+            run = self._runs.get(run_id)
+            return run.info(run_id, time.time()) if run is not None else None
+
+    def watch(self, run_id: str) -> _MemoryWatch:
+        return _MemoryWatch(self, run_id)
+
+    def send_control(self, session_id: str, run_id: str | None, kind: ControlKind,
+                     payload: str | None) -> None:
+        with self._cond:
+            self._inbox.append(_Entry(Control(next(self._ids), kind, payload), session_id, run_id))
+        self._wakers.wake(session_id)
+
+    def claim_controls(self, session_id: str, run_id: str) -> list[Control]:
+        taken = []
+        with self._cond:
+            for entry in self._inbox:
+                if entry.claimed_by is None and entry.session_id == session_id and (
+                        entry.run_id is None or entry.run_id == run_id):
+                    entry.claimed_by = run_id
+                    taken.append(entry.control)
+        return taken
+
+    def release_controls(self, ids: Sequence[int]) -> None:
+        wanted = set(ids)
+        with self._cond:
+            for entry in self._inbox:
+                if entry.control.id in wanted:
+                    entry.claimed_by = None
+
+    def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
+        self._wakers.add(session_id, wake)
+
+    def remove_waker(self, session_id: str, wake: Callable[[], None]) -> None:
+        self._wakers.remove(session_id, wake)
+
+
+class _MemoryWatch:
+    """A reader of one run in memory; ``wait`` sleeps on the backend's Condition."""
+
+    def __init__(self, backend: MemoryBackend, run_id: str) -> None:
+        self._backend = backend
+        self._run_id = run_id
+        self._seen = -1  # the run's version at the last read/info/wait
+
+    def _run(self) -> _Run:
+        return self._backend._runs[self._run_id]
+
+    def read(self, after: int) -> list[tuple[int, str]]:
+        with self._backend._cond:
+            run = self._run()
+            self._seen = run.version
+            return [(seq, run.events[seq]) for seq in range(max(after + 1, 0), len(run.events))]
+
+    def info(self) -> RunInfo:
+        with self._backend._cond:
+            run = self._run()
+            return run.info(self._run_id, time.time())
+
+    def wait(self, timeout: float) -> bool:
+        with self._backend._cond:
+            run = self._run()
+            changed = self._backend._cond.wait_for(lambda: run.version != self._seen, timeout)
+            self._seen = run.version
+            return bool(changed)
+
+    def __enter__(self) -> _MemoryWatch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
