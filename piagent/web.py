@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .agent import RUN_SETTLED
 from .errors import AgentBusyError
 from .events import event_to_dict
+from .runs import RunNotFoundError
 
 if TYPE_CHECKING:
     import flask
@@ -249,7 +250,7 @@ def _opened(runner: _Runner, run_id: str, last_event_id: str | None,
     try:
         frames = run_sse_events(runner, run_id, last_event_id, heartbeat_s=heartbeat_s)
         first = next(frames)
-    except KeyError:  # RunNotFoundError
+    except RunNotFoundError:
         return None, 404, (f"No run with id {run_id!r}: it never started here, or its store "
                            f"no longer has it.")
     except ValueError as exc:  # the runner refused the Last-Event-ID
