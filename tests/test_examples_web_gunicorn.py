@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,6 @@ EXAMPLE = ROOT / "examples" / "flask_chat"
 WORKERS = 4
 WAIT = 20.0  # a bound for each wait: four worker processes start on a shared machine
 COOKIE = "piagent_chat_session"
-SESSION = "gunicorn-test-session-0001"  # what the example accepts as a cookie value
 
 
 @dataclass
@@ -105,6 +105,7 @@ class Workers:
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        self.cookie = f"gunicorn-test-{uuid.uuid4().hex}"  # a new browser for each test
         self.sessions: dict[int, requests.Session] = {}
 
     def connect(self, exclude: set[int]) -> int:
@@ -113,7 +114,7 @@ class Workers:
             session = requests.Session()
             adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
             session.mount("http://", adapter)
-            session.cookies.set(COOKIE, SESSION)
+            session.cookies.set(COOKIE, self.cookie)
             pid = int(session.get(f"{self.server.url}/whoami", timeout=WAIT).json()["pid"])
             if pid not in exclude and pid not in self.sessions:
                 self.sessions[pid] = session
