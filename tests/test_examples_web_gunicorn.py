@@ -1,4 +1,5 @@
-"""The Flask chat example under a real gunicorn with four worker processes (durable.md §5).
+"""The chat examples (Flask, then Django) under a real gunicorn with four worker processes
+(durable.md §5).
 
 One browser's requests land on different workers (each response names its worker in
 ``X-Worker-Pid``, and the test holds a keep-alive connection to each worker): a run is
@@ -36,7 +37,8 @@ if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
 pytest.importorskip("flask")
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "flask_chat"
+APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
+        "django": (ROOT / "examples" / "django_chat", "app:application")}
 WORKERS = 4
 WAIT = 20.0  # a bound for each wait: four worker processes start on a shared machine
 COOKIE = "piagent_chat_session"
@@ -57,15 +59,19 @@ def _reader(stream: Any, lines: queue.Queue[str | None], log: list[str]) -> None
     lines.put(None)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=sorted(APPS, reverse=True))
+def server(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if request.param == "django":
+        pytest.importorskip("django")
+    example, app = APPS[request.param]
     db = tmp_path_factory.mktemp("gunicorn") / "chat.db"
     env = {**os.environ, "PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "gthread",
                "--threads", "4", "--keep-alive", "60", "--graceful-timeout", "5",
-               "-b", "127.0.0.1:0", "app:create_app()"]
-    process = subprocess.Popen(command, cwd=EXAMPLE, env=env, stdout=subprocess.DEVNULL,
+               "-b", "127.0.0.1:0", app]
+    process = subprocess.Popen(command, cwd=example, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
     lines: queue.Queue[str | None] = queue.Queue()  # gunicorn's log lines, from the reader
     log: list[str] = []
