@@ -1,9 +1,8 @@
 """Keep a conversation in a session store: a SQLite file any process on the machine can read.
 
-Each run's messages are appended to the store under a session id; a later process (here: a
-second ``Agent``) loads them and carries on. ``Agent(store=..., session_id=...)`` will do the
-appending itself (docs/sessions.md, "Not built yet"); until then a listener does it at each
-``message_end``. Pass a file path to keep the database:
+``Agent(store=..., session_id=...)`` appends each message to the store as it ends; a later
+process (here: a second ``Agent`` on a new store object) loads the session and carries on.
+Pass a file path to keep the database:
 
     python examples/session_store.py /tmp/chat.db
 """
@@ -14,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from piagent import AbortSignal, Agent, AgentEvent
+from piagent import Agent
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
@@ -29,21 +28,14 @@ def main() -> None:
     with SQLiteStore(path) as store:
         scripted = ScriptedStreamFn([remember, remember])
         agent = Agent(system_prompt="You remember things.", model=scripted.model,
-                      stream_fn=scripted)
-        store.replace("user-42", agent.state.messages)  # the system message first
-
-        def persist(event: AgentEvent, signal: AbortSignal) -> None:
-            if event.type == "message_end":
-                store.append("user-42", [event.message])  # type: ignore[union-attr]
-
-        agent.subscribe(persist)
+                      stream_fn=scripted, store=store, session_id="user-42")
         agent.prompt("My name is Linh.")
         agent.prompt("I like green tea.")
         print(f"stored {len(store.load('user-42'))} messages in {path.name}")
 
     with SQLiteStore(path) as store:  # later, another process
         scripted = ScriptedStreamFn([remember])
-        agent = Agent(messages=store.load("user-42"), model=scripted.model, stream_fn=scripted)
+        agent = Agent(model=scripted.model, stream_fn=scripted, store=store, session_id="user-42")
         run = agent.prompt("What do you know about me?")
         print(run.text)
         print("sessions:", store.session_ids())

@@ -28,3 +28,24 @@ def test_quick_benchmarks_write_every_section(tmp_path: Path) -> None:
     assert all(t["value"] is not None for t in results["targets"])
     markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
     assert "## Targets" in markdown and "## 6. Many agents" in markdown
+
+
+@pytest.mark.timeout(60)
+def test_sessions_bench_runs_quick() -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/sessions_bench.py", "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=50, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "ms/message with short answers" in proc.stdout
+    assert "(12.0 per run)" in proc.stdout  # one append per message, none per delta
+
+
+
+@pytest.mark.timeout(90)
+def test_runs_bench_runs_quick() -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/runs_bench.py", "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=80, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout.splitlines()[-1])
+    assert [r["case"] for r in rows] == ["one process, MemoryStore", "one process, SQLiteStore",
+                                         "across processes, SQLiteStore"]
+    assert all(r["events"] > 0 for r in rows)

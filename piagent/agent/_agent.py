@@ -38,6 +38,8 @@ from ..loop import (
     TurnDecision,
     run_agent_loop,
     run_agent_loop_continue,
+    run_agent_loop_resume,
+    unanswered_tool_calls,
 )
 from ..messages import (
     AgentMessage,
@@ -47,6 +49,7 @@ from ..messages import (
     SystemMessage,
     TextContent,
     ThinkingLevel,
+    ToolCall,
 )
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
@@ -127,9 +130,11 @@ _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up(
                 "messages, or wait for completion.")
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+_BUSY_RESUME = "Agent is already processing. Wait for completion before resuming."
 
-# what a run starts from: (prompts or None to continue, skip the initial steering poll)
-_RunInput = tuple["list[AgentMessage] | None", bool]
+# what a run starts from: (prompts or None to continue, skip the initial steering poll,
+# and for resume() the ids of the tool calls the store marked started, else None)
+_RunInput = tuple["list[AgentMessage] | None", bool, "frozenset[str] | None"]
 
 
 class Agent:
@@ -137,6 +142,12 @@ class Agent:
 
     Every option is a keyword. Hooks and options are public attributes: replace or wrap
     them between runs.
+
+    With ``store=`` (a ``piagent.sessions`` store) and ``session_id=``, the transcript is
+    loaded from the store when ``messages`` is empty, every message is appended at its
+    ``message_end`` before any listener sees it, each tool call is marked started just
+    before its ``execute``, and ``resume()`` recovers a run a stopped process left
+    (docs/sessions.md). ``attach_store()`` does the same later.
 
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
@@ -151,7 +162,7 @@ class Agent:
         system_prompt: str = "",
         model: Model | None = None,
         tools: Iterable[AgentTool] = (),
-        messages: Iterable[AgentMessage] | None = None,
+        messages: Iterable[AgentMessage] = (),
         thinking_level: ThinkingLevel = "off",
         stream_fn: StreamFn | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Sequence[Message]] | None = None,
@@ -180,7 +191,6 @@ class Agent:
         store: SessionStore | None = None,
     ) -> None:
         tools = list(tools)
-        given = messages is not None
         if store is not None:
             _check_store(store, session_id, "Agent()")
         self._store: SessionStore | None = None
@@ -188,11 +198,11 @@ class Agent:
         # that owns the agent's state at the time (the caller between runs, the run's
         # worker during one) reads or writes it
         self._stored_count = 0
-        messages = list(messages) if messages is not None else []
+        messages = list(messages)  # empty (the default): "not given", the store's are used
         stored: list[AgentMessage] = []
         if store is not None and session_id is not None:
             stored = store.load(session_id)
-            if stored and given:
+            if stored and messages:
                 msg = (f"Agent(): session {session_id!r} already holds {len(stored)} messages "
                        "in the store; pass messages= or a stored session, not both (to "
                        "overwrite the stored transcript, assign agent.state.messages).")
@@ -358,7 +368,7 @@ class Agent:
         With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
         """
         prompts = normalise_input(input, images)
-        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False), block, timeout)
+        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout)
 
     def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Continue from the transcript (a retry after an error, or queued input).
@@ -367,6 +377,19 @@ class Agent:
         the queued steering (else follow-up) messages are run as a prompt.
         """
         return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
+
+    def resume(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
+        """Finish what a stopped process left unfinished, then go on (durable.md §2).
+
+        When the transcript ends in tool calls without results, they run now in one batch
+        with the usual events: a call the store never marked started runs through the
+        usual hooks; one that started runs again only if its tool's ``replay`` is
+        ``"safe"``, otherwise its result is an error saying the process stopped while it
+        ran, its outcome is unknown, and it was not repeated. The loop then goes on as
+        after any batch. Any other transcript resumes as ``continue_()`` (a complete
+        assistant answer is a ``ValueError``). Needs a session store.
+        """
+        return self._call(_BUSY_RESUME, self._resume_input, block, timeout)
 
     def stream(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None) -> AgentEventIterator:
@@ -466,16 +489,28 @@ class Agent:
             msg = "No messages to continue from"
             raise ValueError(msg)
         if getattr(messages[-1], "role", None) != "assistant":
-            return None, False
+            return None, False, None
         with self._queues.lock:
             steering = takings.take(self._queues.steering)
             if steering:
-                return steering, True
+                return steering, True, None
             follow_ups = takings.take(self._queues.follow_up)
             if follow_ups:
-                return follow_ups, False
+                return follow_ups, False, None
         msg = "Cannot continue from message role: assistant"
         raise ValueError(msg)
+
+    def _resume_input(self, takings: Takings) -> _RunInput:
+        """What ``resume`` runs: the unfinished batch with the store's start marks, or
+        what ``continue_`` would."""
+        store, session_id = self._store, self.session_id
+        if store is None or session_id is None:
+            msg = ("resume() needs a session store: create the agent with "
+                   "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
+            raise ValueError(msg)
+        if unanswered_tool_calls(self._state.messages) is None:
+            return self._continue_input(takings)
+        return None, False, frozenset(store.started(session_id))
 
     def _call(self, busy_message: str, choose: Callable[[Takings], _RunInput],
               block: bool, timeout: float | None) -> AgentRun:
@@ -513,10 +548,11 @@ class Agent:
         with self._run_lock:
             if self._active is not None:
                 raise AgentBusyError(busy_message)
-            prompts, skip_poll = choose(run.takings)
+            prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()
-            thread = threading.Thread(target=self._run_worker, args=(run, prompts, skip_poll),
+            thread = threading.Thread(target=self._run_worker,
+                                      args=(run, prompts, skip_poll, started),
                                       name="piagent-run", daemon=True)
             # known before the thread starts, so a wait that sees the run settled joins it
             run._thread = self._last_worker = thread
@@ -542,6 +578,18 @@ class Agent:
                 skip[0] = False
                 return []
             return takings.take(queues.steering)
+
+        on_tool_execute = None
+        store, session_id = self._store, self.session_id
+        if store is not None and session_id is not None:
+            def on_tool_execute(call: ToolCall) -> None:  # on the tool's pool thread
+                try:
+                    store.mark_started(session_id, call.id)
+                except Exception as exc:
+                    msg = (f"The session store {type(store).__name__} failed to mark tool "
+                           f"call {call.id} ({call.name!r}) of session {session_id!r} "
+                           f"started: {type(exc).__name__}: {exc}")
+                    raise RuntimeError(msg) from exc
 
         prepare_next_turn = self.prepare_next_turn
         next_turn = None
@@ -569,10 +617,11 @@ class Agent:
             max_parallel_tools=self.max_parallel_tools,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
+            on_tool_execute=on_tool_execute,
         )
 
     def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
-                    skip_initial_steering_poll: bool) -> None:
+                    skip_initial_steering_poll: bool, started: frozenset[str] | None) -> None:
         """The run's worker thread: the loop, failure handling, settling."""
         run._worker_started.set()
         try:
@@ -584,7 +633,10 @@ class Agent:
             def emit(event: AgentEvent) -> None:
                 self._process(run, event)
 
-            if prompts is None:
+            if started is not None:
+                run_agent_loop_resume(context, config, emit, run.signal, stream_fn,
+                                      started=started)
+            elif prompts is None:
                 run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
             else:
                 run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)

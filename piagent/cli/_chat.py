@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..models import Model
+    from ..sessions import SQLiteStore
 
 from ._output import EventPrinter, Style, cli_words
 
@@ -161,8 +163,6 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     if provider == "ollama" and not base_url:
         base_url = OLLAMA_BASE_URL
     if base_url:
-        import dataclasses
-
         from ..models import Model
 
         try:  # a catalogued model keeps its prices (and limits) at another address
@@ -211,10 +211,64 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._demo import make_demo_tools
 
         tools = make_demo_tools(Path.cwd())
-    agent = Agent(system_prompt=args.system, model=model, tools=tools,
-                  thinking_level=args.thinking, temperature=args.temperature,
-                  max_tokens=args.max_tokens,
-                  get_api_key=(lambda provider: api_key) if api_key else None)
+    session: _Session | None = None
+    if args.session is not None:
+        try:
+            session = _open_session(args.session, args.sessions_db)
+        except CliError as exc:
+            err.write(f"piagent chat: {exc}\n")
+            return _EXIT_USAGE
+    try:
+        try:
+            agent = Agent(system_prompt=args.system, model=model, tools=tools,
+                          thinking_level=args.thinking, temperature=args.temperature,
+                          max_tokens=args.max_tokens,
+                          get_api_key=(lambda provider: api_key) if api_key else None,
+                          store=session.store if session else None,
+                          session_id=session.name if session else None)
+        except Exception as exc:  # the sessions file cannot be read
+            if session is None:
+                raise
+            err.write(f"piagent chat: cannot load session {session.name!r} from "
+                      f"{session.path}: {type(exc).__name__}: {exc}\n")
+            return 1
+        return _chat_with(agent, args, out, err, session)
+    finally:
+        if session is not None:
+            session.store.close()
+
+
+@dataclasses.dataclass
+class _Session:
+    """A conversation kept with ``--session``: its name, its store and the store's file."""
+
+    name: str
+    store: SQLiteStore
+    path: Path
+
+
+def _open_session(name: str, explicit_path: str | None) -> _Session:
+    """The conversation ``name`` in the CLI's sessions file (its folder made if missing)."""
+    from ..sessions import SQLiteStore, check_session_id
+    from ._sessions import sessions_db_path
+
+    try:
+        check_session_id(name)
+    except ValueError as exc:
+        raise CliError(f"--session: {exc}") from None
+    path = sessions_db_path(explicit_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot create the folder for the sessions file {path}: {exc.strerror or exc}"
+        raise CliError(msg) from None
+    return _Session(name, SQLiteStore(path), path)
+
+
+def _chat_with(agent: Agent, args: argparse.Namespace, out: TextIO, err: TextIO,
+               session: _Session | None) -> int:
+    from ..loop import unanswered_tool_calls
+
     style = Style.for_stream(out)
     interactive = _isatty(sys.stdin) and _isatty(out)
     question = " ".join(args.question)
@@ -227,6 +281,16 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     agent.subscribe(printer)
     hide_notices = show_notices(printer)
     try:
+        if session is not None and not question:
+            earlier = sum(1 for m in agent.state.messages if m.role != "system")
+            printer.line(style.dim(
+                f"(session {session.name!r}: {earlier} earlier message"
+                f"{'' if earlier == 1 else 's'}, kept in {session.path})"
+                if earlier else f"(new session {session.name!r}, kept in {session.path})"))
+        if session is not None and unanswered_tool_calls(agent.state.messages) is not None:
+            printer.line(style.dim("(the session stopped while tools ran; finishing those "
+                                   "calls first)"))
+            agent.resume()
         return _chat_or_ask(agent, args, question, printer, out, err)
     finally:
         hide_notices()

@@ -1,4 +1,5 @@
-"""The ``piagent`` command: ``demo`` (offline), ``chat`` (a real provider) and ``proxy``.
+"""The ``piagent`` command: ``demo`` (offline), ``chat`` (a real provider), ``sessions``,
+``models`` and ``proxy``.
 
 Output is plain text that reads well in a dumb terminal, a log file and a notebook; colour
 is added only on a TTY, and never with ``NO_COLOR`` set or ``TERM=dumb``. ``EventPrinter``
@@ -16,6 +17,7 @@ from typing import TextIO
 from .._version import __version__
 from ._chat import cmd_chat
 from ._output import Style
+from ._sessions import cmd_sessions
 
 __all__ = ["main"]
 
@@ -151,7 +153,20 @@ def _parser() -> argparse.ArgumentParser:
                       help="give the model read_file, list_folder (current folder), "
                            "calculator and current_time")
     chat.add_argument("--system", default="You are a helpful assistant.", metavar="TEXT",
-                      help="the system prompt")
+                      help="the system prompt (a kept session keeps its own)")
+    chat.add_argument("--session", metavar="NAME",
+                      help="keep the conversation as NAME and pick it up again next time "
+                           "(in the sessions file; see 'piagent sessions')")
+    chat.add_argument("--sessions-db", metavar="PATH",
+                      help="the sessions file (default: $PIAGENT_SESSIONS_DB, else "
+                           "$XDG_DATA_HOME/piagent/sessions.db, else "
+                           "~/.local/share/piagent/sessions.db)")
+
+    sessions = commands.add_parser(
+        "sessions", help="list the conversations 'piagent chat --session' kept",
+        description="List each kept conversation: its name, message count and last activity.")
+    sessions.add_argument("--sessions-db", metavar="PATH",
+                          help="the sessions file (default as for 'piagent chat')")
 
     models = commands.add_parser(
         "models", help="list the models in the bundled catalogue, with prices",
@@ -174,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
     handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy,
-                "models": _cmd_models}
+                "models": _cmd_models, "sessions": cmd_sessions}
     if args.command is None:
         parser.print_help(out)
         return 0

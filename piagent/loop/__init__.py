@@ -24,7 +24,14 @@ from ._config import (
     RequestUpdate,
     TurnDecision,
 )
-from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._loop import (
+    agent_loop,
+    agent_loop_continue,
+    run_agent_loop,
+    run_agent_loop_continue,
+    run_agent_loop_resume,
+    unanswered_tool_calls,
+)
 from ._tools import run_tool_call
 
 __all__ = [
@@ -45,5 +52,7 @@ __all__ = [
     "agent_loop_continue",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "run_agent_loop_resume",
     "run_tool_call",
+    "unanswered_tool_calls",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..abort import AbortSignal
@@ -28,7 +28,7 @@ from ..events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 from ..stream import (
     Context,
     DoneEvent,
@@ -48,7 +48,8 @@ from ._config import (
 from ._declare import ToolDeclarations
 from ._tools import ToolRunner, record_despite_failure
 
-__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
+__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue",
+           "run_agent_loop_resume"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -90,6 +91,46 @@ def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit
     emit(AgentStartEvent())
     emit(TurnStartEvent())
     return run.run()
+
+
+def unanswered_tool_calls(messages: Sequence[AgentMessage]
+                          ) -> tuple[AssistantMessage, list[ToolCall]] | None:
+    """The last assistant message and its tool calls that no later tool result answers, in
+    source order; ``None`` when there is none (the transcript is not mid-batch)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            answered = {m.tool_call_id for m in messages[index + 1:]
+                        if isinstance(m, ToolResultMessage)}
+            if message.stop_reason in ("error", "aborted"):
+                return None  # a failed response's calls were never meant to run
+            calls = [c for c in message.tool_calls if c.id not in answered]
+            return (message, calls) if calls else None
+    return None
+
+
+def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: Emit,
+                          signal: AbortSignal | None = None, stream_fn: StreamFn | None = None,
+                          *, started: Collection[str] = ()) -> list[AgentMessage]:
+    """Finish a batch a stopped process left without results, then go on (durable.md §2).
+
+    The last assistant message's tool calls that have no result are run in a new batch
+    with the usual events: a call not in ``started`` (its ``execute`` was never called)
+    runs through the usual hooks; one in ``started`` runs again if its tool's ``replay`` is
+    ``"safe"``, otherwise it gets an error result saying its outcome is unknown. The loop
+    then continues as after any batch. With no such calls this is
+    ``run_agent_loop_continue``. Blocks; returns the run's new messages.
+    """
+    pending = unanswered_tool_calls(context.messages)
+    if pending is None:
+        return run_agent_loop_continue(context, config, emit, signal, stream_fn)
+    message, calls = pending
+    replay = {tool.name: tool.replay for tool in context.tools}
+    unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
+    run = _Run(context, config, emit, signal, stream_fn)
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
+    return run.run((message, calls, unknown))
 
 
 def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,
@@ -170,10 +211,10 @@ class _Run:
         self.new_messages: list[AgentMessage] = []
         self.declarations = ToolDeclarations()
 
-    def run(self) -> list[AgentMessage]:
+    def run(self, resume: _Resume | None = None) -> list[AgentMessage]:
         tools = ToolRunner(self.config, self.signal, self.emit)
         try:
-            self._loop(tools)
+            self._loop(tools, resume)
         finally:
             tools.close()
         return self.new_messages
@@ -183,73 +224,80 @@ class _Run:
             return []
         return list(getter() or ())
 
-    def _loop(self, tools: ToolRunner) -> None:
+    def _loop(self, tools: ToolRunner, resume: _Resume | None) -> None:
         config, signal, emit = self.config, self.signal, self.emit
         last_turn: AgentTurnContext | None = None
         explicit_continuation = False
-        # steering the user typed while waiting
-        pending = self._poll(config.get_steering_messages)
+        # steering the user typed while waiting (a resumed batch polls after it, as any batch)
+        pending = self._poll(config.get_steering_messages) if resume is None else []
 
         while True:  # outer loop: follow-ups arriving when the agent would stop
             has_more_tool_calls = True
             while has_more_tool_calls or pending:  # inner loop: one turn per pass
                 prepared: list[AgentMessage] = []
-                if last_turn is not None:
+                calls: list[ToolCall] | None = None  # None: every call of the response
+                unknown: frozenset[str] = frozenset()
+                if resume is not None:  # the batch a stopped process left unfinished
+                    message, calls, unknown = resume
+                    resume = None
+                else:
+                    if last_turn is not None:
+                        if signal.aborted:
+                            return self._close_aborted(turn_open=False)
+                        update = (config.prepare_next_turn(last_turn)
+                                  if config.prepare_next_turn is not None else None)
+                        if update is not None:
+                            if update.context is not None:
+                                self.context = update.context
+                            prepared = list(update.messages or ())
+                            config = self.config = _with_model(config, update.model,
+                                                               update.thinking_level)
+                        # preparation can be long (compaction): pick up steering queued meanwhile,
+                        # only if the earlier poll was empty (one-at-a-time means one per turn)
+                        if not pending:
+                            pending = self._poll(config.get_steering_messages)
+                        emit(TurnStartEvent())
+
+                    # inject prepared and queued messages before the next response
+                    injected = self.declarations.declare(self.context.messages, self.context.tools,
+                                                         [*prepared, *pending])
+                    pending = []
+                    for queued in injected:
+                        if signal.aborted:
+                            break
+                        emit(MessageStartEvent(queued))
+                        emit(MessageEndEvent(queued))
+                        self.context.messages.append(queued)
+                        self.new_messages.append(queued)
                     if signal.aborted:
-                        return self._close_aborted(turn_open=False)
-                    update = (config.prepare_next_turn(last_turn)
-                              if config.prepare_next_turn is not None else None)
-                    if update is not None:
-                        if update.context is not None:
-                            self.context = update.context
-                        prepared = list(update.messages or ())
-                        config = self.config = _with_model(config, update.model,
-                                                           update.thinking_level)
-                    # preparation can be long (compaction): pick up steering queued meanwhile,
-                    # only if the earlier poll was empty (one-at-a-time means one per turn)
-                    if not pending:
-                        pending = self._poll(config.get_steering_messages)
-                    emit(TurnStartEvent())
+                        return self._close_aborted(turn_open=True)
 
-                # inject prepared and queued messages before the next response
-                injected = self.declarations.declare(self.context.messages, self.context.tools,
-                                                     [*prepared, *pending])
-                pending = []
-                for queued in injected:
-                    if signal.aborted:
-                        break
-                    emit(MessageStartEvent(queued))
-                    emit(MessageEndEvent(queued))
-                    self.context.messages.append(queued)
-                    self.new_messages.append(queued)
-                if signal.aborted:
-                    return self._close_aborted(turn_open=True)
+                    if config.prepare_request is not None:
+                        request = config.prepare_request(PrepareRequestContext(
+                            self.context, config.model, config.reasoning or "off"), signal)
+                        if request is not None:
+                            if request.context is not None:
+                                self.context = request.context
+                            config = self.config = _with_model(config, request.model,
+                                                               request.thinking_level)
 
-                if config.prepare_request is not None:
-                    request = config.prepare_request(PrepareRequestContext(
-                        self.context, config.model, config.reasoning or "off"), signal)
-                    if request is not None:
-                        if request.context is not None:
-                            self.context = request.context
-                        config = self.config = _with_model(config, request.model,
-                                                           request.thinking_level)
-
-                message = self._stream_assistant_response()
-                if message is None:  # aborted before the request could start
-                    return self._close_aborted(turn_open=True)
-                self.new_messages.append(message)
-                if message.stop_reason in ("error", "aborted"):
-                    last_turn = AgentTurnContext(message, [], self.context, self.new_messages)
-                    if config.finish_turn is not None and not signal.aborted:
-                        config.finish_turn(last_turn, signal)  # observes; decision ignored
-                    emit(TurnEndEvent(message, []))
-                    emit(AgentEndEvent(list(self.new_messages)))
-                    return None
+                    response = self._stream_assistant_response()
+                    if response is None:  # aborted before the request could start
+                        return self._close_aborted(turn_open=True)
+                    message = response
+                    self.new_messages.append(message)
+                    if message.stop_reason in ("error", "aborted"):
+                        last_turn = AgentTurnContext(message, [], self.context, self.new_messages)
+                        if config.finish_turn is not None and not signal.aborted:
+                            config.finish_turn(last_turn, signal)  # observes; decision ignored
+                        emit(TurnEndEvent(message, []))
+                        emit(AgentEndEvent(list(self.new_messages)))
+                        return None
 
                 tool_results: list[ToolResultMessage] = []
                 has_more_tool_calls = False
-                if message.tool_calls:
-                    batch = tools.run_batch(self.context, message, config)
+                if calls if calls is not None else message.tool_calls:
+                    batch = tools.run_batch(self.context, message, config, calls, unknown)
                     tool_results = batch.messages
                     has_more_tool_calls = not batch.terminate
                     self.context.messages.extend(tool_results)
@@ -356,6 +404,11 @@ class _Run:
         self.new_messages.append(message)
         self.emit(TurnEndEvent(message, []))
         self.emit(AgentEndEvent(list(self.new_messages)))
+
+
+_Resume = tuple[AssistantMessage, list[ToolCall], frozenset[str]]
+"""A resumed run's first batch: the assistant message, its unanswered calls, and the ids
+of those that get an unknown-outcome result instead of running."""
 
 
 def _with_model(config: AgentLoopConfig, model: Any, thinking_level: str | None

@@ -294,6 +294,14 @@ def _not_returned_text(prepared: list[_Prepared], results: list[Finalized | None
             f"(signal.aborted, signal.wait(timeout), signal.on_abort).")
 
 
+def unknown_outcome_result(call: ToolCall) -> AgentToolResult:
+    """The result of a call that was running when its process stopped and is not replayed."""
+    return error_result(
+        f"The process stopped while tool {call.name!r} was running (call {call.id}), so its "
+        f"outcome is unknown; it was not run again. Check whether it took effect before "
+        f"calling it again, or ask the user.")
+
+
 def _should_terminate(done: Sequence[Finalized]) -> bool:
     return bool(done) and all(d.result.terminate is True for d in done)
 
@@ -310,6 +318,9 @@ class ToolRunner:
         self._signal = signal
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
+        # ids of the calls of the current batch that get an unknown-outcome result instead
+        # of running (a resumed run's calls that started before the crash, not replayable)
+        self._unknown: frozenset[str] = frozenset()
 
     def close(self) -> None:
         """Shut the pool down and wait for its threads."""
@@ -326,10 +337,16 @@ class ToolRunner:
         return self._pool
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
-                  config: AgentLoopConfig) -> ToolBatch:
-        """Execute every tool call of ``message``."""
+                  config: AgentLoopConfig, calls: list[ToolCall] | None = None,
+                  unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
+        """Execute the tool calls of ``message`` (or ``calls``, some of them).
+
+        The calls whose ids are in ``unknown_outcome`` do not run: each gets
+        ``unknown_outcome_result`` with the usual start and end events.
+        """
         self._config = config
-        calls = message.tool_calls
+        self._unknown = unknown_outcome
+        calls = message.tool_calls if calls is None else calls
         if message.stop_reason == "length":
             return self._fail_truncated(calls)
         by_name = {tool.name: tool for tool in context.tools}
@@ -359,6 +376,10 @@ class ToolRunner:
         """``tool_execution_start``, then the call prepared to run, or already finished
         (unknown tool, invalid arguments, blocked) with its ``tool_execution_end`` sent."""
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+        if call.id in self._unknown:
+            done = Finalized(call, unknown_outcome_result(call), True)
+            _emit_end(self._emit, done)
+            return done
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
                                      context.tools)
         if not isinstance(prepared, _Immediate):
@@ -431,7 +452,7 @@ class ToolRunner:
                     noticed_at = payload
                     continue
                 failure = self._deliver(prepared, results, kind, index, payload, failure)
-                if kind == "done":
+                if kind != "update":
                     remaining -= 1
         finally:
             unregister()
@@ -439,8 +460,12 @@ class ToolRunner:
 
     def _deliver(self, prepared: list[_Prepared], results: list[Finalized | None], kind: str,
                  index: int, payload: Any, failure: BaseException | None) -> BaseException | None:
-        """Record and emit one message from a pool thread; returns the first listener failure."""
-        if kind == "done":
+        """Record and emit one message from a pool thread; returns the first listener failure
+        (or ``on_tool_execute`` failure: kind "unstarted", payload ``(Finalized, exception)``)."""
+        hook_failure: BaseException | None = None
+        if kind == "unstarted":
+            payload, hook_failure = payload
+        if kind != "update":
             results[index] = payload
         if failure is not None:
             return failure  # a listener failed: wait for the running tools, emit nothing more
@@ -454,7 +479,7 @@ class ToolRunner:
                 _emit_end(self._emit, payload)
         except BaseException as exc:  # re-raised by _execute_all once every tool has finished
             return exc
-        return None
+        return hook_failure
 
     def _execute_one(self, context: AgentContext, message: AssistantMessage,
                      prepared: _Prepared, index: int,
@@ -470,9 +495,16 @@ class ToolRunner:
                     inbox.put(("update", index, partial))
 
         done: Finalized | None = None
+        kind = "done"
+        failure: Exception | None = None  # on_tool_execute's, if it raised
         try:
             if self._signal.aborted:
                 done = Finalized(prepared.tool_call, error_result(_ABORTED), True)
+            elif (failure := self._mark_started(prepared.tool_call)) is not None:
+                kind = "unstarted"
+                done = Finalized(prepared.tool_call, error_result(
+                    f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
+                    f"failed ({_failure_text(failure)})."), True)
             else:
                 executed = execute_prepared(prepared, self._signal, on_update)
                 with gate:
@@ -485,4 +517,15 @@ class ToolRunner:
         finally:
             with gate:
                 accepting = False
-            inbox.put(("done", index, done))
+            inbox.put((kind, index, (done, failure) if kind == "unstarted" else done))
+
+    def _mark_started(self, call: ToolCall) -> Exception | None:
+        """``on_tool_execute(call)``; the exception it raised, if any (the run then fails)."""
+        hook = self._config.on_tool_execute
+        if hook is None:
+            return None
+        try:
+            hook(call)
+        except Exception as exc:  # reported by the worker thread as the run's failure
+            return exc
+        return None

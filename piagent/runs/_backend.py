@@ -53,6 +53,11 @@ class RunBackend(Protocol):
     """Where runs live. Every method may be called from any thread of any process that reaches
     the medium; each is atomic on its own."""
 
+    @property
+    def control_poll_s(self) -> float | None:
+        """How often an executing run looks at the inbox; ``None`` when every sender is in
+        this process (its wakers tell the run at once)."""
+
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
         """Record a new ``queued`` run holding the session's lease.
 

@@ -46,6 +46,8 @@ class _Entry:
 class MemoryBackend:
     """Runs, events and the control inbox in dicts under one Condition."""
 
+    control_poll_s: float | None = None  # every sender is in this process: its wakers tell the run
+
     def __init__(self) -> None:
         # guards _runs, _live and _inbox; notified whenever a run's events or state change.
         # Shared by every thread of the process that starts, reads or controls these runs.

@@ -52,7 +52,6 @@ __all__ = ["LocalRunner"]
 
 logger = logging.getLogger("piagent.runs")
 
-CONTROL_POLL_S = 0.02  # how often a run looks at the inbox for entries from other processes
 WAIT_SLICE_S = 0.25  # blocking waits wake this often (Ctrl-C, a lease that expired)
 SUPERVISOR_ABORT_WAIT_S = 10.0  # after the supervisor fails: how long it waits for the Agent
 
@@ -333,7 +332,7 @@ class _LocalRun:
         if _needs_resume(self.agent.state.messages):
             for message in _input_messages(input, images):
                 self.agent.follow_up(message)
-            self.agent_run = self.agent.resume(block=False)  # type: ignore[attr-defined]
+            self.agent_run = self.agent.resume(block=False)
         else:
             self.agent_run = self.agent.prompt(input, images, block=False)
         self.backend.set_running(self.run_id, self.owner)
@@ -366,8 +365,10 @@ class _LocalRun:
                              "and it will read 'lost'", self.run_id)
 
     def _loop(self, run: AgentRun) -> None:
-        poll_at = renew_at = time.monotonic()
-        renew_at += self.lease_s / 3
+        poll_s = self.backend.control_poll_s
+        now = time.monotonic()
+        poll_at = now if poll_s is not None else float("inf")
+        renew_at = now + self.lease_s / 3
         while True:
             done = run.done  # read first: every event came before it settled
             self._flush()
@@ -377,18 +378,27 @@ class _LocalRun:
             if self._control_due.is_set() or now >= poll_at:
                 self._control_due.clear()
                 self._deliver()
-                poll_at = now + CONTROL_POLL_S
+                if poll_s is not None:
+                    poll_at = now + poll_s
             if now >= renew_at:
-                if not self.backend.renew(self.run_id, self.owner, self.lease_s):
-                    logger.error("run %s lost its lease; aborting it", self.run_id)
-                    run.abort("the run lost its lease (another process took the session)")
                 renew_at = now + self.lease_s / 3
+                if not self.backend.renew(self.run_id, self.owner, self.lease_s):
+                    self._lose(run)
             left = max(0.0, min(poll_at, renew_at) - time.monotonic())
             if self._saw_end and not self._wake.is_set():
                 run.wait(left)  # agent_end is stored: only the settle is left
             else:
                 self._wake.wait(left)
                 self._wake.clear()
+
+    def _lose(self, run: AgentRun) -> None:
+        """The lease ran out (this process stalled longer than ``lease_s``): the run reads
+        ``lost`` from now on, as it may already have to others, and the Agent stops."""
+        text = (f"the run lost its lease (its process did not renew it within "
+                f"{self.lease_s:g} s), so it was stopped")
+        logger.error("run %s: %s", self.run_id, text)
+        self.backend.finish(self.run_id, self.owner, "lost", text)
+        run.abort(text)
 
     def _flush(self) -> None:
         batch = []

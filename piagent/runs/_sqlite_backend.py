@@ -79,6 +79,8 @@ def _info(row: tuple[object, ...], now: float) -> RunInfo:
 class SQLiteBackend:
     """Runs, events and the control inbox in the ``SQLiteStore``'s file."""
 
+    control_poll_s: float | None = 0.02  # senders in other processes: a run looks at the inbox this often
+
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self.path = store.path

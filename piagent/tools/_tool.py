@@ -71,7 +71,9 @@ class AgentTool:
     fails by raising or by returning ``is_error=True``. ``on_update(partial)`` emits a
     ``tool_execution_update`` event; calls after ``execute`` returned are ignored.
     ``prepare_arguments(raw)`` may rewrite the raw arguments before validation.
-    ``replay`` is carried for harnesses and not used by the loop.
+    ``replay`` says whether ``Agent.resume()`` may run a call again that was running when
+    its process stopped: ``"safe"`` runs it again, ``"never"`` or ``None`` does not (the
+    call gets an unknown-outcome error result; docs/sessions.md).
 
     Thread safety: treat a tool as immutable while a run uses it; do not change
     ``parameters`` in place (assign a new dict instead).

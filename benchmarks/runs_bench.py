@@ -1,0 +1,167 @@
+"""Event to reader latency of ``LocalRunner`` runs (durable.md §6).
+
+Run: ``python benchmarks/runs_bench.py [--events N] [--reps R] [--quick]``. A run streams a
+long scripted answer on ``piagent.testing.ScriptedStreamFn`` with ``chunk_delay`` between
+events (so events arrive one by one, as from a model, not in a burst). A listener the agent
+has before the runner's own stamps each event with ``time.monotonic()`` (system-wide on
+Linux, so comparable between processes); the reader, ``runner.events(run_id)``, stamps it
+when it arrives. Latency = arrival − listener stamp, per event, over every event of R runs;
+figures are p50 / p90 / max in milliseconds.
+
+Cases: the run and the reader in one process on a ``MemoryStore`` and on an ``SQLiteStore``,
+then the run in a child process and the reader here, on the same SQLite file.
+
+Budgets: one process ≤ 1 ms p90; across processes via SQLite ≤ 100 ms p90.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from piagent import Agent
+from piagent.runs import LocalRunner
+from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
+from piagent.testing import ScriptedStreamFn, assistant_text
+
+BUDGET_ONE_PROCESS_MS = 1.0
+BUDGET_PROCESSES_MS = 100.0
+CHUNK_DELAY_S = 0.004
+
+
+SKIP = 4  # agent_start, turn_start and the prompt's two events: before the reader is live
+
+
+def _factory(words: int, stamps: list[float], go: threading.Event) -> Callable[[str], Agent]:
+    text = " ".join(["word"] * words)
+
+    def answer(context: Any, options: Any) -> Any:
+        go.wait(10.0)  # the model "answers" once the reader is reading
+        return assistant_text(text)
+
+    def make_agent(session_id: str) -> Agent:
+        scripted = ScriptedStreamFn([answer], chunk_delay=CHUNK_DELAY_S)
+        agent = Agent(model=scripted.model, stream_fn=scripted, system_prompt="Be brief.")
+        agent.subscribe(lambda event, signal: stamps.append(time.monotonic()))
+        return agent
+
+    return make_agent
+
+
+def _read(runner: LocalRunner, run_id: str, live: Callable[[], None]) -> list[float]:
+    arrivals = []
+    for item in runner.events(run_id, timeout=30.0):
+        if item is None:
+            raise RuntimeError("the run went idle for 30 s")
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            live()
+    return arrivals
+
+
+def _latencies(stamps: list[float], arrivals: list[float]) -> list[float]:
+    if len(stamps) != len(arrivals):
+        raise RuntimeError(f"{len(stamps)} events stamped, {len(arrivals)} read")
+    return [(a - s) * 1000 for s, a in list(zip(stamps, arrivals, strict=True))[SKIP:]]
+
+
+def one_process(store: SessionStore, words: int, reps: int) -> list[float]:
+    out: list[float] = []
+    for rep in range(reps + 1):  # the first run warms up
+        stamps: list[float] = []
+        go = threading.Event()
+        runner = LocalRunner(store, _factory(words, stamps, go))
+        run_id = runner.start(f"bench-{rep}", "go")
+        arrivals = _read(runner, run_id, go.set)
+        runner.wait(run_id, 30.0)
+        if rep:
+            out += _latencies(stamps, arrivals)
+    return out
+
+
+def across_processes(db: str, words: int, reps: int) -> list[float]:
+    out: list[float] = []
+    runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    for rep in range(reps + 1):
+        child = subprocess.Popen([sys.executable, __file__, "--child", db, f"x-{rep}",
+                                  str(words)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, env=env)
+        assert child.stdout is not None and child.stdin is not None
+        stdin = child.stdin
+        run_id = child.stdout.readline().strip()
+
+        def live(stdin: Any = stdin) -> None:
+            stdin.write("go\n")
+            stdin.flush()
+
+        arrivals = _read(runner, run_id, live)
+        stamps = json.loads(child.stdout.readline())
+        if child.wait(30) != 0:
+            raise RuntimeError("the child failed")
+        if rep:
+            out += _latencies(stamps, arrivals)
+    return out
+
+
+def child(db: str, session_id: str, words: int) -> None:
+    stamps: list[float] = []
+    go = threading.Event()
+    runner = LocalRunner(SQLiteStore(db), _factory(words, stamps, go))
+    run_id = runner.start(session_id, "go")
+    print(run_id, flush=True)
+    sys.stdin.readline()  # the parent reads the run's events: let the model answer
+    go.set()
+    runner.wait(run_id, 30.0)
+    print(json.dumps(stamps), flush=True)
+
+
+def _summary(name: str, values: list[float], budget: float) -> dict[str, Any]:
+    values = sorted(values)
+    p90 = values[int(0.9 * (len(values) - 1))]
+    row = {"case": name, "events": len(values), "p50_ms": statistics.median(values),
+           "p90_ms": p90, "max_ms": values[-1], "budget_p90_ms": budget,
+           "within": p90 <= budget}
+    print(f"{name:<36} {len(values):>6} events  p50 {row['p50_ms']:7.3f} ms  "
+          f"p90 {p90:7.3f} ms  max {values[-1]:7.3f} ms  (budget p90 {budget:g} ms: "
+          f"{'ok' if row['within'] else 'OVER'})")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200, help="words (≈ events) per run")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="50 events, 1 repetition")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], int(args.child[2]))
+        return
+    words, reps = (50, 1) if args.quick else (args.events, args.reps)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "runs.db")
+        rows = [
+            _summary("one process, MemoryStore", one_process(MemoryStore(), words, reps),
+                     BUDGET_ONE_PROCESS_MS),
+            _summary("one process, SQLiteStore", one_process(SQLiteStore(db), words, reps),
+                     BUDGET_ONE_PROCESS_MS),
+            _summary("across processes, SQLiteStore", across_processes(db, words, reps),
+                     BUDGET_PROCESSES_MS),
+        ]
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""A separate process for tests/runs/test_processes.py: starts, steers or aborts a run.
+
+    python _worker.py start DB SESSION LEASE_S SCENARIO   # prints the run id, waits, prints the state
+    python _worker.py steer DB SESSION TEXT
+    python _worker.py abort DB RUN_ID REASON
+
+Scenarios: ``steer_abort`` (a tool that waits until a steer arrived, then one that waits for
+its abort signal) and ``hang`` (a tool with replay="never" that prints "executing" and hangs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+from piagent import AbortSignal, Agent, AgentTool, tool
+from piagent.runs import LocalRunner
+from piagent.sessions import SQLiteStore
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+BOUND = 60.0  # seconds: the longest any tool here waits
+
+
+def say(line: str) -> None:
+    os.write(1, (line + "\n").encode())  # one write: whole lines, unbuffered
+
+
+def build_tools(agents: list[Agent]) -> list[AgentTool]:
+    """The worker's tools (the same declarations in every process, so no system update)."""
+
+    @tool
+    def wait_for_steer() -> str:
+        """Wait until a steering message reached the agent."""
+        ticker = threading.Event()
+        for _ in range(int(BOUND / 0.01)):
+            if agents[-1].has_queued_messages():
+                return "steered"
+            ticker.wait(0.01)
+        return "no steer came"
+
+    @tool
+    def wait_for_abort(signal: AbortSignal) -> str:
+        """Wait for the run's abort signal."""
+        signal.wait(BOUND)
+        return "aborted" if signal.aborted else "not aborted"
+
+    @tool(replay="never")
+    def hang(signal: AbortSignal) -> str:
+        """Print 'executing', then wait to be killed."""
+        say("executing")
+        signal.wait(BOUND)
+        return "not killed"
+
+    return [wait_for_steer, wait_for_abort, hang]
+
+
+def make_factory(scenario: str) -> Callable[[str], Agent]:
+    agents: list[Agent] = []
+    tools = build_tools(agents)
+    if scenario == "steer_abort":
+        responses = [assistant_tool_calls(("wait_for_steer", {})),
+                     assistant_tool_calls(("wait_for_abort", {})), assistant_text("never")]
+    elif scenario == "hang":
+        responses = [assistant_tool_calls(("hang", {}, "call-hang"))]
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    scripted = ScriptedStreamFn(responses)
+
+    def make_agent(session_id: str) -> Agent:
+        agent = Agent(model=scripted.model, stream_fn=scripted, system_prompt="worker",
+                      tools=tools)
+        agents.append(agent)
+        return agent
+
+    return make_agent
+
+
+def main(argv: list[str]) -> None:
+    mode, db = argv[0], argv[1]
+    store = SQLiteStore(db)
+    if mode == "start":
+        session_id, lease_s, scenario = argv[2], float(argv[3]), argv[4]
+        runner = LocalRunner(store, make_factory(scenario), lease_s=lease_s)
+        run_id = runner.start(session_id, "go")
+        say(run_id)
+        runner.wait(run_id, BOUND)
+        say(runner.status(run_id).state)
+    elif mode == "steer":
+        LocalRunner(store, lambda sid: Agent()).steer(argv[2], argv[3])
+    elif mode == "abort":
+        LocalRunner(store, lambda sid: Agent()).abort(argv[2], argv[3])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    store.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,149 @@
+"""``LocalRunner`` on an ``SQLiteStore`` across real processes (durable.md §3).
+
+A run starts in one child process; this process streams its events by id; other children
+steer and abort it. A child killed with SIGKILL leaves its run to lose its lease (``lost``),
+and the next start of the session, here, recovers the transcript with ``agent.resume()``.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal as signals
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from piagent import Agent, AgentBusyError, AssistantMessage, ToolResultMessage
+from piagent.runs import LocalRunner
+from piagent.sessions import SQLiteStore
+from piagent.testing import ScriptedStreamFn, assistant_text
+
+from ._worker import build_tools
+
+WAIT = 20.0  # seconds: the bound on every wait in this file
+WORKER = Path(__file__).with_name("_worker.py")
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and SIGKILL")
+
+
+def spawn(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+
+
+def run_worker(*args: str) -> None:
+    done = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, env=ENV,
+                          timeout=WAIT, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def read_line(proc: subprocess.Popen[bytes]) -> str:
+    """The child's next stdout line, read until a deadline (one byte at a time: no buffer
+    keeps a later line from the next call)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + WAIT
+    data = b""
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        chunk = os.read(fd, 1) if ready else b""
+        if not chunk:
+            proc.kill()
+            _, err = proc.communicate(timeout=WAIT)
+            pytest.fail(f"the child printed {data!r}, then {'ended' if ready else 'nothing'}; "
+                        f"stderr: {err.decode(errors='replace')}")
+        data += chunk
+    return data.decode().strip()
+
+
+def finish(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=WAIT)
+    return out.decode(), err.decode(errors="replace")
+
+
+def test_stream_steer_and_abort_a_run_in_another_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    proc = spawn("start", db, "s1", "30", "steer_abort")
+    try:
+        run_id = read_line(proc)
+        runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
+        with pytest.raises(AgentBusyError):  # the child holds the session
+            runner.start("s1", "me too")
+        events = []
+        for item in runner.events(run_id, timeout=WAIT):
+            assert item is not None, f"no event for {WAIT} s after {events[-1:]}"
+            events.append(item)
+            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_steer":
+                run_worker("steer", db, "s1", "steer from afar")
+            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_abort":
+                run_worker("abort", db, run_id, "stop from afar")
+        out, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.splitlines()[-1] == "aborted", err
+    assert events[0].type == "agent_start" and events[-1].type == "agent_end"
+    assert [e.id for e in events] == [f"{i:010d}" for i in range(len(events))]
+    assert runner.wait(run_id, WAIT)
+    info = runner.status(run_id)
+    assert info.state == "aborted" and info.session_id == "s1"
+    users = [m.text for m in SQLiteStore(db).load("s1") if m.role == "user"]  # type: ignore[union-attr]
+    assert users == ["go", "steer from afar"]
+    ends = [e.event["result"]["content"][0]["text"] for e in events
+            if e.type == "tool_execution_end"]
+    assert ends == ["steered", "aborted"]
+    # reconnecting mid-run: everything after an id, the same events
+    assert list(runner.events(run_id, after=events[5].id)) == events[6:]
+
+
+def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    proc = spawn("start", db, "s1", "1", "hang")
+    try:
+        run_id = read_line(proc)
+        assert read_line(proc) == "executing"  # marked started, then executing: kill it
+        os.kill(proc.pid, signals.SIGKILL)
+        assert proc.wait(WAIT) == -signals.SIGKILL
+    finally:
+        finish(proc)
+
+    scripted = ScriptedStreamFn([assistant_text("recovered"), assistant_text("and answered")])
+    store = SQLiteStore(db)
+    runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
+                                                  system_prompt="worker",
+                                                  tools=build_tools([])))
+    ticker = threading.Event()  # never set: its wait() is the poll interval
+    deadline = time.monotonic() + WAIT
+    while runner.status(run_id).state != "lost":
+        assert runner.status(run_id).state == "running"
+        assert time.monotonic() < deadline, "the run never lost its lease"
+        ticker.wait(0.05)
+    assert runner.wait(run_id, WAIT)  # lost is final
+
+    again = runner.start("s1", "are you there?")
+    events = [e for e in runner.events(again, timeout=WAIT)]
+    assert None not in events
+    assert runner.wait(again, WAIT) and runner.status(again).state == "done"
+    assert runner.status(run_id).state == "lost"
+    messages = store.load("s1")
+    assert [m.role for m in messages] == ["system", "user", "assistant", "toolResult",
+                                          "assistant", "user", "assistant"]
+    result = messages[3]
+    assert isinstance(result, ToolResultMessage) and result.is_error
+    assert "stopped" in result.text
+    assert isinstance(messages[4], AssistantMessage) and messages[4].text == "recovered"
+    assert messages[5].text == "are you there?"  # type: ignore[union-attr]
+    assert [e.type for e in events if e.type in ("agent_start", "agent_end")] == [
+        "agent_start", "agent_end"]
