@@ -24,7 +24,7 @@ from typing import Any
 
 from piagent.agent import Agent
 from piagent.messages import message_to_dict
-from piagent.runs import LocalRunner, RunInfo
+from piagent.runs import LocalRunner, RunInfo, RunNotFoundError
 from piagent.sessions import SQLiteStore
 
 COOKIE = "piagent_chat_session"
@@ -75,15 +75,17 @@ class ChatService:
                              (session_id,)).fetchone()
         return (str(row[0]), int(row[1])) if row else None
 
-    def _status(self, run_id: str) -> RunInfo:
-        return self.runner.status(run_id)
+    def _status(self, run_id: str) -> RunInfo | None:
+        try:
+            return self.runner.status(run_id)
+        except RunNotFoundError:  # the store no longer has it (a new file, say)
+            return None
 
     def live_run(self, session_id: str) -> str | None:
         """The session's run while it is queued or running, else ``None``."""
         latest = self._latest(session_id)
-        if latest is None:
-            return None
-        return latest[0] if self._status(latest[0]).state in LIVE else None
+        info = self._status(latest[0]) if latest else None
+        return info.run_id if info is not None and info.state in LIVE else None
 
     def history(self, session_id: str) -> dict[str, Any]:
         """What a (re)loaded page shows: the stored messages, and the live run to attach to.
@@ -95,7 +97,7 @@ class ChatService:
         info = self._status(latest[0]) if latest else None  # before the load: see above
         messages = self.store.load(session_id)
         run: dict[str, Any] | None = None
-        if latest is not None and info is not None:
+        if latest and info is not None:
             run = {"id": info.run_id, "state": info.state}
             if info.state in LIVE:
                 messages = messages[:latest[1]]
@@ -114,10 +116,8 @@ class ChatService:
 
     def owns(self, session_id: str, run_id: str) -> bool:
         """Whether ``run_id`` is a run of this session (a browser streams only its own)."""
-        try:
-            return self._status(run_id).session_id == session_id
-        except KeyError:  # RunNotFoundError
-            return False
+        info = self._status(run_id)
+        return info is not None and info.session_id == session_id
 
     def steer(self, session_id: str, text: str) -> bool:
         """Queue a steering message for the live run; False when no run is live."""
