@@ -1,7 +1,8 @@
 """The Flask chat example in headless Chromium: a typed message streams text, the tool's
 progress appears, Stop during the long tool ends the run as aborted, a steering message
-typed mid-tool reaches the model, and a page reloaded mid-run shows the stored
-conversation and re-attaches to the live run (each shown once). Skips when chromium or
+typed mid-tool reaches the model, a page reloaded mid-run shows the stored conversation
+and re-attaches to the live run (each shown once), and a stream dropped mid-run is resumed
+by the browser's ``EventSource`` with ``Last-Event-ID``. Skips when chromium or
 chromedriver is missing (CI installs them with ``.ci/install-browser.sh``)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +36,41 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "flask_chat"
 PAGE_WAIT = 2 * WAIT  # a headless browser starts and renders slower than a thread
 
 
+class _CutOnce:
+    """WSGI middleware, a network fault: when armed, the next ``/events/`` stream that has no
+    ``Last-Event-ID`` ends after the tool's second progress event, as a dropped connection
+    would. It records the ``Last-Event-ID`` of every stream request."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.armed = threading.Event()
+        self.resumed_from: list[str] = []  # appended by server threads, read by the test
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        body = self.app(environ, start_response)
+        if not environ.get("PATH_INFO", "").startswith("/events/"):
+            return body
+        last = environ.get("HTTP_LAST_EVENT_ID")
+        if last:
+            self.resumed_from.append(last)
+        elif self.armed.is_set():
+            self.armed.clear()
+            return self._cut(body)
+        return body
+
+    @staticmethod
+    def _cut(body: Any) -> Iterator[bytes]:
+        updates = 0
+        try:
+            for chunk in body:
+                yield chunk
+                updates += chunk.count(b'"type":"tool_execution_update"')
+                if updates >= 2:
+                    return
+        finally:
+            body.close()
+
+
 @pytest.fixture(scope="module")
 def chat_app(tmp_path_factory):
     sys.path.insert(0, str(EXAMPLE))
@@ -43,6 +80,7 @@ def chat_app(tmp_path_factory):
         sys.path.remove(str(EXAMPLE))
     factory = flask_chat.agent_factory(step_s=0.15, chunk_delay=0.005)
     app = flask_chat.create_app(factory, db=tmp_path_factory.mktemp("browser") / "chat.db")
+    app.wsgi_app = _CutOnce(app.wsgi_app)
     return app, app.config["CHAT"]
 
 
@@ -186,3 +224,23 @@ def test_a_reload_mid_run_shows_the_conversation_and_the_live_run(browser, base_
     assert _texts(driver, ".msg.user") == ["count to 2", "count to 24"]
     assert _texts(driver, ".msg.assistant")[-1] == "Done: Counted to 24. Anything else?"
     assert driver.find_element(By.ID, "send").is_enabled()
+
+
+def test_a_dropped_stream_resumes_after_the_last_event_it_got(browser, base_url, chat_app):
+    app, _ = chat_app
+    cutter = app.wsgi_app
+    driver = browser
+    _new_browser_session(driver, base_url)
+    wait = WebDriverWait(driver, 2 * PAGE_WAIT)  # EventSource waits ~3 s before reconnecting
+    cutter.armed.set()
+    _send(driver, "count to 12")
+    wait.until(lambda d: _status(d) == "done")
+    assert not cutter.armed.is_set(), "the stream was never cut"
+    assert len(cutter.resumed_from) == 1, cutter.resumed_from  # EventSource sent Last-Event-ID
+    # the resumed stream went on from there: nothing shown twice, nothing missing
+    assert _texts(driver, ".msg.user") == ["count to 12"]
+    assert _texts(driver, ".msg.assistant") == ["Sure! Counting to 12 slowly, watch the progress.",
+                                                "Done: Counted to 12. Anything else?"]
+    [tool] = driver.find_elements(By.CSS_SELECTOR, ".tool")
+    assert tool.get_attribute("data-state") == "done"
+    assert tool.find_element(By.CLASS_NAME, "progress").text == "Counted to 12."
