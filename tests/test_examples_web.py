@@ -102,7 +102,7 @@ def test_flask_chat_bad_input_and_idle_controls(flask_chat, tmp_path):
     assert client.post("/chat", json={}).status_code == 400
     assert client.post("/steer", json={"text": "x"}).status_code == 409
     assert client.post("/steer", json={}).status_code == 400
-    assert client.post("/stop").get_json() == {"ok": True, "settled": True, "dropped": []}
+    assert client.post("/stop").get_json() == {"ok": True, "settled": True}
     missing = client.get("/events/no-such-run")
     assert missing.status_code == 404
     assert missing.data == b"No run 'no-such-run' in this chat session."
@@ -141,6 +141,6 @@ def test_django_chat_streams_a_run(django_chat, tmp_path):
         assert client.post("/chat", data={}, content_type="application/json").status_code == 400
         assert client.post("/steer", data={"text": "x"},
                            content_type="application/json").status_code == 409
-        assert client.post("/stop").json() == {"ok": True, "settled": True, "dropped": []}
+        assert client.post("/stop").json() == {"ok": True, "settled": True}
         assert client.get("/chat").status_code == 405
     service.close()

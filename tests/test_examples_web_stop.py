@@ -1,6 +1,7 @@
 """Stop and steering in the web examples act on the browser's live run from any worker: a
 second app on the same SQLite file (another worker process, in effect) steers and stops a
-run the first one started, and the run ends as aborted with the tool's progress stored."""
+run the first one started, the run ends as aborted, and a steering message the stopped run
+had not taken yet goes to the session's next run."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def test_flask_steer_and_stop_from_another_worker(tmp_path: Path) -> None:
     module = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_stop")
     factory = module.agent_factory(step_s=5.0, chunk_delay=0.0)
     first = module.create_app(factory, db=tmp_path / "chat.db")
-    second = module.create_app(factory, db=tmp_path / "chat.db")
+    fast = module.agent_factory(step_s=0.0, chunk_delay=0.0)
+    second = module.create_app(fast, db=tmp_path / "chat.db")
     browser = first.test_client()
     run_id = browser.post("/chat", json={"message": "count to 3"}).get_json()["run_id"]
     session_id = browser.get_cookie(COOKIE).value
@@ -62,10 +64,16 @@ def test_flask_steer_and_stop_from_another_worker(tmp_path: Path) -> None:
     assert elsewhere.get("/history").get_json()["run"] == {"id": run_id, "state": "running"}
     assert elsewhere.post("/steer", json={"text": "only even numbers"}).status_code == 200
     body = elsewhere.post("/stop").get_json()
-    assert body == {"ok": True, "settled": True, "dropped": []}
+    assert body == {"ok": True, "settled": True}
     _check_aborted(second.config["CHAT"], session_id, run_id)
     assert first.config["CHAT"].runner.wait(run_id, WAIT)
     assert browser.post("/steer", json={"text": "late"}).status_code == 409  # nothing live
+    # the steering that Stop overtook was not lost: the session's next run takes it
+    next_run = elsewhere.post("/chat", json={"message": "count to 1"}).get_json()["run_id"]
+    assert second.config["CHAT"].runner.wait(next_run, WAIT)
+    messages = elsewhere.get("/history").get_json()["messages"]
+    users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
+    assert users == ["count to 3", "count to 1", "only even numbers"]
 
 
 def test_django_steer_and_stop(tmp_path: Path) -> None:
@@ -87,7 +95,7 @@ def test_django_steer_and_stop(tmp_path: Path) -> None:
         assert client.post("/steer", data={"text": "stop at 2"},
                            content_type="application/json").status_code == 200
         body = client.post("/stop").json()
-    assert body == {"ok": True, "settled": True, "dropped": []}
+    assert body == {"ok": True, "settled": True}
     _check_aborted(service, session_id, run_id)
     assert service.runner.wait(run_id, WAIT)
     service.close()

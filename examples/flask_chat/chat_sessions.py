@@ -127,13 +127,17 @@ class ChatService:
         return True
 
     def stop(self, session_id: str) -> dict[str, Any]:
-        """Abort the live run (if any) and wait, bounded, for it to settle."""
+        """Abort the live run (if any) and wait, bounded, for it to settle.
+
+        A steering message the run had not taken yet stays queued for the session's next
+        run (the runner's queues, like an Agent's, outlive a run).
+        """
         run_id = self.live_run(session_id)
         if run_id is None:
-            return {"ok": True, "settled": True, "dropped": []}
+            return {"ok": True, "settled": True}
         self.runner.abort(run_id, "Stopped by the user")
         settled = self.runner.wait(run_id, STOP_WAIT_S)
-        return {"ok": True, "settled": settled, "dropped": []}
+        return {"ok": True, "settled": settled}
 
     def close(self) -> None:
         close = getattr(self.runner, "close", None)
