@@ -253,7 +253,9 @@ def _opened(runner: _Runner, run_id: str, last_event_id: str | None,
     except RunNotFoundError:
         return None, 404, (f"No run with id {run_id!r}: it never started here, or its store "
                            f"no longer has it.")
-    except ValueError as exc:  # the runner refused the Last-Event-ID
+    except ValueError as exc:
+        if last_event_id is None:
+            raise
         return None, 400, f"Bad {LAST_EVENT_ID} header {last_event_id!r}: {exc}"
     except StopIteration:
         return iter(()), 200, ""
@@ -261,6 +263,7 @@ def _opened(runner: _Runner, run_id: str, last_event_id: str | None,
 
 
 def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    """``first``, then ``rest``; closing this closes ``rest``."""
     try:
         yield first
         yield from rest
