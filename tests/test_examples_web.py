@@ -1,7 +1,10 @@
 """The web chat examples work offline through their framework's test client: the page is
-served, ``/chat`` streams a whole run (text, tool progress, the final answer), ``/steer``
-and ``/stop`` answer, and bad input gets a 400. The browser test drives the same Flask
-app in Chromium (``tests/test_browser.py``)."""
+served and sets a session cookie, ``/chat`` starts a run and answers its id,
+``/events/<run_id>`` streams the whole run (text, tool progress, the final answer) with
+``id:`` lines, ``/history`` has the stored conversation, another browser sees none of it,
+``/steer`` and ``/stop`` answer, and bad input gets a 400. The browser test drives the same
+Flask app in Chromium (``tests/test_browser.py``); ``tests/test_examples_web_gunicorn.py``
+runs it under gunicorn with four workers."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pytest
 from tests.conftest import WAIT, configure_django
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+COOKIE = "piagent_chat_session"
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
 
@@ -31,8 +35,12 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 def _frames(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(f[len("data: "):]) for f in data.decode().split("\n\n")
-            if f.startswith("data: ")]
+    out = []
+    for frame in data.decode().split("\n\n"):
+        lines = frame.split("\n")
+        if len(lines) == 2 and lines[0].startswith("id: ") and lines[1].startswith("data: "):
+            out.append(json.loads(lines[1][len("data: "):]))
+    return out
 
 
 def _check_run(frames: list[dict[str, Any]]) -> None:
@@ -45,30 +53,59 @@ def _check_run(frames: list[dict[str, Any]]) -> None:
     assert final["content"][0]["text"] == "Done: Counted to 3. Anything else?"
 
 
+def _check_history(history: dict[str, Any], run_id: str) -> None:
+    roles = [m["role"] for m in history["messages"]]
+    assert roles == ["user", "assistant", "toolResult", "assistant"]
+    assert history["messages"][0]["content"][0]["text"] == "count to 3"
+    assert history["messages"][-1]["content"][0]["text"] == "Done: Counted to 3. Anything else?"
+    assert history["run"] == {"id": run_id, "state": "done"}
+
+
 @pytest.fixture(scope="module")
 def flask_chat() -> ModuleType:
     pytest.importorskip("flask")
     return _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app")
 
 
-def test_flask_chat_streams_a_run(flask_chat):
-    agent = flask_chat.make_agent(step_s=0.0, chunk_delay=0.0)
-    client = flask_chat.create_app(agent).test_client()
+def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path):
+    factory = flask_chat.agent_factory(step_s=0.0, chunk_delay=0.0)
+    app = flask_chat.create_app(factory, db=tmp_path / "chat.db")
+    service = app.config["CHAT"]
+    client = app.test_client()
     page = client.get("/")
     assert page.status_code == 200
     assert b'id="stop"' in page.data and b'id="steer-text"' in page.data
-    response = client.post("/chat", json={"message": "count to 3"})
+    assert client.get_cookie(COOKIE) is not None
+    assert client.get("/history").get_json() == {"messages": [], "run": None}
+    started = client.post("/chat", json={"message": "count to 3"})
+    assert started.status_code == 200
+    run_id = started.get_json()["run_id"]
+    response = client.get(f"/events/{run_id}")
     assert response.mimetype == "text/event-stream"
     _check_run(_frames(response.data))
-    assert agent.wait_for_idle(WAIT)
+    assert service.runner.wait(run_id, WAIT)
+    _check_history(client.get("/history").get_json(), run_id)
+    # another browser (no cookie yet) has its own, empty conversation and cannot read this run
+    other = app.test_client()
+    assert other.get("/history").get_json() == {"messages": [], "run": None}
+    assert other.get(f"/events/{run_id}").status_code == 404
+    assert int(client.get("/whoami").get_json()["pid"]) > 0
+    # a new app on the same file (another worker, a restart) has the conversation
+    again = flask_chat.create_app(factory, db=tmp_path / "chat.db").test_client()
+    again.set_cookie(COOKIE, client.get_cookie(COOKIE).value)
+    _check_history(again.get("/history").get_json(), run_id)
 
 
-def test_flask_chat_bad_input_and_idle_controls(flask_chat):
-    client = flask_chat.create_app(flask_chat.make_agent()).test_client()
+def test_flask_chat_bad_input_and_idle_controls(flask_chat, tmp_path):
+    app = flask_chat.create_app(db=tmp_path / "chat.db")
+    client = app.test_client()
     assert client.post("/chat", json={}).status_code == 400
     assert client.post("/steer", json={"text": "x"}).status_code == 409
     assert client.post("/steer", json={}).status_code == 400
-    assert client.post("/stop").get_json() == {"ok": True, "settled": True, "dropped": []}
+    assert client.post("/stop").get_json() == {"ok": True, "settled": True}
+    missing = client.get("/events/no-such-run")
+    assert missing.status_code == 404
+    assert missing.data == b"No run 'no-such-run' in this chat session."
 
 
 @pytest.fixture(scope="module")
@@ -77,23 +114,33 @@ def django_chat() -> ModuleType:
     return _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app")
 
 
-def test_django_chat_streams_a_run(django_chat):
+def test_django_chat_streams_a_run(django_chat, tmp_path):
     from django.test import Client, override_settings
 
-    agent = django_chat.make_agent(step_s=0.0, chunk_delay=0.0)
-    django_chat.set_agent(agent)
+    factory = django_chat.agent_factory(step_s=0.0, chunk_delay=0.0)
+    service = django_chat.set_service(factory, tmp_path / "chat.db")
     with override_settings(ROOT_URLCONF=django_chat):
         client = Client()
         page = client.get("/")
         assert page.status_code == 200
         assert b'id="stop"' in page.content
-        response = client.post("/chat", data={"message": "count to 3"},
-                               content_type="application/json")
+        assert COOKIE in client.cookies
+        started = client.post("/chat", data={"message": "count to 3"},
+                              content_type="application/json")
+        run_id = started.json()["run_id"]
+        response = client.get(f"/events/{run_id}")
         assert response["Content-Type"] == "text/event-stream"
         _check_run(_frames(b"".join(response.streaming_content)))
-        assert agent.wait_for_idle(WAIT)
+        assert service.runner.wait(run_id, WAIT)
+        _check_history(client.get("/history").json(), run_id)
+        # resume after the fifth event: the rest, exactly
+        resumed = client.get(f"/events/{run_id}", HTTP_LAST_EVENT_ID="0000000004")
+        assert len(_frames(b"".join(resumed.streaming_content))) == \
+            len([e for e in service.runner.events(run_id) if e is not None]) - 5
+        assert Client().get(f"/events/{run_id}").status_code == 404  # another browser
         assert client.post("/chat", data={}, content_type="application/json").status_code == 400
         assert client.post("/steer", data={"text": "x"},
                            content_type="application/json").status_code == 409
-        assert client.post("/stop").json() == {"ok": True, "settled": True, "dropped": []}
+        assert client.post("/stop").json() == {"ok": True, "settled": True}
         assert client.get("/chat").status_code == 405
+    service.close()

@@ -48,8 +48,8 @@ def test_base_url_points_the_model_at_a_local_server(chat_agent: ModuleType) -> 
         chat_agent.make_agent(None, base_url="http://127.0.0.1:11434/v1")
 
 
-def test_flask_page_says_the_model_is_offline() -> None:
+def test_flask_page_says_the_model_is_offline(tmp_path: Path) -> None:
     pytest.importorskip("flask")
     app = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_flags")
-    page = app.create_app(app.make_agent()).test_client().get("/").data.decode()
+    page = app.create_app(db=tmp_path / "chat.db").test_client().get("/").data.decode()
     assert '<p id="model-note" class="note">Offline demo: the model is scripted' in page

@@ -1,21 +1,24 @@
-"""Stop in the web examples does not carry the stopped run's steering into the next run."""
+"""Stop and steering in the web examples act on the browser's live run from any worker: a
+second app on the same SQLite file (another worker process, in effect) steers and stops a
+run the first one started, the run ends as aborted, and a steering message the stopped run
+had not taken yet goes to the session's next run."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from piagent import Agent, ToolExecutionStartEvent, UserMessage
 from tests.conftest import configure_django
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+COOKIE = "piagent_chat_session"
 WAIT = 10.0
+pytestmark = pytest.mark.usefixtures("no_piagent_threads")
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -27,49 +30,72 @@ def _load(path: Path, name: str) -> ModuleType:
     return module
 
 
-def _start_run_in_tool(agent: Agent) -> None:
-    """Start a run and return once its (slow) counting tool is executing."""
-    in_tool = threading.Event()
-    agent.subscribe(lambda e, s: in_tool.set() if isinstance(e, ToolExecutionStartEvent)
-                    else None)
-    agent.prompt("count to 3", block=False)
-    assert in_tool.wait(WAIT)
+def _wait_in_tool(service: Any, run_id: str) -> None:
+    """Return once the run's (slow) counting tool is executing."""
+    for item in service.runner.events(run_id, timeout=WAIT):
+        assert item is not None, "no event in time"
+        if item.type == "tool_execution_start":
+            return
+    raise AssertionError("the run ended before its tool started")
 
 
-def _next_prompt_is_alone(agent: Agent, module: ModuleType) -> None:
-    shared = sys.modules[module.make_agent.__module__]  # chat_agent.py, beside the app
-    agent.state.tools = [shared.make_count_tool(0.0)]  # the next run counts at once
-    run = agent.prompt("count to 2", block=False)
-    assert run.wait(WAIT)
-    users = [m.text for m in run.messages if isinstance(m, UserMessage)]
-    assert users == ["count to 2"]  # the stopped run's steering did not ride along
+def _check_aborted(service: Any, session_id: str, run_id: str) -> None:
+    assert service.runner.status(run_id).state == "aborted"
+    history = service.history(session_id)
+    assert history["run"] == {"id": run_id, "state": "aborted"}
+    last = history["messages"][-1]
+    assert last["role"] == "assistant" and last["stopReason"] == "aborted"
+    assert last["errorMessage"] == "Stopped by the user"
 
 
-def test_flask_stop_drops_the_stopped_runs_steering() -> None:
+def test_flask_steer_and_stop_from_another_worker(tmp_path: Path) -> None:
     pytest.importorskip("flask")
-    app_module = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_stop")
-    agent = app_module.make_agent(step_s=5.0, chunk_delay=0.0)
-    client = app_module.create_app(agent).test_client()
-    _start_run_in_tool(agent)
-    assert client.post("/steer", json={"text": "only even numbers"}).status_code == 200
-    body: dict[str, Any] = client.post("/stop").get_json()
-    assert body == {"ok": True, "settled": True, "dropped": ["only even numbers"]}
-    assert not agent.has_queued_messages()
-    _next_prompt_is_alone(agent, app_module)
+    module = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_stop")
+    factory = module.agent_factory(step_s=5.0, chunk_delay=0.0)
+    first = module.create_app(factory, db=tmp_path / "chat.db")
+    fast = module.agent_factory(step_s=0.0, chunk_delay=0.0)
+    second = module.create_app(fast, db=tmp_path / "chat.db")
+    browser = first.test_client()
+    run_id = browser.post("/chat", json={"message": "count to 3"}).get_json()["run_id"]
+    session_id = browser.get_cookie(COOKIE).value
+    _wait_in_tool(first.config["CHAT"], run_id)
+    elsewhere = second.test_client()
+    elsewhere.set_cookie(COOKIE, session_id)  # the same browser, served by another worker
+    assert elsewhere.get("/history").get_json()["run"] == {"id": run_id, "state": "running"}
+    assert elsewhere.post("/steer", json={"text": "only even numbers"}).status_code == 200
+    body = elsewhere.post("/stop").get_json()
+    assert body == {"ok": True, "settled": True}
+    _check_aborted(second.config["CHAT"], session_id, run_id)
+    assert first.config["CHAT"].runner.wait(run_id, WAIT)
+    assert browser.post("/steer", json={"text": "late"}).status_code == 409  # nothing live
+    # the steering that Stop overtook was not lost: the session's next run takes it
+    next_run = elsewhere.post("/chat", json={"message": "count to 1"}).get_json()["run_id"]
+    assert second.config["CHAT"].runner.wait(next_run, WAIT)
+    messages = elsewhere.get("/history").get_json()["messages"]
+    users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
+    assert users == ["count to 3", "count to 1", "only even numbers"]
 
 
-def test_django_stop_drops_the_stopped_runs_steering() -> None:
+def test_django_steer_and_stop(tmp_path: Path) -> None:
     configure_django()
     from django.test import Client, override_settings
 
     module = _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app_stop")
-    agent = module.make_agent(step_s=5.0, chunk_delay=0.0)
-    module.set_agent(agent)
+    service = module.set_service(module.agent_factory(step_s=5.0, chunk_delay=0.0),
+                                 tmp_path / "chat.db")
     with override_settings(ROOT_URLCONF=module):
         client = Client()
-        _start_run_in_tool(agent)
+        run_id = client.post("/chat", data={"message": "count to 3"},
+                             content_type="application/json").json()["run_id"]
+        session_id = client.cookies[COOKIE].value
+        _wait_in_tool(service, run_id)
+        busy = client.post("/chat", data={"message": "again"}, content_type="application/json")
+        assert busy.status_code == 409
+        assert "already has a live run" in busy.json()["error"]
         assert client.post("/steer", data={"text": "stop at 2"},
                            content_type="application/json").status_code == 200
         body = client.post("/stop").json()
-    assert body == {"ok": True, "settled": True, "dropped": ["stop at 2"]}
-    _next_prompt_is_alone(agent, module)
+    assert body == {"ok": True, "settled": True}
+    _check_aborted(service, session_id, run_id)
+    assert service.runner.wait(run_id, WAIT)
+    service.close()

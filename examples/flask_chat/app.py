@@ -1,70 +1,121 @@
-"""A chat page on Flask: streamed text, tool progress, Stop and steering.
+"""A multi-user chat page on Flask: streamed text, tool progress, Stop and steering.
 
 Run it offline (a scripted model and a slow counting tool)::
 
     python examples/flask_chat/app.py            # http://127.0.0.1:5000
     python examples/flask_chat/app.py --model openai/gpt-4o-mini   # needs OPENAI_API_KEY
     python examples/flask_chat/app.py --model ollama/llama3.2 --base-url http://localhost:11434/v1
+    cd examples/flask_chat && gunicorn -w 4 -k gthread --threads 8 'app:create_app()'
 
-Routes: ``GET /`` the page; ``POST /chat {"message"}`` streams the run as Server-Sent
-Events (``piagent.web.flask_response``); ``POST /stop`` aborts it; ``POST /steer
-{"text"}`` queues a steering message. One agent serves the whole process: a demo for one
-user, not a multi-user server.
+Each browser has its own conversation (a session id in a cookie); transcripts and runs live
+in one SQLite file (``--db``, or ``$PIAGENT_CHAT_DB``, default ``chat.db``), so any worker
+process can serve any request. Routes: ``GET /`` the page; ``GET /history`` the stored
+conversation and the live run; ``POST /chat {"message"}`` starts a run and answers its
+``run_id``; ``GET /events/<run_id>`` streams it as Server-Sent Events with ``id:`` lines
+(a reconnect resumes after ``Last-Event-ID``); ``POST /steer {"text"}`` and ``POST /stop``
+act on the session's live run; ``GET /whoami`` names the worker process.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chat_agent import make_agent, page_html  # noqa: E402 - the shared demo agent, next to this file
+from chat_agent import agent_factory, page_html  # noqa: E402 - the shared demo agent, next to this file
+from chat_sessions import (  # noqa: E402
+    COOKIE,
+    COOKIE_MAX_AGE,
+    ChatService,
+    db_path,
+    new_session_id,
+    valid_session_id,
+)
 
 from piagent.agent import Agent  # noqa: E402
-from piagent.web import flask_response  # noqa: E402
+from piagent.errors import AgentBusyError  # noqa: E402
+from piagent.web import flask_run_response  # noqa: E402
 
-STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
+
+def _from_environment() -> Callable[[str], Agent]:
+    """The agent factory gunicorn gets (no flags there): ``$PIAGENT_CHAT_MODEL`` and
+    ``$PIAGENT_CHAT_BASE_URL`` choose the model, ``$PIAGENT_CHAT_STEP_S`` the tool's pace."""
+    return agent_factory(os.environ.get("PIAGENT_CHAT_MODEL") or None,
+                         base_url=os.environ.get("PIAGENT_CHAT_BASE_URL") or None,
+                         step_s=float(os.environ.get("PIAGENT_CHAT_STEP_S") or 0.5))
 
 
-def create_app(agent: Agent | None = None) -> Flask:
-    """The Flask app serving ``agent`` (default: the offline demo agent)."""
+def create_app(make_agent: Callable[[str], Agent] | None = None, *,
+               db: str | os.PathLike[str] | None = None) -> Flask:
+    """The Flask app: ``make_agent(session_id)`` builds each run's agent (default: the
+    offline demo, or what the environment names), ``db`` is the SQLite file."""
     app = Flask(__name__)
-    chat_agent = agent if agent is not None else make_agent()
-    app.config["AGENT"] = chat_agent
+    factory = make_agent if make_agent is not None else _from_environment()
+    service = ChatService(factory, db if db is not None else db_path())
+    app.config["CHAT"] = service
+    page = page_html(factory("page"))
+
+    @app.before_request
+    def session() -> None:
+        cookie = request.cookies.get(COOKIE)
+        g.new_session = not valid_session_id(cookie)
+        g.session_id = new_session_id() if g.new_session else cookie
+
+    @app.after_request
+    def remember(response: Response) -> Response:
+        if g.get("new_session"):
+            response.set_cookie(COOKIE, g.session_id, max_age=COOKIE_MAX_AGE, httponly=True,
+                                samesite="Lax")
+        response.headers["X-Worker-Pid"] = str(os.getpid())
+        return response
 
     @app.get("/")
-    def page() -> Response:
-        return Response(page_html(chat_agent), mimetype="text/html")
+    def index() -> Response:
+        return Response(page, mimetype="text/html")
+
+    @app.get("/whoami")
+    def whoami() -> Any:
+        return jsonify(pid=os.getpid())
+
+    @app.get("/history")
+    def history() -> Any:
+        return jsonify(service.history(g.session_id))
 
     @app.post("/chat")
     def chat() -> Any:
         message = (request.get_json(silent=True) or {}).get("message", "")
         if not isinstance(message, str) or not message.strip():
             return jsonify(error="Send {\"message\": \"...\"} with some text."), 400
-        return flask_response(chat_agent, message)
+        try:
+            run_id = service.chat(g.session_id, message)
+        except AgentBusyError as exc:
+            return jsonify(error=str(exc)), 409
+        return jsonify(run_id=run_id)
+
+    @app.get("/events/<run_id>")
+    def events(run_id: str) -> Any:
+        if not service.owns(g.session_id, run_id):
+            return Response(f"No run {run_id!r} in this chat session.", status=404,
+                            mimetype="text/plain")
+        return flask_run_response(service.runner, run_id)
 
     @app.post("/stop")
     def stop() -> Any:
-        # Stop means stop: what was steered into this run is not carried into the next one.
-        # The queues outlive an abort (undelivered input goes back to them when the run
-        # settles), so wait for that, then drop what is left.
-        chat_agent.abort("Stopped by the user")
-        settled = chat_agent.wait_for_idle(STOP_WAIT_S)
-        dropped = chat_agent.take_queued_messages(lambda message: True)
-        return jsonify(ok=True, settled=settled, dropped=[m.text for m in dropped])
+        return jsonify(service.stop(g.session_id))
 
     @app.post("/steer")
     def steer() -> Any:
         text = (request.get_json(silent=True) or {}).get("text", "")
         if not isinstance(text, str) or not text.strip():
             return jsonify(error="Send {\"text\": \"...\"} with some text."), 400
-        if not chat_agent.state.is_streaming:
+        if not service.steer(g.session_id, text):
             return jsonify(error="No run is active; send a chat message instead."), 409
-        chat_agent.steer(text)
         return jsonify(ok=True)
 
     return app
@@ -75,10 +126,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", help="provider/model-id for a real model (default: offline)")
     parser.add_argument("--base-url", metavar="URL",
                         help="an OpenAI-compatible server for --model (Ollama, vLLM, ...)")
+    parser.add_argument("--db", metavar="FILE",
+                        help="the SQLite file of transcripts and runs "
+                             "(default: $PIAGENT_CHAT_DB or chat.db)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
-    app = create_app(make_agent(args.model, base_url=args.base_url))
+    app = create_app(agent_factory(args.model, base_url=args.base_url), db=db_path(args.db))
     app.run(host=args.host, port=args.port, threaded=True)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,20 @@ def make_agent(model: str | None = None, *, base_url: str | None = None, step_s:
                f"add --base-url URL.")
         raise SystemExit(msg) from None
     return Agent(system_prompt=SYSTEM_PROMPT, model=resolved, tools=tools)
+
+
+def agent_factory(model: str | None = None, *, base_url: str | None = None,
+                  step_s: float = 0.5, chunk_delay: float = 0.03) -> Callable[[str], Agent]:
+    """``make_agent(session_id)`` for a runner: a fresh demo agent per run, any session.
+
+    The first agent is built here, so a missing key stops the server when it starts.
+    """
+    make_agent(model, base_url=base_url, step_s=step_s, chunk_delay=chunk_delay)
+
+    def for_session(session_id: str) -> Agent:
+        return make_agent(model, base_url=base_url, step_s=step_s, chunk_delay=chunk_delay)
+
+    return for_session
 
 
 def model_note(agent: Agent) -> str:

@@ -1,0 +1,221 @@
+"""The chat examples (Flask, then Django) under a real gunicorn with four worker processes
+(durable.md §5).
+
+One browser's requests land on different workers (each response names its worker in
+``X-Worker-Pid``, and the test holds a keep-alive connection to each worker): a run is
+started in one worker, streamed from a second, steered from a third; the stream is dropped
+mid-run and resumed with ``Last-Event-ID`` from a fourth, which gets every event exactly
+once; a second run is stopped from another worker than the one running it. The run itself
+executes on threads of the worker that started it; they meet in the SQLite file. Skips
+when gunicorn is not installed (``pip install -e .[test]`` has it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import sseclient
+
+if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
+    pytest.skip("the gunicorn test needs gunicorn (pip install gunicorn; not on Windows)",
+                allow_module_level=True)
+
+pytest.importorskip("flask")
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
+        "django": (ROOT / "examples" / "django_chat", "app:application")}
+WORKERS = 4
+WAIT = 20.0  # a bound for each wait: four worker processes start on a shared machine
+COOKIE = "piagent_chat_session"
+
+
+@dataclass
+class Server:
+    url: str
+    pids: set[int]
+    log: list[str]
+
+
+def _reader(stream: Any, lines: queue.Queue[str | None], log: list[str]) -> None:
+    for raw in stream:
+        line = raw.decode(errors="replace").rstrip("\n")
+        log.append(line)
+        lines.put(line)
+    lines.put(None)
+
+
+@pytest.fixture(scope="module", params=sorted(APPS, reverse=True))
+def server(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if request.param == "django":
+        pytest.importorskip("django")
+    example, app = APPS[request.param]
+    db = tmp_path_factory.mktemp("gunicorn") / "chat.db"
+    env = {**os.environ, "PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "gthread",
+               "--threads", "4", "--keep-alive", "60", "--graceful-timeout", "5",
+               "-b", "127.0.0.1:0", app]
+    process = subprocess.Popen(command, cwd=example, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    lines: queue.Queue[str | None] = queue.Queue()  # gunicorn's log lines, from the reader
+    log: list[str] = []
+    # owner: this fixture; ends when gunicorn closes its stderr (after it exits), joined below
+    reader = threading.Thread(target=_reader, args=(process.stderr, lines, log),
+                              name="test-gunicorn-log", daemon=True)
+    reader.start()
+    try:
+        url, pids = None, set()
+        while url is None or len(pids) < WORKERS:
+            try:
+                line = lines.get(timeout=WAIT)
+            except queue.Empty:
+                pytest.fail("gunicorn did not start its workers in time:\n" + "\n".join(log))
+            if line is None:
+                pytest.fail("gunicorn exited:\n" + "\n".join(log))
+            if (found := re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", line)):
+                url = found.group(1)
+            if (found := re.search(r"Booting worker with pid: (\d+)", line)):
+                pids.add(int(found.group(1)))
+        yield Server(url, pids, log)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(WAIT)
+        reader.join(WAIT)
+        assert not reader.is_alive()
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+class Workers:
+    """Keep-alive connections of one browser (one cookie), one per worker process."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.cookie = f"gunicorn-test-{uuid.uuid4().hex}"  # a new browser for each test
+        self.sessions: dict[int, requests.Session] = {}
+
+    def connect(self, exclude: set[int]) -> int:
+        """A connection to a worker not in ``exclude``; its pid."""
+        for _ in range(400):
+            session = requests.Session()
+            adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
+            session.mount("http://", adapter)
+            session.cookies.set(COOKIE, self.cookie)
+            pid = int(session.get(f"{self.server.url}/whoami", timeout=WAIT).json()["pid"])
+            if pid not in exclude and pid not in self.sessions:
+                self.sessions[pid] = session
+                return pid
+            session.close()
+        pytest.fail(f"400 connections never reached a worker outside {exclude}")
+
+    def request(self, pid: int, method: str, path: str, **kwargs: Any) -> requests.Response:
+        response = self.sessions[pid].request(method, f"{self.server.url}{path}",
+                                              timeout=WAIT, **kwargs)
+        assert int(response.headers["X-Worker-Pid"]) == pid, "the request changed workers"
+        return response
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+
+
+@pytest.fixture
+def workers(server: Server) -> Iterator[Workers]:
+    found = Workers(server)
+    yield found
+    found.close()
+
+
+def _events(response: requests.Response) -> Iterator[tuple[str, dict[str, Any]]]:
+    for message in sseclient.SSEClient(response).events():
+        yield message.id, json.loads(message.data)
+
+
+def test_start_stream_steer_and_resume_on_four_different_workers(server: Server,
+                                                                 workers: Workers) -> None:
+    starter = workers.connect(set())
+    streamer = workers.connect({starter})
+    steerer = workers.connect({starter, streamer})
+    resumer = workers.connect({starter, streamer, steerer})
+    assert {starter, streamer, steerer, resumer} == server.pids  # four processes, one each
+
+    started = workers.request(starter, "POST", "/chat", json={"message": "count to 12"})
+    assert started.status_code == 200
+    run_id = started.json()["run_id"]
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with workers.request(streamer, "GET", f"/events/{run_id}", stream=True) as stream:
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        for item in _events(stream):
+            seen.append(item)
+            if item[1]["type"] == "tool_execution_update":
+                break  # the tool is counting: drop the connection mid-run
+    steered = workers.request(steerer, "POST", "/steer", json={"text": "also say hello"})
+    assert steered.status_code == 200, steered.text
+
+    last_id = seen[-1][0]
+    with workers.request(resumer, "GET", f"/events/{run_id}", stream=True,
+                         headers={"Last-Event-ID": last_id}) as stream:
+        resumed = list(_events(stream))
+    assert resumed[0][0] > last_id
+    with workers.request(starter, "GET", f"/events/{run_id}", stream=True) as stream:
+        whole = list(_events(stream))
+    assert seen + resumed == whole  # every event exactly once, in order, across workers
+    assert len({i for i, _ in whole}) == len(whole)
+
+    types = [e["type"] for _, e in whole]
+    assert types[0] == "agent_start" and types[-1] == "agent_end"
+    steering = [e["message"] for _, e in whole if e["type"] == "message_start"
+                and e["message"]["role"] == "user"][1:]
+    assert [m["content"][0]["text"] for m in steering] == ["also say hello"]
+    final = whole[-1][1]["messages"][-1]
+    assert final["content"][0]["text"].startswith("You steered me: \u201calso say hello\u201d")
+
+    history = workers.request(steerer, "GET", "/history").json()
+    assert history["run"] == {"id": run_id, "state": "done"}
+    assert [m["role"] for m in history["messages"]] == [
+        "user", "assistant", "toolResult", "user", "assistant"]
+
+
+def test_a_run_started_in_one_worker_is_stopped_from_another(server: Server,
+                                                             workers: Workers) -> None:
+    starter = workers.connect(set())
+    streamer = workers.connect({starter})
+    stopper = workers.connect({starter, streamer})
+    run_id = workers.request(starter, "POST", "/chat",
+                             json={"message": "count to 100"}).json()["run_id"]
+    types = []
+    with workers.request(streamer, "GET", f"/events/{run_id}", stream=True) as stream:
+        for _, event in _events(stream):
+            types.append(event["type"])
+            if event["type"] == "tool_execution_update" and "stop" not in types:
+                types.append("stop")
+                stopped = workers.request(stopper, "POST", "/stop")
+                assert stopped.json() == {"ok": True, "settled": True}
+            if event["type"] == "agent_end":
+                last = event["messages"][-1]
+    assert types[-1] == "agent_end"
+    assert last["stopReason"] == "aborted" and last["errorMessage"] == "Stopped by the user"
+    history = workers.request(streamer, "GET", "/history").json()
+    assert history["run"] == {"id": run_id, "state": "aborted"}
+    busy = workers.request(stopper, "POST", "/steer", json={"text": "late"})
+    assert busy.status_code == 409
