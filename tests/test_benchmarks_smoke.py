@@ -50,3 +50,11 @@ def test_runs_bench_runs_quick() -> None:
                                          "across processes, SQLiteStore",
                                          "abort -> agent_end, across processes"]
     assert all(r["events"] > 0 for r in rows)
+
+
+@pytest.mark.timeout(90)
+def test_recovery_bench_runs_quick() -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/recovery_bench.py", "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=80, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.splitlines()[-1].startswith("worst recovery beyond the lease: ")
