@@ -126,6 +126,12 @@ class Wakers:
             if not wakes:
                 self._by_session.pop(session_id, None)
 
+    def wake_all(self) -> None:
+        with self._lock:
+            wakes = [wake for wakes in self._by_session.values() for wake in wakes]
+        for wake in wakes:
+            wake()
+
     def wake(self, session_id: str) -> None:
         with self._lock:
             wakes = list(self._by_session.get(session_id, ()))

@@ -34,9 +34,10 @@ from ..messages import (
     message_from_dict,
     message_to_dict,
 )
-from ..sessions import MemoryStore, SessionStore, SQLiteStore, check_session_id
+from ..sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore, check_session_id
 from ._backend import Control, ControlKind, RunBackend
 from ._memory_backend import MemoryBackend
+from ._postgres_backend import PostgresBackend
 from ._sqlite_backend import SQLiteBackend
 from ._types import (
     FINAL_STATES,
@@ -70,10 +71,11 @@ def backend_for(store: object) -> RunBackend:
                 backend = MemoryBackend()
             elif isinstance(store, SQLiteStore):
                 backend = SQLiteBackend(store)
+            elif isinstance(store, PostgresStore):
+                backend = PostgresBackend(store)
             else:
-                msg = (f"LocalRunner keeps its runs beside a MemoryStore or an SQLiteStore; "
-                       f"{type(store).__name__} has no runs backend yet (PostgresStore gets one "
-                       "with piagent.celery).")
+                msg = (f"a runner keeps its runs beside a MemoryStore, an SQLiteStore or a "
+                       f"PostgresStore; {type(store).__name__} has no runs backend.")
                 raise TypeError(msg)
             _BACKENDS[store] = backend
         return backend
