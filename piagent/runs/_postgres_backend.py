@@ -20,13 +20,12 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import AgentBusyError
 from ..sessions import PostgresStore
-from ._backend import Control, ControlKind, Wakers, busy_message
+from ._backend import Control, ControlKind, Take, Wakers, busy_message
 from ._types import LIVE_STATES, RunInfo, RunState
 
 logger = logging.getLogger("piagent.runs")
@@ -65,21 +64,6 @@ def _info(row: Sequence[Any]) -> RunInfo:
     return RunInfo(str(run_id), str(session_id), state, error, float(created),
                    None if started is None else float(started),
                    None if ended is None else float(ended))
-
-
-@dataclass(frozen=True)
-class Take:
-    """What an executor found when it asked for a run (``PostgresBackend.take_run``).
-
-    ``fresh``: a queued run, now held by the asker, to be started on its input. ``recover``:
-    a running run whose owner's lease ran out, now held by the asker, to be resumed.
-    ``held``: another owner's lease holds for ``wait_s`` more seconds. ``final``: nothing to do.
-    ``next_seq`` is the number of events the run already has.
-    """
-
-    kind: Literal["fresh", "recover", "held", "final"]
-    next_seq: int = 0
-    wait_s: float = 0.0
 
 
 class PostgresBackend:
@@ -223,10 +207,8 @@ class PostgresBackend:
                             ("no worker took the run before its queue lease ran out", run_id))
                 self._notify(cur, f"e:{run_id}")
                 return Take("final")
-            if state == "running" and left >= 0:
-                return Take("held", wait_s=left)
-            if state == "queued" and holder == owner:  # the same task delivered twice
-                return Take("held", wait_s=left)
+            if (state == "running" or holder == owner) and left >= 0:
+                return Take("held", wait_s=left)  # a live executor (or this one, twice)
             cur.execute(self._sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
                                   f"{_NOW} + %s WHERE run_id = %s"), (owner, lease_s, run_id))
             cur.execute(self._sql("SELECT coalesce(max(seq) + 1, 0) FROM {s}.run_events "
