@@ -131,7 +131,7 @@ def test_fifty_sessions_across_two_workers_lose_nothing(cluster: Cluster) -> Non
             return texts
 
         with ThreadPoolExecutor(max_workers=10) as pool:
-            seen = dict(zip(sessions, pool.map(read, sessions)))
+            seen = dict(zip(sessions, pool.map(read, sessions), strict=True))
         for s in sessions:
             assert runner.wait(run_ids[s], WAIT) and runner.status(run_ids[s]).state == "done"
         return seen
