@@ -47,5 +47,6 @@ def test_runs_bench_runs_quick() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json.loads(proc.stdout.splitlines()[-1])
     assert [r["case"] for r in rows] == ["one process, MemoryStore", "one process, SQLiteStore",
-                                         "across processes, SQLiteStore"]
+                                         "across processes, SQLiteStore",
+                                         "abort -> agent_end, across processes"]
     assert all(r["events"] > 0 for r in rows)

@@ -194,6 +194,9 @@ class Agent:
         if store is not None:
             _check_store(store, session_id, "Agent()")
         self._store: SessionStore | None = None
+        # the session the store keeps (set with the store; ``session_id`` is the same value,
+        # but it is a public option for the provider that the caller may change)
+        self._store_session: str | None = None
         # how many leading messages of state.messages the store holds; only the thread
         # that owns the agent's state at the time (the caller between runs, the run's
         # worker during one) reads or writes it
@@ -263,7 +266,7 @@ class Agent:
         elif self._state.messages:
             store.replace(session_id, self._state.messages)
         self._store = store
-        self.session_id = session_id
+        self._store_session = self.session_id = session_id
         self._stored_count = len(self._state.messages)
         self._state._before_replace = self._replace_stored
 
@@ -452,7 +455,7 @@ class Agent:
 
     def _replace_stored(self, messages: list[AgentMessage]) -> None:
         """Make ``messages`` the stored transcript (no-op without a store)."""
-        store, session_id = self._store, self.session_id
+        store, session_id = self._store, self._store_session
         if store is None or session_id is None:
             return
         store.replace(session_id, messages)
@@ -464,7 +467,7 @@ class Agent:
         If earlier messages are missing from the store (a failed append, or the live list
         changed in place), the whole transcript replaces the stored one instead.
         """
-        store, session_id = self._store, self.session_id
+        store, session_id = self._store, self._store_session
         if store is None or session_id is None:
             return
         messages = self._state.messages
@@ -503,7 +506,7 @@ class Agent:
     def _resume_input(self, takings: Takings) -> _RunInput:
         """What ``resume`` runs: the unfinished batch with the store's start marks, or
         what ``continue_`` would."""
-        store, session_id = self._store, self.session_id
+        store, session_id = self._store, self._store_session
         if store is None or session_id is None:
             msg = ("resume() needs a session store: create the agent with "
                    "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
@@ -580,7 +583,7 @@ class Agent:
             return takings.take(queues.steering)
 
         on_tool_execute = None
-        store, session_id = self._store, self.session_id
+        store, session_id = self._store, self._store_session
         if store is not None and session_id is not None:
             def on_tool_execute(call: ToolCall) -> None:  # on the tool's pool thread
                 try:

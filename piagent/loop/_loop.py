@@ -49,7 +49,7 @@ from ._declare import ToolDeclarations
 from ._tools import ToolRunner, record_despite_failure
 
 __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue",
-           "run_agent_loop_resume"]
+           "run_agent_loop_resume", "unanswered_tool_calls"]
 
 Emit = Callable[[AgentEvent], None]
 

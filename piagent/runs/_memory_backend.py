@@ -20,6 +20,7 @@ class _Run:
     owner: str
     lease_expires_at: float
     created_at: float
+    changed: threading.Condition  # on the backend's lock: notified when the run changes
     state: RunState = "queued"
     error_message: str | None = None
     started_at: float | None = None
@@ -49,22 +50,23 @@ class MemoryBackend:
     control_poll_s: float | None = None  # every sender is in this process: its wakers tell the run
 
     def __init__(self) -> None:
-        # guards _runs, _live and _inbox; notified whenever a run's events or state change.
-        # Shared by every thread of the process that starts, reads or controls these runs.
-        self._cond = threading.Condition()
+        # guards _runs, _live, _inbox and every run's fields; each run's Condition is built on
+        # it (readers of one run wake for that run only). Shared by every thread of the
+        # process that starts, reads or controls these runs.
+        self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._live: dict[str, str] = {}  # session_id -> its live run's id
         self._inbox: list[_Entry] = []  # in id order
-        self._ids = itertools.count(1)  # inbox ids (next() under _cond)
+        self._ids = itertools.count(1)  # inbox ids (next() under _lock)
         self._wakers = Wakers()
 
     def _changed(self, run: _Run) -> None:
         run.version += 1
-        self._cond.notify_all()
+        run.changed.notify_all()
 
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
         now = time.time()
-        with self._cond:
+        with self._lock:
             live_id = self._live.get(session_id)
             if live_id is not None:
                 live = self._runs[live_id]
@@ -73,7 +75,11 @@ class MemoryBackend:
                 if live.state in LIVE_STATES:
                     live.state, live.ended_at = "lost", live.lease_expires_at
                     self._changed(live)
-            self._runs[run_id] = _Run(session_id, owner, now + lease_s, now)
+                    # what the lost run had taken died with it (at most once)
+                    self._inbox = [e for e in self._inbox
+                                   if e.claimed_by != live_id and e.run_id != live_id]
+            self._runs[run_id] = _Run(session_id, owner, now + lease_s, now,
+                                      threading.Condition(self._lock))
             self._live[session_id] = run_id
 
     def _owned(self, run_id: str, owner: str) -> _Run | None:
@@ -83,7 +89,7 @@ class MemoryBackend:
         return run
 
     def set_running(self, run_id: str, owner: str) -> None:
-        with self._cond:
+        with self._lock:
             run = self._owned(run_id, owner)
             if run is not None and run.state == "queued":
                 run.state, run.started_at = "running", time.time()
@@ -91,7 +97,7 @@ class MemoryBackend:
 
     def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
         now = time.time()
-        with self._cond:
+        with self._lock:
             run = self._owned(run_id, owner)
             if run is None or run.lease_expires_at < now:
                 return False
@@ -99,7 +105,7 @@ class MemoryBackend:
             return True
 
     def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
-        with self._cond:
+        with self._lock:
             self._inbox = [e for e in self._inbox
                            if e.claimed_by != run_id and e.run_id != run_id]
             run = self._owned(run_id, owner)
@@ -111,7 +117,7 @@ class MemoryBackend:
             self._changed(run)
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
-        with self._cond:
+        with self._lock:
             run = self._runs[run_id]
             if first_seq != len(run.events):
                 msg = f"run {run_id!r}: events must be appended in order ({first_seq} after " \
@@ -121,7 +127,7 @@ class MemoryBackend:
             self._changed(run)
 
     def info(self, run_id: str) -> RunInfo | None:
-        with self._cond:
+        with self._lock:
             run = self._runs.get(run_id)
             return run.info(run_id, time.time()) if run is not None else None
 
@@ -130,13 +136,13 @@ class MemoryBackend:
 
     def send_control(self, session_id: str, run_id: str | None, kind: ControlKind,
                      payload: str | None) -> None:
-        with self._cond:
+        with self._lock:
             self._inbox.append(_Entry(Control(next(self._ids), kind, payload), session_id, run_id))
         self._wakers.wake(session_id)
 
     def claim_controls(self, session_id: str, run_id: str) -> list[Control]:
         taken = []
-        with self._cond:
+        with self._lock:
             for entry in self._inbox:
                 if entry.claimed_by is None and entry.session_id == session_id and (
                         entry.run_id is None or entry.run_id == run_id):
@@ -146,7 +152,7 @@ class MemoryBackend:
 
     def release_controls(self, ids: Sequence[int]) -> None:
         wanted = set(ids)
-        with self._cond:
+        with self._lock:
             for entry in self._inbox:
                 if entry.control.id in wanted:
                     entry.claimed_by = None
@@ -170,20 +176,20 @@ class _MemoryWatch:
         return self._backend._runs[self._run_id]
 
     def read(self, after: int) -> list[tuple[int, str]]:
-        with self._backend._cond:
+        with self._backend._lock:
             run = self._run()
             self._seen = run.version
             return [(seq, run.events[seq]) for seq in range(max(after + 1, 0), len(run.events))]
 
     def info(self) -> RunInfo:
-        with self._backend._cond:
+        with self._backend._lock:
             run = self._run()
             return run.info(self._run_id, time.time())
 
     def wait(self, timeout: float) -> bool:
-        with self._backend._cond:
+        with self._backend._lock:
             run = self._run()
-            changed = self._backend._cond.wait_for(lambda: run.version != self._seen, timeout)
+            changed = run.changed.wait_for(lambda: run.version != self._seen, timeout)
             self._seen = run.version
             return bool(changed)
 

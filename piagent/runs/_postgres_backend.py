@@ -157,6 +157,9 @@ class PostgresBackend:
                                       "ended_at = lease_expires_at WHERE run_id = %s"),
                             (live_id,))
                 self._notify(cur, f"e:{live_id}")
+                # what the lost run had taken died with it (at most once: it may have been used)
+                cur.execute(self._sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
+                                      "run_id = %s"), (live_id, live_id))
             cur.execute(self._sql(f"INSERT INTO {{s}}.runs VALUES (%s, %s, 'queued', NULL, %s, "
                                   f"{_NOW} + %s, {_NOW}, NULL, NULL)"),
                         (run_id, session_id, owner, lease_s))

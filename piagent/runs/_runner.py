@@ -484,6 +484,7 @@ class _LocalRun:
             self.backend.release_controls(back)
 
     def _end(self, run: AgentRun, failure: Exception | None) -> None:
+        run.wait(SUPERVISOR_ABORT_WAIT_S)  # settled already: this joins the Agent's worker
         self._cleanup()
         error = run.error_message
         state: RunState = "done"

@@ -188,6 +188,9 @@ class SQLiteBackend:
                     raise AgentBusyError(busy_message(session_id, live_id))
                 conn.execute("UPDATE piagent_runs SET state = 'lost', ended_at = ? "
                              "WHERE run_id = ?", (lease, live_id))
+                # what the lost run had taken died with it (at most once: it may have been used)
+                conn.execute("DELETE FROM piagent_run_control WHERE claimed_by = ? OR run_id = ?",
+                             (live_id, live_id))
             conn.execute("INSERT INTO piagent_runs VALUES (?, ?, 'queued', NULL, ?, ?, ?, NULL, "
                          "NULL)", (run_id, session_id, owner, now + lease_s, now))
         self._changed()

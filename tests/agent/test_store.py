@@ -9,7 +9,7 @@ way a raising listener does (durable.md §1).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,33 @@ from piagent import (
     UserMessage,
     messages_to_json,
 )
-from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
+from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT
+from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 from ..tools.conftest import NO_PARAMS, make_tool
 from .conftest import GateTool, labels, make_agent
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
+@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    """Each store the package has (PostgreSQL skips with its reason when unreachable)."""
     if request.param == "memory":
-        return MemoryStore()
-    return SQLiteStore(tmp_path / "sessions.db")
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        with SQLiteStore(tmp_path / "sessions.db") as sqlite:
+            yield sqlite
+    elif request.param == "jsonl":
+        yield JsonlStore(tmp_path / "sessions")
+    else:
+        dsn, schema = postgres_dsn(), unique_schema()
+        postgres = PostgresStore(dsn, schema=schema)
+        try:
+            yield postgres
+        finally:
+            postgres.close()
+            drop_schema(dsn, schema)
 
 
 def same(a: Sequence[AgentMessage], b: Sequence[AgentMessage]) -> bool:
@@ -267,3 +281,13 @@ def test_a_store_that_recovers_gets_the_whole_transcript_again() -> None:
     assert labels(store.load("s")) == [
         ("user", "one"), ("assistant", "stop:lost"), ("assistant", "error:"),
         ("user", "two"), ("assistant", "stop:kept")]
+
+
+def test_given_messages_start_an_empty_session(store: SessionStore) -> None:
+    agent, _ = make_agent([assistant_text("ok")], system_prompt="S",
+                          messages=[UserMessage("imported"), assistant_text("earlier")],
+                          store=store, session_id="new")
+    assert labels(store.load("new")) == [
+        ("system", "S"), ("user", "imported"), ("assistant", "stop:earlier")]
+    agent.prompt("next")
+    assert same(store.load("new"), agent.state.messages)

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from piagent import AbortSignal, Agent, AgentTool, tool
+from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, tool
 from piagent.runs import LocalRunner
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
@@ -83,7 +83,11 @@ def main(argv: list[str]) -> None:
     if mode == "start":
         session_id, lease_s, scenario = argv[2], float(argv[3]), argv[4]
         runner = LocalRunner(store, make_factory(scenario), lease_s=lease_s)
-        run_id = runner.start(session_id, "go")
+        try:
+            run_id = runner.start(session_id, "go")
+        except AgentBusyError as exc:
+            say(f"busy: {exc}")
+            raise SystemExit(3) from None
         say(run_id)
         runner.wait(run_id, BOUND)
         say(runner.status(run_id).state)

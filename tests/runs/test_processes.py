@@ -131,6 +131,12 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
         assert time.monotonic() < deadline, "the run never lost its lease"
         ticker.wait(0.05)
     assert runner.wait(run_id, WAIT)  # lost is final
+    # a reader of the lost run gets what was stored and stops: no agent_end will come
+    stored = [e for e in runner.events(run_id, timeout=WAIT)]
+    assert None not in stored
+    types = [e.type for e in stored if e is not None]
+    assert types[0] == "agent_start"
+    assert "tool_execution_end" not in types and "agent_end" not in types
 
     again = runner.start("s1", "are you there?")
     events = [e for e in runner.events(again, timeout=WAIT)]
@@ -147,3 +153,26 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
     assert messages[5].text == "are you there?"  # type: ignore[union-attr]
     assert [e.type for e in events if e.type in ("agent_start", "agent_end")] == [
         "agent_start", "agent_end"]
+
+
+def test_processes_racing_to_start_one_session_get_one_run(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    SQLiteStore(db).session_ids()  # the file exists before the race
+    procs = [spawn("start", db, "s1", "30", "hang") for _ in range(3)]
+    try:
+        firsts = [read_line(p) for p in procs]
+        winners = [p for p, line in zip(procs, firsts, strict=True)
+                   if not line.startswith("busy:")]
+        assert len(winners) == 1, firsts
+        assert sum(line.startswith("busy: Session 's1' already has a live run") for line in firsts) == 2
+        assert read_line(winners[0]) == "executing"
+        runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
+        run_id = next(line for line in firsts if not line.startswith("busy:"))
+        assert runner.status(run_id).state == "running"
+        runner.abort(run_id, "the test is over")  # the hang tool watches its signal
+        assert runner.wait(run_id, WAIT)
+        assert runner.status(run_id).state == "aborted"
+    finally:
+        for p in procs:
+            finish(p)
+    assert [p.returncode for p in procs].count(3) == 2
