@@ -84,9 +84,17 @@ def _record(session_id: str, tool_name: str) -> int:
 def make_agent(session_id: str) -> Agent:
     @tool
     def block(signal: AbortSignal) -> str:
-        """Wait for the test's gate file (or the abort)."""
+        """Wait for the test's gate file (or the abort); with an ``expect-steer`` file, also
+        for a steering message to reach the Agent (so the test knows it arrived in time)."""
         (DIR / f"entered-{session_id}").touch()
-        return "opened" if _gate(f"gate-{session_id}", signal) else "timed out"
+        if not _gate(f"gate-{session_id}", signal):
+            return "timed out"
+        expect = DIR / f"expect-steer-{session_id}"
+        for _ in range(int(BLOCK_S / 0.01)):
+            if not expect.exists() or agent.has_queued_messages() or signal.aborted:
+                return "opened"
+            signal.wait(0.01)
+        return "the steer never came"
 
     @tool(replay="safe")
     def look(signal: AbortSignal) -> str:
@@ -114,8 +122,9 @@ def make_agent(session_id: str) -> Agent:
         return _echo(context, options)
 
     scripted = ScriptedStreamFn([answer] * 20)
-    return Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge],
-                 system_prompt="test")
+    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge],
+                  system_prompt="test")
+    return agent
 
 
 runner = CeleryRunner(app, store, make_agent, lease_s=LEASE, queue=QUEUE,

@@ -50,6 +50,7 @@ def _users(cluster: Cluster, session_id: str) -> list[str]:
 
 def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Cluster) -> None:
     runner = cluster.runner
+    (cluster.dir / "expect-steer-block-1").touch()
     run_id = runner.start("block-1", "go")
     streamer = _client(cluster, "stream", run_id)
     entered = cluster.dir / "entered-block-1"
@@ -67,6 +68,7 @@ def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Clust
     assert texts[-1] == "echo steered"
 
     (cluster.dir / "gate-block-1").unlink()
+    (cluster.dir / "expect-steer-block-1").unlink()
     entered.unlink()
     second = runner.start("block-1", "again")
     wait_until(entered.exists, "the block tool to start again")

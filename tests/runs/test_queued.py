@@ -78,13 +78,28 @@ def _echo(context: Any, options: Any) -> Any:
 
 
 def _runner(store: SessionStore, responses: list[Any], tools: list[Any] = (),  # type: ignore[assignment]
-            **options: Any) -> tuple[QueuedRunner, Queue]:
+            agents: list[Agent] | None = None, **options: Any) -> tuple[QueuedRunner, Queue]:
     scripted = ScriptedStreamFn(responses)
     queue = Queue()
-    queue.runner = QueuedRunner(
-        store, lambda sid: Agent(model=scripted.model, stream_fn=scripted, tools=list(tools),
-                                 system_prompt="test"), queue.submit, **options)
+
+    def make_agent(session_id: str) -> Agent:
+        agent = Agent(model=scripted.model, stream_fn=scripted, tools=list(tools),
+                      system_prompt="test")
+        if agents is not None:
+            agents.append(agent)
+        return agent
+
+    queue.runner = QueuedRunner(store, make_agent, queue.submit, **options)
     return queue.runner, queue
+
+
+def _wait_until(predicate: Any, what: str) -> None:
+    ticker = threading.Event()  # never set: its wait() is the poll interval
+    for _ in range(int(WAIT / 0.01)):
+        if predicate():
+            return
+        ticker.wait(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _collect(runner: QueuedRunner, run_id: str) -> list[RunEvent]:
@@ -123,11 +138,14 @@ def test_steer_and_abort_reach_the_executor(store: SessionStore) -> None:
             signal.wait(0.01)
         raise TimeoutError("neither the gate nor the abort came")
 
+    agents: list[Agent] = []
     runner, queue = _runner(store, [assistant_tool_calls(("block", {})), _echo,
-                                    assistant_tool_calls(("block", {})), _echo], [block])
+                                    assistant_tool_calls(("block", {})), _echo], [block],
+                            agents)
     run_id = runner.start("s1", "go")
     assert entered.wait(WAIT)
     runner.steer("s1", "steered")
+    _wait_until(lambda: agents[-1].has_queued_messages(), "the steer to reach the Agent")
     with pytest.raises(AgentBusyError):
         runner.start("s1", "again")
     gate.set()
