@@ -143,6 +143,10 @@ class QueuedRunner(_Runner):
                           next_seq=take.next_seq)
         try:
             agent.attach_store(self.store, session_id)
+            messages = [message_from_dict(m) for m in payload["input"]]
+            stored = [message_to_dict(m) for m in agent.state.messages]
+            if take.kind == "recover" and payload["input"][0] not in stored:
+                take = Take("fresh", take.next_seq)  # it died before its input was stored
             if take.kind == "recover":
                 if not _needs_resume(agent.state.messages):  # it ended; its end went unrecorded
                     logger.warning("run %s: recovered with nothing left to run", run_id)
@@ -151,7 +155,6 @@ class QueuedRunner(_Runner):
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
                 local.begin(None, None, thread=False)
             else:
-                messages = [message_from_dict(m) for m in payload["input"]]
                 local.begin(messages, None, thread=False)
         except BaseException as exc:
             local.fail_to_start(exc)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from piagent import AbortSignal, Agent, AgentBusyError, UserMessage, tool
+from piagent import AbortSignal, Agent, AgentBusyError, message_from_dict, tool
 from piagent.runs import QueuedRunner, RunEvent
 from piagent.runs._runner import backend_for
 from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore
@@ -214,7 +214,8 @@ def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
     backend = backend_for(store)
     assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
     backend.set_running(run_id, "dead-executor")
-    store.append("s1", [UserMessage("do both"),
+    prompt = message_from_dict(delivered[0][1]["input"][0])  # the input, as it was sent
+    store.append("s1", [prompt,
                         assistant_tool_calls(("charge", {}, "c1"), ("look", {}, "c2"))])
     store.mark_started("s1", "c1")
     store.mark_started("s1", "c2")
@@ -228,6 +229,24 @@ def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
     events = _collect(runner, run_id)
     assert events[0].id == "0000000000" and events[1].id == "0000000001"
     assert events[-1].type == "agent_end"
+
+
+def test_an_executor_that_died_before_storing_the_input_has_it_run(
+        store: SessionStore) -> None:
+    delivered: list[tuple[str, dict[str, Any]]] = []
+    scripted = ScriptedStreamFn([_echo])
+    runner = QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted),
+                          lambda run_id, payload: delivered.append((run_id, payload)),
+                          lease_s=0.3, redelivery_grace=WAIT)
+    run_id = runner.start("s1", "hello")
+    backend = backend_for(store)
+    assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
+    backend.set_running(run_id, "dead-executor")  # and died before the prompt was stored
+    assert runner.execute(*delivered[0]) == "done", runner.status(run_id)
+    assert [getattr(m, "text", "") for m in store.load("s1")] == ["hello", "echo hello"]
+    # delivered once more after that: nothing is run twice
+    assert runner.execute(*delivered[0]) is None
+    assert len(store.load("s1")) == 2
 
 
 def test_a_failing_submit_is_recorded(store: SessionStore) -> None:
