@@ -150,9 +150,16 @@ def test_stop_aborts_the_run_on_the_worker(site: str) -> None:
         "ok": True}
     rest = _stream(carol, site, run_id, after=started[-1][0])
     assert rest[-1][1] == "agent_end"
-    busy = carol.post(f"{site}/chat", json={"message": "hi"}, timeout=WAIT)
-    assert busy.status_code == 200  # the session is free again
-    _stream(carol, site, busy.json()["run_id"])
+    # the session is free again once the worker recorded the end (just after agent_end)
+    answers: list[Any] = []
+
+    def started_again() -> bool:
+        answers.append(carol.post(f"{site}/chat", json={"message": "hi"}, timeout=WAIT))
+        return bool(answers[-1].status_code == 200)
+
+    wait_until(started_again, "a new run of the session")
+    assert {a.status_code for a in answers[:-1]} <= {409}
+    _stream(carol, site, answers[-1].json()["run_id"])
 
 
 def test_the_example_files_exist() -> None:
