@@ -5,14 +5,15 @@ and keeps its state, events and control inbox beside the session store: in memor
 ``MemoryStore``, in the same file for an ``SQLiteStore`` (so every process on the machine can
 stream, steer and abort it). ``QueuedRunner(store, make_agent, submit)`` records a run and
 hands it to a task queue; whichever process takes it calls ``execute`` (``piagent.celery``
-builds on it). ``RunEvent`` is one event with its ordered id, ``RunInfo`` a
+builds on it). ``Runner`` is the protocol all of them keep. ``RunEvent`` is one event with its ordered id, ``RunInfo`` a
 run's state and times; an unknown run id raises ``RunNotFoundError``.
 """
 
 from __future__ import annotations
 
 from ._queued import QueuedRunner
-from ._runner import LocalRunner
+from ._runner import LocalRunner, Runner
 from ._types import RunEvent, RunInfo, RunNotFoundError, RunState
 
-__all__ = ["LocalRunner", "QueuedRunner", "RunEvent", "RunInfo", "RunNotFoundError", "RunState"]
+__all__ = ["LocalRunner", "QueuedRunner", "RunEvent", "RunInfo", "RunNotFoundError", "RunState",
+           "Runner"]

@@ -18,7 +18,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..abort import AbortSignal
 from ..agent import Agent, AgentRun
@@ -49,7 +49,7 @@ from ._types import (
     parse_event_id,
 )
 
-__all__ = ["LocalRunner"]
+__all__ = ["LocalRunner", "Runner"]
 
 logger = logging.getLogger("piagent.runs")
 
@@ -123,6 +123,28 @@ def _input_messages(input: str | AgentMessage | Sequence[AgentMessage],
     if isinstance(input, (list, tuple)):
         return list(input)
     return [input]  # type: ignore[list-item]  # a message; the Agent checks its shape
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What every runner offers (``LocalRunner``, ``QueuedRunner``, ``CeleryRunner``): type a
+    view's runner with it to accept any of them."""
+
+    def start(self, session_id: str, input: str | AgentMessage | Sequence[AgentMessage],
+              images: Sequence[ImageContent] | None = None) -> str: ...
+
+    def events(self, run_id: str, after: str | None = None,
+               timeout: float = 15.0) -> Iterator[RunEvent | None]: ...
+
+    def steer(self, session_id: str, message: str | AgentMessage) -> None: ...
+
+    def follow_up(self, session_id: str, message: str | AgentMessage) -> None: ...
+
+    def abort(self, run_id: str, reason: str | None = None) -> None: ...
+
+    def status(self, run_id: str) -> RunInfo: ...
+
+    def wait(self, run_id: str, timeout: float | None = None) -> bool: ...
 
 
 class _Runner:
