@@ -84,15 +84,18 @@ class Cluster:
         assert self.app is not None
         return self.app.runner
 
-    def start(self, name: str, concurrency: int = 4) -> subprocess.Popen[bytes]:
+    def start(self, name: str, concurrency: int = 4,
+              **env: str) -> subprocess.Popen[bytes]:
+        """Start worker ``name`` (``env`` overrides its environment) and wait until ready."""
         ready = self.dir / f"ready-{name}"
+        queue = env.get("PIAGENT_TEST_QUEUE", self.queue)
         ready.unlink(missing_ok=True)
         log = (self.dir / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tests.celery.app", "worker", "--pool",
-             "threads", "-c", str(concurrency), "-Q", self.queue, "-n", f"{name}@%h",
+             "threads", "-c", str(concurrency), "-Q", queue, "-n", f"{name}@%h",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
-            cwd=ROOT, env=dict(self.env, PIAGENT_TEST_WORKER=name), stdout=log,
+            cwd=ROOT, env=dict(self.env, PIAGENT_TEST_WORKER=name, **env), stdout=log,
             stderr=subprocess.STDOUT)
         log.close()
         self.workers[name] = process
@@ -112,6 +115,16 @@ class Cluster:
     def log(self, name: str) -> str:
         path = self.dir / f"{name}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop(self, name: str) -> None:
+        """Stop worker ``name`` (SIGTERM, then SIGKILL)."""
+        process = self.workers.pop(name)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait(WAIT)
 
     def kill(self, pid: int) -> str:
         """SIGKILL the worker whose pid this is; its name."""

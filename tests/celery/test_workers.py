@@ -227,6 +227,37 @@ def test_a_store_that_goes_away_gives_the_reader_a_clear_error(cluster: Cluster)
     assert cluster.runner.wait(run_id, WAIT)
 
 
+def test_a_store_that_goes_away_from_the_worker_fails_the_run_clearly(
+        cluster: Cluster) -> None:
+    """The worker's store connection is cut mid-tool: the worker logs the store's error,
+    stays up, and the run (whose lease nobody renews) reads ``lost``."""
+    from celery import Celery  # type: ignore[import-untyped]
+
+    from piagent.celery import CeleryRunner
+
+    dsn = cluster.env["PIAGENT_TEST_POSTGRES"]
+    port = int(dsn.rsplit(":", 1)[1].split("/")[0])
+    proxy = _Proxy(port)
+    queue = f"{cluster.queue}-cut"
+    worker = cluster.start("w-cut", PIAGENT_TEST_QUEUE=queue,
+                           PIAGENT_TEST_POSTGRES=dsn.replace(f":{port}/", f":{proxy.port}/"))
+    sender = Celery("sender", broker=cluster.env["PIAGENT_TEST_REDIS"])
+    runner = CeleryRunner(sender, cluster.app.store, cluster.app.make_agent,  # type: ignore[union-attr]
+                          queue=queue, lease_s=2.0)
+    try:
+        run_id = runner.start("block-cut", "go")
+        wait_until((cluster.dir / "entered-block-cut").exists, "the tool to start")
+        proxy.cut()
+        wait_until(lambda: runner.status(run_id).state == "lost", "the run to read lost")
+        wait_until(lambda: "is unavailable" in cluster.log("w-cut"),
+                   "the worker to log the store's error")
+        assert "PostgreSQL at" in cluster.log("w-cut")
+        assert worker.poll() is None  # the worker is still up
+    finally:
+        (cluster.dir / "gate-block-cut").touch()
+        cluster.stop("w-cut")
+
+
 def test_a_broker_that_is_down_makes_start_fail_clearly(cluster: Cluster) -> None:
     from celery import Celery  # type: ignore[import-untyped]
     from kombu.exceptions import OperationalError  # type: ignore[import-untyped]
