@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"loop"},
     {"agent"},
     {"runs"},
-    {"web", "cli"},
+    {"web", "cli", "celery"},
     {"__init__", "__main__"},  # the facade and the command entry point
 ]
 LAYER_OF = {name: index for index, layer in enumerate(LAYERS) for name in layer}

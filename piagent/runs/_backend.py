@@ -30,6 +30,21 @@ class Control:
     payload: str | None
 
 
+@dataclass(frozen=True)
+class Take:
+    """What an executor found when it asked for a run (``PostgresBackend.take_run``).
+
+    ``fresh``: a queued run, now held by the asker, to be started on its input. ``recover``:
+    a running run whose owner's lease ran out, now held by the asker, to be resumed.
+    ``held``: another owner's lease holds for ``wait_s`` more seconds. ``final``: nothing to do.
+    ``next_seq`` is the number of events the run already has.
+    """
+
+    kind: Literal["fresh", "recover", "held", "final"]
+    next_seq: int = 0
+    wait_s: float = 0.0
+
+
 class Watch(Protocol):
     """One reader's view of one run: read its events and wait for news (owned by one thread)."""
 
@@ -125,6 +140,12 @@ class Wakers:
                 wakes.remove(wake)
             if not wakes:
                 self._by_session.pop(session_id, None)
+
+    def wake_all(self) -> None:
+        with self._lock:
+            wakes = [wake for wakes in self._by_session.values() for wake in wakes]
+        for wake in wakes:
+            wake()
 
     def wake(self, session_id: str) -> None:
         with self._lock:

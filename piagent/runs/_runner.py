@@ -18,7 +18,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..abort import AbortSignal
 from ..agent import Agent, AgentRun
@@ -34,9 +34,10 @@ from ..messages import (
     message_from_dict,
     message_to_dict,
 )
-from ..sessions import MemoryStore, SessionStore, SQLiteStore, check_session_id
+from ..sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore, check_session_id
 from ._backend import Control, ControlKind, RunBackend
 from ._memory_backend import MemoryBackend
+from ._postgres_backend import PostgresBackend
 from ._sqlite_backend import SQLiteBackend
 from ._types import (
     FINAL_STATES,
@@ -48,7 +49,7 @@ from ._types import (
     parse_event_id,
 )
 
-__all__ = ["LocalRunner"]
+__all__ = ["LocalRunner", "Runner"]
 
 logger = logging.getLogger("piagent.runs")
 
@@ -70,10 +71,11 @@ def backend_for(store: object) -> RunBackend:
                 backend = MemoryBackend()
             elif isinstance(store, SQLiteStore):
                 backend = SQLiteBackend(store)
+            elif isinstance(store, PostgresStore):
+                backend = PostgresBackend(store)
             else:
-                msg = (f"LocalRunner keeps its runs beside a MemoryStore or an SQLiteStore; "
-                       f"{type(store).__name__} has no runs backend yet (PostgresStore gets one "
-                       "with piagent.celery).")
+                msg = (f"a runner keeps its runs beside a MemoryStore, an SQLiteStore or a "
+                       f"PostgresStore; {type(store).__name__} has no runs backend.")
                 raise TypeError(msg)
             _BACKENDS[store] = backend
         return backend
@@ -123,7 +125,148 @@ def _input_messages(input: str | AgentMessage | Sequence[AgentMessage],
     return [input]  # type: ignore[list-item]  # a message; the Agent checks its shape
 
 
-class LocalRunner:
+@runtime_checkable
+class Runner(Protocol):
+    """What every runner offers (``LocalRunner``, ``QueuedRunner``, ``CeleryRunner``): type a
+    view's runner with it to accept any of them."""
+
+    def start(self, session_id: str, input: str | AgentMessage | Sequence[AgentMessage],
+              images: Sequence[ImageContent] | None = None) -> str: ...
+
+    def events(self, run_id: str, after: str | None = None,
+               timeout: float = 15.0) -> Iterator[RunEvent | None]: ...
+
+    def steer(self, session_id: str, message: str | AgentMessage) -> None: ...
+
+    def follow_up(self, session_id: str, message: str | AgentMessage) -> None: ...
+
+    def abort(self, run_id: str, reason: str | None = None) -> None: ...
+
+    def status(self, run_id: str) -> RunInfo: ...
+
+    def wait(self, run_id: str, timeout: float | None = None) -> bool: ...
+
+
+class _Runner:
+    """What every runner shares: reading a run by id, waiting for it, steering, aborting."""
+
+    store: SessionStore
+    _backend: RunBackend
+    # how long a run whose lease ran out (a live state, no end recorded) still counts as
+    # live to readers and waiters, because something may take it over (a redelivery)
+    _lost_grace_s: float = 0.0
+
+    def _final(self, info: RunInfo, lost_since: list[float]) -> bool:
+        if info.state not in FINAL_STATES:
+            lost_since.clear()
+            return False
+        if info.state == "lost" and info.ended_at is None and self._lost_grace_s > 0:
+            now = time.monotonic()
+            if not lost_since:
+                lost_since.append(now)
+            return now - lost_since[0] >= self._lost_grace_s
+        return True
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _info(self, run_id: str) -> RunInfo:
+        if not isinstance(run_id, str):
+            msg = f"run_id must be a str (from start()), got {type(run_id).__name__}."
+            raise TypeError(msg)
+        info = self._backend.info(run_id)
+        if info is None:
+            msg = f"No run {run_id!r} in {self.store!r}."
+            raise RunNotFoundError(msg)
+        return info
+
+    def status(self, run_id: str) -> RunInfo:
+        """The run as the store knows it (``RunNotFoundError`` for an unknown id)."""
+        return self._info(run_id)
+
+    def events(self, run_id: str, after: str | None = None,
+               timeout: float = 15.0) -> Iterator[RunEvent | None]:
+        """Every event of the run from ``agent_start`` (or from just after the event ``after``),
+        then live ones, until ``agent_end``; ``None`` each time ``timeout`` seconds pass with
+        no event. Ends early, after the last stored event, if the run is lost.
+        """
+        self._info(run_id)
+        start = -1 if after is None else parse_event_id(after)
+        idle = _check_timeout(timeout, "timeout", none_ok=False)
+        if not idle:
+            msg = f"timeout must be a number of seconds > 0, got {timeout!r}."
+            raise ValueError(msg)
+        return self._events(run_id, start, idle)
+
+    def _events(self, run_id: str, after: int, idle: float) -> Iterator[RunEvent | None]:
+        with self._backend.watch(run_id) as watch:
+            deadline = time.monotonic() + idle
+            lost_since: list[float] = []
+            while True:
+                rows = watch.read(after)
+                for seq, text in rows:
+                    event = json.loads(text)
+                    after = seq
+                    yield RunEvent(event_id(seq), event)
+                    if event.get("type") == "agent_end":
+                        return
+                if rows:
+                    deadline = time.monotonic() + idle
+                    continue
+                if self._final(watch.info(), lost_since):
+                    if not watch.read(after):  # everything was stored before the final state
+                        return
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    yield None
+                    deadline = time.monotonic() + idle
+                    continue
+                watch.wait(min(left, WAIT_SLICE_S))
+
+    def wait(self, run_id: str, timeout: float | None = None) -> bool:
+        """Wait until the run is final (done, error, aborted, lost); False if ``timeout``
+        seconds pass first."""
+        self._info(run_id)
+        limit = _check_timeout(timeout, "timeout", none_ok=True)
+        deadline = None if limit is None else time.monotonic() + limit
+        return self._wait_stored(run_id, deadline)
+
+    def _wait_stored(self, run_id: str, deadline: float | None) -> bool:
+        lost_since: list[float] = []
+        with self._backend.watch(run_id) as watch:
+            while not self._final(watch.info(), lost_since):
+                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                watch.wait(min(left, WAIT_SLICE_S))
+        return True
+
+    # --- control ----------------------------------------------------------------------
+
+    def steer(self, session_id: str, message: str | AgentMessage) -> None:
+        """Queue a steering message for the session's live run, else for its next run."""
+        self._send(session_id, "steer", _queued_message(message, "steer()"))
+
+    def follow_up(self, session_id: str, message: str | AgentMessage) -> None:
+        """Queue a follow-up message for the session's live run, else for its next run."""
+        self._send(session_id, "follow_up", _queued_message(message, "follow_up()"))
+
+    def _send(self, session_id: str, kind: ControlKind, payload: str) -> None:
+        check_session_id(session_id)
+        self._backend.send_control(session_id, None, kind, payload)
+
+    def abort(self, run_id: str, reason: str | None = None) -> None:
+        """Fire the run's abort signal where it executes (no-op once it is final)."""
+        if reason is not None and not isinstance(reason, str):
+            msg = f"reason must be None or a str (it may travel between processes), got " \
+                  f"{type(reason).__name__}."
+            raise TypeError(msg)
+        info = self._info(run_id)
+        if info.live:
+            self._backend.send_control(info.session_id, run_id, "abort", reason)
+
+
+class LocalRunner(_Runner):
     """Runs addressed by id (durable.md §3), executing on threads of this process.
 
     ``make_agent(session_id)`` returns an ``Agent`` with tools, model and hooks but no store;
@@ -184,61 +327,6 @@ class LocalRunner:
             self._local[run_id] = local
         return run_id
 
-    # --- reading ----------------------------------------------------------------------
-
-    def _info(self, run_id: str) -> RunInfo:
-        if not isinstance(run_id, str):
-            msg = f"run_id must be a str (from start()), got {type(run_id).__name__}."
-            raise TypeError(msg)
-        info = self._backend.info(run_id)
-        if info is None:
-            msg = f"No run {run_id!r} in {self.store!r}."
-            raise RunNotFoundError(msg)
-        return info
-
-    def status(self, run_id: str) -> RunInfo:
-        """The run as the store knows it (``RunNotFoundError`` for an unknown id)."""
-        return self._info(run_id)
-
-    def events(self, run_id: str, after: str | None = None,
-               timeout: float = 15.0) -> Iterator[RunEvent | None]:
-        """Every event of the run from ``agent_start`` (or from just after the event ``after``),
-        then live ones, until ``agent_end``; ``None`` each time ``timeout`` seconds pass with
-        no event. Ends early, after the last stored event, if the run is lost.
-        """
-        self._info(run_id)
-        start = -1 if after is None else parse_event_id(after)
-        idle = _check_timeout(timeout, "timeout", none_ok=False)
-        if not idle:
-            msg = f"timeout must be a number of seconds > 0, got {timeout!r}."
-            raise ValueError(msg)
-        return self._events(run_id, start, idle)
-
-    def _events(self, run_id: str, after: int, idle: float) -> Iterator[RunEvent | None]:
-        with self._backend.watch(run_id) as watch:
-            deadline = time.monotonic() + idle
-            while True:
-                rows = watch.read(after)
-                for seq, text in rows:
-                    event = json.loads(text)
-                    after = seq
-                    yield RunEvent(event_id(seq), event)
-                    if event.get("type") == "agent_end":
-                        return
-                if rows:
-                    deadline = time.monotonic() + idle
-                    continue
-                if watch.info().state in FINAL_STATES:
-                    if not watch.read(after):  # everything was stored before the final state
-                        return
-                    continue
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    yield None
-                    deadline = time.monotonic() + idle
-                    continue
-                watch.wait(min(left, WAIT_SLICE_S))
-
     def wait(self, run_id: str, timeout: float | None = None) -> bool:
         """Wait until the run is final (done, error, aborted, lost); False if ``timeout``
         seconds pass first. A run executing here is waited for until its thread has ended."""
@@ -256,44 +344,13 @@ class LocalRunner:
             with self._lock:
                 self._local.pop(run_id, None)
             return True
-        with self._backend.watch(run_id) as watch:
-            while watch.info().state not in FINAL_STATES:
-                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                watch.wait(min(left, WAIT_SLICE_S))
-        return True
-
-    # --- control ----------------------------------------------------------------------
-
-    def steer(self, session_id: str, message: str | AgentMessage) -> None:
-        """Queue a steering message for the session's live run, else for its next run."""
-        self._send(session_id, "steer", _queued_message(message, "steer()"))
-
-    def follow_up(self, session_id: str, message: str | AgentMessage) -> None:
-        """Queue a follow-up message for the session's live run, else for its next run."""
-        self._send(session_id, "follow_up", _queued_message(message, "follow_up()"))
-
-    def _send(self, session_id: str, kind: ControlKind, payload: str) -> None:
-        check_session_id(session_id)
-        self._backend.send_control(session_id, None, kind, payload)
-
-    def abort(self, run_id: str, reason: str | None = None) -> None:
-        """Fire the run's abort signal where it executes (no-op once it is final)."""
-        if reason is not None and not isinstance(reason, str):
-            msg = f"reason must be None or a str (it may travel between processes), got " \
-                  f"{type(reason).__name__}."
-            raise TypeError(msg)
-        info = self._info(run_id)
-        if info.live:
-            self._backend.send_control(info.session_id, run_id, "abort", reason)
-
+        return self._wait_stored(run_id, deadline)
 
 class _LocalRun:
     """One run executing in this process: its Agent, its events on their way, its supervisor."""
 
     def __init__(self, backend: RunBackend, run_id: str, session_id: str, agent: Agent,
-                 owner: str, lease_s: float) -> None:
+                 owner: str, lease_s: float, next_seq: int = 0) -> None:
         self.backend = backend
         self.run_id = run_id
         self.session_id = session_id
@@ -303,7 +360,7 @@ class _LocalRun:
         # events from the Agent's worker thread (the listener appends) to the supervisor
         # (which pops): a deque, so both ends are thread-safe without a lock
         self._pending: deque[dict[str, Any]] = deque()
-        self._next_seq = 0  # supervisor only
+        self._next_seq = next_seq  # supervisor only; a recovered run goes on after its events
         self._saw_end = False  # supervisor only
         # set by the listener (an event), by a same-process send (control) and at the end
         self._wake = threading.Event()
@@ -311,6 +368,7 @@ class _LocalRun:
         self._claimed: list[tuple[Control, AgentMessage | None]] = []  # supervisor/start only
         self._unsubscribe: Callable[[], None] | None = None
         self.agent_run: AgentRun | None = None
+        self.state: RunState = "running"  # the final state once the supervisor recorded it
         self.thread = threading.Thread(target=self._supervise, name="piagent-runner",
                                        daemon=True)
 
@@ -324,19 +382,25 @@ class _LocalRun:
         self._control_due.set()
         self._wake.set()
 
-    def begin(self, input: str | AgentMessage | Sequence[AgentMessage],
-              images: Sequence[ImageContent] | None) -> None:
+    def begin(self, input: str | AgentMessage | Sequence[AgentMessage] | None,
+              images: Sequence[ImageContent] | None, *, thread: bool = True) -> None:
+        """Start the Agent on ``input`` (recovering a transcript left mid-run first), or,
+        with ``input=None``, only recover it; then the supervisor, on its own thread or (with
+        ``thread=False``) when the caller calls ``supervise()``."""
         self._unsubscribe = self.agent.subscribe(self._listener)
         self.backend.add_waker(self.session_id, self._on_control)
         self._deliver()  # steering and follow-ups that waited for this run
-        if _needs_resume(self.agent.state.messages):
+        if input is None:
+            self.agent_run = self.agent.resume(block=False)
+        elif _needs_resume(self.agent.state.messages):
             for message in _input_messages(input, images):
                 self.agent.follow_up(message)
             self.agent_run = self.agent.resume(block=False)
         else:
             self.agent_run = self.agent.prompt(input, images, block=False)
         self.backend.set_running(self.run_id, self.owner)
-        self.thread.start()
+        if thread:
+            self.thread.start()
 
     def fail_to_start(self, exc: BaseException) -> None:
         """Undo a start that raised: the Agent stopped, the run recorded as an error."""
@@ -347,6 +411,11 @@ class _LocalRun:
         self.backend.finish(self.run_id, self.owner, "error", f"{type(exc).__name__}: {exc}")
 
     # --- the supervisor thread ------------------------------------------------------------
+
+    def supervise(self) -> RunState:
+        """The supervisor on the calling thread (a run begun with ``thread=False``)."""
+        self._supervise()
+        return self.state
 
     def _supervise(self) -> None:
         assert self.agent_run is not None
@@ -446,4 +515,5 @@ class _LocalRun:
                                     f"{failure}"
         elif error is not None:
             state = "aborted" if run.signal.aborted else "error"
+        self.state = state
         self.backend.finish(self.run_id, self.owner, state, error)

@@ -18,7 +18,7 @@ from types import TracebackType
 
 from ..errors import AgentBusyError
 from ..sessions import SQLiteStore
-from ._backend import Control, ControlKind, Wakers, busy_message
+from ._backend import Control, ControlKind, Take, Wakers, busy_message
 from ._types import LIVE_STATES, RunInfo, RunState
 
 SCHEMA_VERSION = 1
@@ -219,6 +219,33 @@ class SQLiteBackend:
                          f"WHERE run_id = ? AND owner = ? AND state IN {_LIVE}",
                          (state, error_message, time.time(), run_id, owner))
         self._changed()
+
+    def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
+        """For an executor in any process: hold a queued run, or a running one whose owner's
+        lease ran out (to recover it). A queued run nobody took in time is recorded ``lost``."""
+        with self._write() as conn:
+            now = time.time()
+            row = conn.execute("SELECT state, owner, lease_expires_at FROM piagent_runs "
+                               "WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None or row[0] not in LIVE_STATES:
+                return Take("final")
+            state, holder, left = row[0], row[1], float(row[2]) - now
+            if state == "queued" and left < 0:
+                conn.execute("UPDATE piagent_runs SET state = 'lost', error_message = ?, "
+                             "ended_at = lease_expires_at WHERE run_id = ?",
+                             ("no worker took the run before its queue lease ran out", run_id))
+                take = Take("final")
+            elif (state == "running" or holder == owner) and left >= 0:
+                return Take("held", wait_s=left)
+            else:
+                conn.execute("UPDATE piagent_runs SET owner = ?, lease_expires_at = ? "
+                             "WHERE run_id = ?", (owner, now + lease_s, run_id))
+                next_seq = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM "
+                                        "piagent_run_events WHERE run_id = ?",
+                                        (run_id,)).fetchone()[0]
+                take = Take("fresh" if state == "queued" else "recover", int(next_seq))
+        self._changed()
+        return take
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         with self._write() as conn:

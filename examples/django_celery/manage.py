@@ -1,0 +1,13 @@
+"""``python manage.py runserver 8000``: the web process of the example."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)

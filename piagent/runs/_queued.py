@@ -1,0 +1,181 @@
+"""``QueuedRunner``: runs recorded here and executed by whichever process takes them.
+
+``start`` records a ``queued`` run and hands ``(run_id, payload)`` to ``submit`` (a task
+queue's send: ``piagent.celery`` is one); the process that receives it calls
+``execute(run_id, payload)``, which takes the run in the store (atomically: one executor at
+a time), runs it on the calling thread with ``LocalRunner``'s supervisor (events, lease,
+inbox, final state) and returns when it is final. An ``execute`` of a run whose executor
+died (the same payload delivered again) waits for that executor's lease to run out, then
+recovers the transcript with ``agent.resume()`` (durable.md §2's ``replay`` rules).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from ..agent import Agent
+from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
+from ..sessions import SessionStore, check_session_id
+from ._backend import Take
+from ._runner import (
+    WAIT_SLICE_S,
+    _check_timeout,
+    _input_messages,
+    _LocalRun,
+    _needs_resume,
+    _Runner,
+    backend_for,
+)
+from ._types import RunState
+
+__all__ = ["QueuedRunner"]
+
+logger = logging.getLogger("piagent.runs")
+
+PAYLOAD_VERSION = 1
+
+
+class _Taking(Protocol):
+    def take_run(self, run_id: str, owner: str, lease_s: float) -> Take: ...
+
+
+class QueuedRunner(_Runner):
+    """Runs addressed by id (durable.md §3) that execute wherever ``execute`` is called.
+
+    ``submit(run_id, payload)`` sends a run to an executor (``payload`` is a JSON-able dict);
+    the executor, built with the same ``store`` and ``make_agent``, calls
+    ``execute(run_id, payload)``. ``lease_s`` is the executing process's lease;
+    ``queue_timeout`` how long a run may wait for an executor before it reads ``lost``;
+    ``redelivery_grace`` how long a run whose executor died still reads as live to
+    ``events`` and ``wait`` (a redelivery may take it over). Needs an ``SQLiteStore`` or a
+    ``PostgresStore`` (a ``MemoryStore`` cannot be reached from another process).
+    """
+
+    def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
+                 submit: Callable[[str, dict[str, Any]], None], *, lease_s: float = 30.0,
+                 queue_timeout: float = 600.0, redelivery_grace: float = 60.0) -> None:
+        backend = backend_for(store)
+        if not hasattr(backend, "take_run"):
+            msg = (f"{type(self).__name__} needs a store other processes reach (SQLiteStore, "
+                   f"PostgresStore), got {type(store).__name__}.")
+            raise TypeError(msg)
+        if not callable(make_agent):
+            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
+            raise TypeError(msg)
+        if not callable(submit):
+            msg = f"submit must be a callable (run_id, payload) -> None, got {submit!r}."
+            raise TypeError(msg)
+        for name, value in (("lease_s", lease_s), ("queue_timeout", queue_timeout)):
+            if not _check_timeout(value, name, none_ok=False):
+                msg = f"{name} must be a number of seconds > 0, got {value!r}."
+                raise ValueError(msg)
+        self._lost_grace_s = _check_timeout(redelivery_grace, "redelivery_grace",
+                                            none_ok=False) or 0.0
+        self._backend = backend
+        self._taker: _Taking = backend  # type: ignore[assignment]
+        self.store = store
+        self.make_agent = make_agent
+        self.submit = submit
+        self.lease_s = float(lease_s)
+        self.queue_timeout = float(queue_timeout)
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r}, lease_s={self.lease_s:g})"
+
+    # --- starting, where the request is ---------------------------------------------------
+
+    def start(self, session_id: str, input: str | AgentMessage | Sequence[AgentMessage],
+              images: Sequence[ImageContent] | None = None) -> str:
+        """Record a queued run of ``session_id`` on ``input`` and submit it; its id at once.
+
+        ``AgentBusyError`` if the session has a live run anywhere. If ``submit`` raises, the
+        run is recorded as an error and the exception propagates.
+        """
+        check_session_id(session_id)
+        if not isinstance(input, (str, list, tuple)) and not hasattr(input, "role"):
+            msg = (f"start() accepts a str, a message or a list of messages, got "
+                   f"{type(input).__name__}.")
+            raise TypeError(msg)
+        messages = [message_to_dict(m) for m in _input_messages(input, images)]
+        payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
+        run_id = uuid.uuid4().hex
+        owner = f"queued:{self._owner}"
+        self._backend.create_run(run_id, session_id, owner, self.queue_timeout)
+        try:
+            self.submit(run_id, payload)
+        except BaseException as exc:
+            self._backend.finish(run_id, owner, "error",
+                                 f"the run could not be submitted: {type(exc).__name__}: {exc}")
+            raise
+        return run_id
+
+    # --- executing, where the run was sent ------------------------------------------------
+
+    def execute(self, run_id: str, payload: dict[str, Any],
+                deadline: float | None = None) -> RunState | None:
+        """Execute a submitted run on this thread until it is final; its final state, or
+        ``None`` when there was nothing to do (it is final already, or another executor
+        finished it while this one waited for its lease).
+
+        A run held by a live executor is waited for (its lease, renewed, may hold for the
+        whole run); ``deadline`` (``time.monotonic()``) bounds that wait (``TimeoutError``).
+        """
+        if not isinstance(payload, dict) or payload.get("v") != PAYLOAD_VERSION:
+            msg = f"execute() takes the payload start() submitted, got {payload!r}."
+            raise ValueError(msg)
+        session_id = payload["session_id"]
+        take = self._take(run_id, deadline)
+        if take is None:
+            return None
+        agent = self.make_agent(session_id)
+        if not isinstance(agent, Agent):
+            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
+            self._backend.finish(run_id, self._owner, "error", msg)
+            raise TypeError(msg)
+        local = _LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
+                          next_seq=take.next_seq)
+        try:
+            agent.attach_store(self.store, session_id)
+            messages = [message_from_dict(m) for m in payload["input"]]
+            stored = [message_to_dict(m) for m in agent.state.messages]
+            if take.kind == "recover" and payload["input"][0] not in stored:
+                take = Take("fresh", take.next_seq)  # it died before its input was stored
+            if take.kind == "recover":
+                if not _needs_resume(agent.state.messages):  # it ended; its end went unrecorded
+                    logger.warning("run %s: recovered with nothing left to run", run_id)
+                    self._backend.finish(run_id, self._owner, "done", None)
+                    return "done"
+                logger.warning("run %s: its executor died; recovering the transcript", run_id)
+                local.begin(None, None, thread=False)
+            else:
+                local.begin(messages, None, thread=False)
+        except BaseException as exc:
+            local.fail_to_start(exc)
+            raise
+        return local.supervise()
+
+    def _take(self, run_id: str, deadline: float | None) -> Take | None:
+        while True:
+            take = self._taker.take_run(run_id, self._owner, self.lease_s)
+            if take.kind == "final":
+                return None
+            if take.kind != "held":
+                return take
+            # another executor holds it: wait for its end or for its lease to run out
+            with self._backend.watch(run_id) as watch:
+                until = time.monotonic() + take.wait_s + 0.05
+                while time.monotonic() < until:
+                    if not watch.info().live:  # ended, or its lease ran out
+                        break
+                    if deadline is not None and time.monotonic() >= deadline:
+                        msg = f"run {run_id!r} is still held by another executor"
+                        raise TimeoutError(msg)
+                    watch.wait(min(WAIT_SLICE_S, max(0.0, until - time.monotonic())))
+

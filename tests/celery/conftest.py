@@ -1,0 +1,171 @@
+"""Real Celery workers for the tests: a Redis broker, PostgreSQL, worker subprocesses.
+
+``PIAGENT_TEST_REDIS`` (default ``redis://127.0.0.1:6379``) names the Redis server; each test
+module gets a db number from its pid and a queue of its own, so parallel runs do not meet.
+PostgreSQL comes from ``tests/sessions/pg.py`` (a private schema). Either missing: the tests
+skip saying why (``PIAGENT_REQUIRE_ALL=1`` turns that into a failure).
+
+``Cluster`` starts ``celery -A tests.celery.app worker --pool threads`` subprocesses, waits
+(bounded) for each one's ready file, kills one with SIGKILL on request and stops every worker
+it started at teardown (SIGTERM, then SIGKILL, each by its pid).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = 20.0  # seconds: the bound on waits that involve a worker
+WORKER_START_S = 60.0  # a worker's import and broker connection, on a loaded machine
+
+
+def redis_base() -> str:
+    url = os.environ.get("PIAGENT_TEST_REDIS", "redis://127.0.0.1:6379").rstrip("/")
+    try:
+        import redis
+    except ImportError:
+        pytest.skip("redis-py is not installed (pip install 'piagent[celery]')")
+    pytest.importorskip("celery", reason="Celery is not installed (pip install 'piagent[celery]')")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis at {url} (PIAGENT_TEST_REDIS) is unreachable: {exc}")
+    return url
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll ``predicate`` every 10 ms until it holds; fail after ``timeout`` seconds."""
+    ticker = threading.Event()  # never set: its wait() is the poll interval
+    for _ in range(int(timeout / 0.01)):
+        if predicate():
+            return
+        ticker.wait(0.01)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+class Cluster:
+    """The broker, the store and the workers of one test module."""
+
+    def __init__(self, tmp: Path, redis_url: str, dsn: str, schema: str, lease: float) -> None:
+        self.dir = tmp
+        self.queue = f"piagent-test-{uuid.uuid4().hex[:8]}"
+        self.env = dict(os.environ, PIAGENT_TEST_REDIS=redis_url, PIAGENT_TEST_POSTGRES=dsn,
+                        PIAGENT_TEST_SCHEMA=schema, PIAGENT_TEST_QUEUE=self.queue,
+                        PIAGENT_TEST_DIR=str(tmp), PIAGENT_TEST_LEASE=str(lease),
+                        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.app: ModuleType | None = None
+
+    def load_app(self) -> ModuleType:
+        """Import ``tests.celery.app`` here, wired like the workers."""
+        for key in ("PIAGENT_TEST_REDIS", "PIAGENT_TEST_POSTGRES", "PIAGENT_TEST_SCHEMA",
+                    "PIAGENT_TEST_QUEUE", "PIAGENT_TEST_DIR", "PIAGENT_TEST_LEASE"):
+            os.environ[key] = self.env[key]
+        sys.modules.pop("tests.celery.app", None)
+        self.app = importlib.import_module("tests.celery.app")
+        return self.app
+
+    @property
+    def runner(self) -> Any:
+        assert self.app is not None
+        return self.app.runner
+
+    def start(self, name: str, concurrency: int = 4,
+              **env: str) -> subprocess.Popen[bytes]:
+        """Start worker ``name`` (``env`` overrides its environment) and wait until ready."""
+        ready = self.dir / f"ready-{name}"
+        queue = env.get("PIAGENT_TEST_QUEUE", self.queue)
+        ready.unlink(missing_ok=True)
+        log = (self.dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "tests.celery.app", "worker", "--pool",
+             "threads", "-c", str(concurrency), "-Q", queue, "-n", f"{name}@%h",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
+            cwd=ROOT, env=dict(self.env, PIAGENT_TEST_WORKER=name, **env), stdout=log,
+            stderr=subprocess.STDOUT)
+        log.close()
+        self.workers[name] = process
+        wait_until(lambda: ready.exists() or process.poll() is not None,
+                   f"worker {name} to be ready", WORKER_START_S)
+        if process.poll() is not None:
+            raise AssertionError(f"worker {name} exited ({process.returncode}):\n"
+                                 f"{self.log(name)}")
+        return process
+
+    def ensure(self, *names: str) -> None:
+        for name in names:
+            process = self.workers.get(name)
+            if process is None or process.poll() is not None:
+                self.start(name)
+
+    def log(self, name: str) -> str:
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop(self, name: str) -> None:
+        """Stop worker ``name`` (SIGTERM, then SIGKILL)."""
+        process = self.workers.pop(name)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait(WAIT)
+
+    def kill(self, pid: int) -> str:
+        """SIGKILL the worker whose pid this is; its name."""
+        for name, process in self.workers.items():
+            if process.pid == pid:
+                process.send_signal(signal.SIGKILL)
+                process.wait(WAIT)
+                return name
+        raise AssertionError(f"pid {pid} is not a worker of this cluster")
+
+    def stop_all(self) -> None:
+        for process in self.workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.workers.values():
+            try:
+                process.wait(WAIT)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                process.wait(WAIT)
+        self.workers.clear()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    base = redis_base()
+    dsn = postgres_dsn()
+    schema = unique_schema()
+    db = 1 + os.getpid() % 15
+    tmp = tmp_path_factory.mktemp("celery")
+    c = Cluster(tmp, f"{base}/{db}", dsn, schema, lease=2.0)
+    app = c.load_app()
+    try:
+        c.start("w1")
+        c.start("w2")
+        yield c
+    finally:
+        c.stop_all()
+        app.store.close()
+        drop_schema(dsn, schema)
+        import redis
+
+        client = redis.Redis.from_url(f"{base}/{db}")
+        client.delete(c.queue)

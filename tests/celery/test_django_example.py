@@ -1,0 +1,168 @@
+"""``examples/django_celery`` with real processes: the Django web process (``manage.py
+runserver``), a Celery worker (``celery -A tasks worker``), Redis and PostgreSQL.
+
+Two browsers (two cookie jars) chat at once: each run executes on the worker, each page
+streams its own run from the web process with ``id:`` lines and resumes after
+``Last-Event-ID``; Stop aborts a run on the worker; each transcript is the user's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from .conftest import ROOT, WAIT, redis_base, wait_until
+
+requests = pytest.importorskip("requests")
+pytest.importorskip("django")
+EXAMPLE = ROOT / "examples" / "django_celery"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    redis_url = f"{redis_base()}/{1 + os.getpid() % 15}"
+    dsn = postgres_dsn()
+    schema = unique_schema()
+    tmp = tmp_path_factory.mktemp("django_celery")
+    port = _free_port()
+    env = dict(os.environ, PIAGENT_POSTGRES=dsn, PIAGENT_SCHEMA=schema,
+               PIAGENT_REDIS=redis_url, PIAGENT_QUEUE=f"piagent-example-{uuid.uuid4().hex[:8]}",
+               PIAGENT_STEP_S="0.05", DJANGO_DEBUG="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE),
+                                           os.environ.get("PYTHONPATH", "")]))
+    logs = [(tmp / name).open("ab") for name in ("worker.log", "web.log")]
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool",
+                          "threads", "-c", "4", "-Q", env["PIAGENT_QUEUE"], "-n",
+                          f"example-{uuid.uuid4().hex[:6]}@%h", "--without-gossip",
+                          "--without-mingle", "--without-heartbeat", "-l", "info"],
+                         cwd=EXAMPLE, env=env, stdout=logs[0], stderr=subprocess.STDOUT),
+        subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload",
+                          f"127.0.0.1:{port}"], cwd=EXAMPLE, env=env, stdout=logs[1],
+                         stderr=subprocess.STDOUT),
+    ]
+    for log in logs:
+        log.close()
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        for process in processes:
+            if process.poll() is not None:
+                raise AssertionError(f"a process of the example exited:\n"
+                                     f"{(tmp / 'worker.log').read_text()[-3000:]}\n"
+                                     f"{(tmp / 'web.log').read_text()[-3000:]}")
+        try:
+            requests.get(url, timeout=1)
+        except requests.ConnectionError:
+            return False
+        return "ready" in (tmp / "worker.log").read_text(errors="replace")
+
+    try:
+        wait_until(up, "the web process and the worker", 60.0)
+        yield url
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(WAIT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(WAIT)
+        drop_schema(dsn, schema)
+
+
+def _stream(browser: Any, url: str, run_id: str, after: str | None = None,
+            stop_at: str = "agent_end") -> list[tuple[str, str, dict[str, Any]]]:
+    headers = {"Last-Event-ID": after} if after else {}
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    with browser.get(f"{url}/events/{run_id}", headers=headers, stream=True,
+                     timeout=WAIT) as response:
+        assert response.status_code == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        for line in response.iter_lines(decode_unicode=True):
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            if "data" in fields:
+                out.append((fields["id"], fields["event"], json.loads(fields["data"])))
+                if fields["event"] == stop_at:
+                    break
+            fields = {}
+    return out
+
+
+def _final_text(events: list[tuple[str, str, dict[str, Any]]]) -> str:
+    ends = [e for _, kind, e in events if kind == "message_end"
+            and e["message"]["role"] == "assistant"]
+    return "".join(b.get("text", "") for b in ends[-1]["message"]["content"])
+
+
+def test_two_browsers_chat_with_runs_on_the_worker(site: str) -> None:
+    alice, bob = requests.Session(), requests.Session()
+    for browser in (alice, bob):
+        assert browser.get(site, timeout=WAIT).status_code == 200
+    assert alice.cookies["piagent_session"] != bob.cookies["piagent_session"]
+    runs = {name: b.post(f"{site}/chat", json={"message": f"count to {n}"}, timeout=WAIT)
+            .json()["run_id"] for name, b, n in (("alice", alice, 2), ("bob", bob, 3))}
+    seen = {"alice": _stream(alice, site, runs["alice"]), "bob": _stream(bob, site, runs["bob"])}
+    assert _final_text(seen["alice"]) == "Done: Counted to 2. Anything else?"
+    assert _final_text(seen["bob"]) == "Done: Counted to 3. Anything else?"
+    ids = [i for i, _, _ in seen["bob"]]
+    assert ids == sorted(ids) and seen["bob"][-1][1] == "agent_end"
+    # a reconnect resumes just after the last id it saw
+    again = _stream(bob, site, runs["bob"], after=ids[2])
+    assert [i for i, _, _ in again] == ids[3:]
+    # bob's run is not alice's to read, and each page shows its own transcript
+    assert alice.get(f"{site}/events/{runs['bob']}", timeout=WAIT).status_code == 403
+    assert "count to 2" in alice.get(site, timeout=WAIT).text
+    assert "count to 2" not in bob.get(site, timeout=WAIT).text
+
+
+def test_stop_aborts_the_run_on_the_worker(site: str) -> None:
+    carol = requests.Session()
+    carol.get(site, timeout=WAIT)
+    run_id = carol.post(f"{site}/chat", json={"message": "count to 500"},
+                        timeout=WAIT).json()["run_id"]
+    started = _stream(carol, site, run_id, stop_at="tool_execution_update")
+    assert started[-1][1] == "tool_execution_update"
+    assert carol.post(f"{site}/stop", json={"run_id": run_id}, timeout=WAIT).json() == {
+        "ok": True}
+    rest = _stream(carol, site, run_id, after=started[-1][0])
+    assert rest[-1][1] == "agent_end"
+    # the session is free again once the worker recorded the end (just after agent_end)
+    answers: list[Any] = []
+
+    def started_again() -> bool:
+        answers.append(carol.post(f"{site}/chat", json={"message": "hi"}, timeout=WAIT))
+        return bool(answers[-1].status_code == 200)
+
+    wait_until(started_again, "a new run of the session")
+    assert {a.status_code for a in answers[:-1]} <= {409}
+    _stream(carol, site, answers[-1].json()["run_id"])
+
+
+def test_the_example_files_exist() -> None:
+    for name in ("tasks.py", "views.py", "settings.py", "manage.py", "README.md"):
+        assert (EXAMPLE / name).is_file(), name
+    assert Path(EXAMPLE / "README.md").read_text().count("celery -A tasks worker") >= 1
