@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Protocol, TypeAlias
 
+from ..errors import AgentBusyError
 from ._types import RunInfo, RunState
 
 ControlKind: TypeAlias = Literal["steer", "follow_up", "abort"]
@@ -152,6 +153,14 @@ class Wakers:
             wakes = list(self._by_session.get(session_id, ()))
         for wake in wakes:
             wake()  # sets an Event: cannot block
+
+
+class SessionBusy(AgentBusyError):
+    """The ``AgentBusyError`` a backend raises: the session's live run is ``run_id``."""
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(busy_message(session_id, run_id))
+        self.run_id = run_id
 
 
 def busy_message(session_id: str, run_id: str) -> str:

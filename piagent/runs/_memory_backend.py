@@ -9,8 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from ..errors import AgentBusyError
-from ._backend import Control, ControlKind, Wakers, busy_message
+from ._backend import Control, ControlKind, SessionBusy, Wakers
 from ._types import LIVE_STATES, RunInfo, RunState
 
 
@@ -71,7 +70,7 @@ class MemoryBackend:
             if live_id is not None:
                 live = self._runs[live_id]
                 if live.state in LIVE_STATES and live.lease_expires_at >= now:
-                    raise AgentBusyError(busy_message(session_id, live_id))
+                    raise SessionBusy(session_id, live_id)
                 if live.state in LIVE_STATES:
                     live.state, live.ended_at = "lost", live.lease_expires_at
                     self._changed(live)

@@ -23,9 +23,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from ..errors import AgentBusyError
 from ..sessions import PostgresStore
-from ._backend import Control, ControlKind, Take, Wakers, busy_message
+from ._backend import Control, ControlKind, SessionBusy, Take, Wakers
 from ._types import LIVE_STATES, RunInfo, RunState
 
 logger = logging.getLogger("piagent.runs")
@@ -152,7 +151,7 @@ class PostgresBackend:
                                   f"WHERE session_id = %s AND state IN {_LIVE}"), (session_id,))
             for live_id, expired in cur.fetchall():
                 if not expired:
-                    raise AgentBusyError(busy_message(session_id, live_id))
+                    raise SessionBusy(session_id, live_id)
                 cur.execute(self._sql("UPDATE {s}.runs SET state = 'lost', "
                                       "ended_at = lease_expires_at WHERE run_id = %s"),
                             (live_id,))

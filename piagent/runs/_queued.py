@@ -107,7 +107,7 @@ class QueuedRunner(_Runner):
         payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
-        self._backend.create_run(run_id, session_id, owner, self.queue_timeout)
+        self._create_run(run_id, session_id, owner, self.queue_timeout)
         try:
             self.submit(run_id, payload)
         except BaseException as exc:

@@ -35,7 +35,7 @@ from ..messages import (
     message_to_dict,
 )
 from ..sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore, check_session_id
-from ._backend import Control, ControlKind, RunBackend
+from ._backend import Control, ControlKind, RunBackend, SessionBusy
 from ._memory_backend import MemoryBackend
 from ._postgres_backend import PostgresBackend
 from ._sqlite_backend import SQLiteBackend
@@ -54,6 +54,9 @@ __all__ = ["LocalRunner", "Runner"]
 logger = logging.getLogger("piagent.runs")
 
 WAIT_SLICE_S = 0.25  # blocking waits wake this often (Ctrl-C, a lease that expired)
+# start(): how long a session's run whose agent_end is stored may take to record its end
+# before a new run of the session is refused as busy (readers see agent_end a moment first)
+END_GRACE_S = 5.0
 SUPERVISOR_ABORT_WAIT_S = 10.0  # after the supervisor fails: how long it waits for the Agent
 
 # one backend per store object, shared by every runner on it in this process, so in-process
@@ -166,6 +169,25 @@ class _Runner:
                 lost_since.append(now)
             return now - lost_since[0] >= self._lost_grace_s
         return True
+
+    def _create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
+        """``create_run``; a live run that has stored its ``agent_end`` is waited for (at most
+        ``END_GRACE_S``) instead of refused: its reader may have seen the end already."""
+        try:
+            self._backend.create_run(run_id, session_id, owner, lease_s)
+        except SessionBusy as busy:
+            if not self._stored_end(busy.run_id):
+                raise
+            self._wait_stored(busy.run_id, time.monotonic() + END_GRACE_S)
+            self._backend.create_run(run_id, session_id, owner, lease_s)
+
+    def _stored_end(self, run_id: str) -> bool:
+        """Whether the run's last stored event is ``agent_end``."""
+        last, after = None, -1
+        with self._backend.watch(run_id) as watch:
+            while rows := watch.read(after):
+                after, last = rows[-1]
+        return last is not None and json.loads(last).get("type") == "agent_end"
 
     # --- reading ----------------------------------------------------------------------
 
@@ -315,7 +337,7 @@ class LocalRunner(_Runner):
         with self._lock:
             self._local = {k: v for k, v in self._local.items() if v.thread.is_alive()}
         run_id = uuid.uuid4().hex
-        self._backend.create_run(run_id, session_id, self._owner, self.lease_s)
+        self._create_run(run_id, session_id, self._owner, self.lease_s)
         local = _LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s)
         try:
             agent.attach_store(self.store, session_id)

@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 
-from ..errors import AgentBusyError
 from ..sessions import SQLiteStore
-from ._backend import Control, ControlKind, Take, Wakers, busy_message
+from ._backend import Control, ControlKind, SessionBusy, Take, Wakers
 from ._types import LIVE_STATES, RunInfo, RunState
 
 SCHEMA_VERSION = 1
@@ -185,7 +184,7 @@ class SQLiteBackend:
                     f"SELECT run_id, lease_expires_at FROM piagent_runs WHERE session_id = ? "
                     f"AND state IN {_LIVE}", (session_id,)).fetchall():
                 if lease >= now:
-                    raise AgentBusyError(busy_message(session_id, live_id))
+                    raise SessionBusy(session_id, live_id)
                 conn.execute("UPDATE piagent_runs SET state = 'lost', ended_at = ? "
                              "WHERE run_id = ?", (lease, live_id))
                 # what the lost run had taken died with it (at most once: it may have been used)
