@@ -28,6 +28,7 @@ import socket
 import struct
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -267,13 +268,18 @@ class Request:
 
 
 class FaultServer:
-    """Serves ``FAULTS`` on 127.0.0.1; see the module docstring. ``close()`` stops it."""
+    """Serves ``FAULTS`` on 127.0.0.1; see the module docstring. ``close()`` stops it.
 
-    def __init__(self, faults: dict[str, Fault] | None = None) -> None:
+    ``keep_requests``: how many recent requests ``requests`` keeps (``None``: all; the soak
+    keeps few, so the server's own memory does not count as growth).
+    """
+
+    def __init__(self, faults: dict[str, Fault] | None = None, *,
+                 keep_requests: int | None = None) -> None:
         self.faults = faults if faults is not None else FAULTS
         # guards requests, _hits, _stalled and _closed (handler threads and the test)
         self._lock = threading.Lock()
-        self.requests: list[Request] = []
+        self.requests: deque[Request] = deque(maxlen=keep_requests)
         self._hits: dict[str, int] = {}
         self._stalled: dict[str, threading.Event] = {}
         self._closed: dict[str, threading.Event] = {}

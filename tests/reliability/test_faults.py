@@ -33,7 +33,7 @@ def servers() -> Iterator[tuple[FaultServer, FaultServer]]:
     finally:
         server.close()
         other.close()
-        assert other.requests == [], "a redirect was followed to another origin"
+        assert list(other.requests) == [], "a redirect was followed to another origin"
         # every response said Connection: close; sockets may wait for the pool's GC, so
         # only growth beyond a handful would be a leak
         FIGURES.set("faults.fd_growth", open_fds() - fds)
@@ -90,7 +90,7 @@ def test_a_provider_fault_ends_the_run_cleanly(servers: tuple[FaultServer, Fault
         assert spec.says in error
         FIGURES.add("faults.errors")
     assert KEY not in (error or "")
-    assert other.requests == []
+    assert list(other.requests) == []
     sent = server.requests_for(fault, api)
     assert sent, "the request never reached the server"
     assert all(KEY in r.headers[KEY_HEADER[api]] for r in sent)
