@@ -49,10 +49,11 @@ from piagent.providers import stream_simple
 from piagent.proxy import ProxyStreamOptions, stream_proxy
 from piagent.tools import validate_tool_arguments
 
-from .conftest import FIGURES, fuzz_settings
+from .conftest import FIGURES, fuzz_settings, scaled
 from .faultserver import APIS, PROVIDER, Fault, FaultServer, Writer, good, sse
 
 WAIT = 5.0
+pytestmark = pytest.mark.timeout(scaled(60, 1500))  # a full-mode target runs minutes
 
 # --- strategies --------------------------------------------------------------------------------
 
@@ -332,7 +333,7 @@ def decode(server: PayloadServer, target: str, payload: list[bytes]) -> None:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_arbitrary_bytes_end_in_an_error_event(server: PayloadServer, target: str) -> None:
-    @fuzz_settings(f"decode.bytes.{target}", 60, 1000)
+    @fuzz_settings(f"decode.bytes.{target}", 60, 600)
     @given(st.lists(st.binary(max_size=200), max_size=4))
     def check(payload: list[bytes]) -> None:
         FIGURES.add(f"fuzz.decode.bytes.{target}")
@@ -342,7 +343,7 @@ def test_arbitrary_bytes_end_in_an_error_event(server: PayloadServer, target: st
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_random_sse_events_end_in_done_or_error(server: PayloadServer, target: str) -> None:
-    @fuzz_settings(f"decode.events.{target}", 80, 1500)
+    @fuzz_settings(f"decode.events.{target}", 80, 1000)
     @given(sse_streams())
     def check(payload: list[bytes]) -> None:
         FIGURES.add(f"fuzz.decode.events.{target}")
@@ -352,7 +353,7 @@ def test_random_sse_events_end_in_done_or_error(server: PayloadServer, target: s
 
 @pytest.mark.parametrize("api", APIS)
 def test_mutated_valid_streams_end_in_done_or_error(server: PayloadServer, api: str) -> None:
-    @fuzz_settings(f"decode.mutated.{api}", 80, 1500)
+    @fuzz_settings(f"decode.mutated.{api}", 80, 1000)
     @given(mutated(api))
     def check(payload: list[bytes]) -> None:
         FIGURES.add(f"fuzz.decode.mutated.{api}")
