@@ -46,7 +46,7 @@ from ._config import (
     PrepareRequestContext,
 )
 from ._declare import ToolDeclarations
-from ._tools import ToolRunner, record_despite_failure
+from ._tools import ToolRunner, emit_messages, record_despite_failure
 
 __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue",
            "run_agent_loop_resume", "unanswered_tool_calls"]
@@ -73,9 +73,7 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
     except BaseException:
         record_despite_failure(emit, initial)  # the prompts stay in the transcript
         raise
-    for message in initial:
-        emit(MessageStartEvent(message))
-        emit(MessageEndEvent(message))
+    emit_messages(emit, initial)  # a listener failing at a start still records the prompt
     return run.run()
 
 

@@ -247,9 +247,30 @@ def _emit_end(emit: Emit, done: Finalized) -> None:
                                done.is_error, done.duration_ms))
 
 
-def _emit_result(emit: Emit, message: ToolResultMessage) -> None:
-    emit(MessageStartEvent(message))
+def emit_message(emit: Emit, message: AgentMessage) -> None:
+    """``message_start`` then ``message_end``; if a listener fails at the start, the end is
+    still sent (so the message is recorded), then the failure is raised."""
+    try:
+        emit(MessageStartEvent(message))
+    except BaseException:
+        try:
+            emit(MessageEndEvent(message))
+        except Exception:
+            _log.exception("A listener raised again while %s was being recorded after "
+                           "an earlier failure", getattr(message, "role", "a message"))
+        raise
     emit(MessageEndEvent(message))
+
+
+def emit_messages(emit: Emit, messages: Sequence[AgentMessage]) -> None:
+    """``emit_message`` for each; after a listener failure the rest are still recorded
+    (``record_despite_failure``), then the failure is raised."""
+    for index, message in enumerate(messages):
+        try:
+            emit_message(emit, message)
+        except BaseException:
+            record_despite_failure(emit, messages[index + 1:])
+            raise
 
 
 def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage]) -> None:
@@ -270,18 +291,10 @@ def _emit_results(emit: Emit, finished: Sequence[Finalized],
     """The result messages of ``finished`` in source order; if a listener fails (here or,
     as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
     messages = [tool_result_message(done) for done in finished]
-    for index, message in enumerate(messages):
-        if failure is not None:
-            record_despite_failure(emit, messages[index:])
-            raise failure
-        try:
-            _emit_result(emit, message)
-        except BaseException as exc:
-            failure = exc
-            record_despite_failure(emit, messages[index + 1:])
-            raise
     if failure is not None:
+        record_despite_failure(emit, messages)
         raise failure
+    emit_messages(emit, messages)
     return messages
 
 
@@ -367,7 +380,7 @@ class ToolRunner:
                 "arguments."), True)
             _emit_end(self._emit, done)
             result_message = tool_result_message(done)
-            _emit_result(self._emit, result_message)
+            emit_message(self._emit, result_message)
             messages.append(result_message)
         return ToolBatch(messages, terminate=False)
 

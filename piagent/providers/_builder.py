@@ -8,6 +8,7 @@ matching ``start``/``*_start``/``*_delta``/``*_end``/``done``/``error`` events.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, TypeVar
 
 from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
@@ -44,12 +45,18 @@ class MessageBuilder:
     Thread safety: called by the worker thread; ``fail`` may also be called from the
     aborting thread. ``_lock`` serialises them, and once the stream has ended every
     further call is a no-op, so a late worker never changes a delivered final message.
+
+    The builder holds its stream weakly: the stream owns the adapter's generator, which
+    owns the builder, so a strong reference back would be a cycle, and a stream its
+    consumer abandoned would keep its socket open until the cyclic garbage collector ran.
+    Held weakly, the stream dies with its last reference; closing its generator closes
+    the response. Events for a stream nobody holds any more are dropped.
     """
 
     def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
         self.model = model
         self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
-        self._stream = stream
+        self._stream_ref = weakref.ref(stream)
         self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
         self._ended = False
         self._started = False
@@ -67,7 +74,7 @@ class MessageBuilder:
             if self._ended or self._started:
                 return
             self._started = True
-            self._stream.push(StartEvent(self.message))
+            self._push(StartEvent(self.message))
 
     def block(self, index: int) -> Any:
         """The content block at ``index``."""
@@ -99,7 +106,7 @@ class MessageBuilder:
                 return
             block = self._block(index, TextContent)
             block.text += delta
-            self._stream.push(TextDeltaEvent(index, delta, self.message))
+            self._push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -113,7 +120,7 @@ class MessageBuilder:
                 return
             block = self._block(index, ThinkingContent)
             block.thinking += delta
-            self._stream.push(ThinkingDeltaEvent(index, delta, self.message))
+            self._push(ThinkingDeltaEvent(index, delta, self.message))
 
     # tool calls ---------------------------------------------------------------------------
 
@@ -134,7 +141,7 @@ class MessageBuilder:
             self._args[index] = buffer
             block = self._block(index, ToolCall)
             block.arguments = _as_object(parse_streaming_json(buffer))
-            self._stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+            self._push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -178,12 +185,12 @@ class MessageBuilder:
             if kind is None:
                 return
             if isinstance(block, TextContent):
-                self._stream.push(TextEndEvent(index, block.text, self.message))
+                self._push(TextEndEvent(index, block.text, self.message))
             elif isinstance(block, ThinkingContent):
-                self._stream.push(ThinkingEndEvent(index, block.thinking, self.message))
+                self._push(ThinkingEndEvent(index, block.thinking, self.message))
             elif isinstance(block, ToolCall):
                 block.arguments = _as_object(parse_streaming_json(self._args.pop(index, "")))
-                self._stream.push(ToolCallEndEvent(index, block, self.message))
+                self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
         """``close_block`` for every block still open, in index order."""
@@ -211,8 +218,7 @@ class MessageBuilder:
             self._ended = True
             self.message.stop_reason = stop_reason
             self._args.clear()
-            self._stream.push(DoneEvent(stop_reason, self.message))
-            self._stream.end()
+            self._push(DoneEvent(stop_reason, self.message), end=True)
 
     def fail(self, error_message: str, *, aborted: bool = False) -> None:
         """Push ``error`` (partial content and usage kept); no-op once ended."""
@@ -225,8 +231,16 @@ class MessageBuilder:
             self.message.error_message = error_message
             self._open.clear()
             self._args.clear()
-            self._stream.push(ErrorEvent(reason, self.message))
-            self._stream.end()
+            self._push(ErrorEvent(reason, self.message), end=True)
+
+    def _push(self, event: Any, *, end: bool = False) -> None:
+        """Push to the stream if anyone still holds it (``_lock`` held)."""
+        stream = self._stream_ref()
+        if stream is None:
+            return
+        stream.push(event)
+        if end:
+            stream.end()
 
     def _open_block(self, block: Any, kind: str) -> int:
         with self._lock:
@@ -237,11 +251,11 @@ class MessageBuilder:
             content.append(block)
             self._open[index] = kind
             if kind == "text":
-                self._stream.push(TextStartEvent(index, self.message))
+                self._push(TextStartEvent(index, self.message))
             elif kind == "thinking":
-                self._stream.push(ThinkingStartEvent(index, self.message))
+                self._push(ThinkingStartEvent(index, self.message))
             else:
-                self._stream.push(ToolCallStartEvent(index, self.message))
+                self._push(ToolCallStartEvent(index, self.message))
             return index
 
 

@@ -29,6 +29,7 @@ from ._errors import (
     MESSAGE_BODY_LIMIT,
     Aborted,
     Failure,
+    clip,
     connection_reason,
     describe,
     error_details,
@@ -191,7 +192,7 @@ class ProviderCall:
             body_text = self.redact(self._read_error_body(response))
             message, _code = error_details(body_text)
             msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
-                   f"event stream: {message[:MESSAGE_BODY_LIMIT]}. Check that base_url points "
+                   f"event stream: {clip(message, MESSAGE_BODY_LIMIT)}. Check that base_url points "
                    "at a server that speaks this API and supports streaming.")
             error = ProviderResponseError(self.redact(msg), provider=provider,
                                           status_code=status)

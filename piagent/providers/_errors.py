@@ -24,15 +24,18 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
 _MIN_FRAGMENT = 6  # the shortest cut-off start of a secret still redacted before "…" or the end
-_WORD = r"[\w-]"  # characters a secret's neighbours must not be, so words keep their letters
+_WORD = r"[\w-]"  # characters a short secret's neighbours must not be, so words keep letters
+_LONG_SECRET = 16  # a secret this long is no word: redacted wherever it appears, even glued
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
     """``text`` with each secret replaced by ``[redacted]``, in one pass.
 
-    A secret counts only as a whole token (not inside a longer word), so a short proxy
-    token never rewrites ordinary words, and the replacement is never redacted again. A
-    secret cut off by truncation ("sk-abc…" or at the very end) is redacted too.
+    A short secret (under 16 characters, e.g. a proxy token) counts only as a whole token
+    (not inside a longer word), so it never rewrites ordinary words; a longer one (an API
+    key) is redacted wherever it appears, even glued to other text. The replacement is
+    never redacted again. A secret cut off by truncation ("sk-abc…" or at the very end)
+    is redacted too.
     """
     secrets = tuple(s for s in secrets if s)
     if not secrets or not text:
@@ -45,16 +48,28 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
     # would keep the keys alive in memory after their requests are over
     alternatives = []
     for secret in sorted(set(secrets), key=len, reverse=True):
-        alternatives.append(re.escape(secret) + f"(?!{_WORD})")
+        long = len(secret) >= _LONG_SECRET
+        before, after = ("", "") if long else (f"(?<!{_WORD})", f"(?!{_WORD})")
+        alternatives.append(before + re.escape(secret) + after)
         # the start of the secret where a cut left it: before "…" or at the end of the text
-        alternatives.extend(re.escape(secret[:k]) + r"(?=…|\Z)"
+        alternatives.extend(before + re.escape(secret[:k]) + r"(?=…|\Z)"
                             for k in range(len(secret) - 1, _MIN_FRAGMENT - 1, -1))
-    return re.compile(f"(?<!{_WORD})(?:{'|'.join(alternatives)})")
+    return re.compile("|".join(alternatives))
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with "…".
+
+    Every cut of text that may hold a secret goes through here: ``redact`` recognises a
+    secret's start right before "…", so a key that straddles the cut leaves no prefix
+    behind even when the text is quoted (``{clip(data, 200)!r}``).
+    """
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
-    return text if len(text) <= 500 else text[:500] + "…"
+    return clip(text, 500)
 
 
 _ERRNO_WORDS = {
@@ -129,8 +144,7 @@ def format_http_error(label: str, status: int, body_text: str) -> str:
     message, code = error_details(body_text)
     if not message:
         message = "(no body)"
-    if len(message) > MESSAGE_BODY_LIMIT:
-        message = message[:MESSAGE_BODY_LIMIT] + "…"
+    message = clip(message, MESSAGE_BODY_LIMIT)
     head = f"{label} API error ({status}, {code})" if code and code not in message else \
         f"{label} API error ({status})"
     hint = _STATUS_HINTS.get(status) or ("The provider had a server error; retry later."

@@ -15,6 +15,7 @@ from typing import Any
 import urllib3.response
 
 from ..errors import ProviderResponseError
+from ._errors import clip
 
 __all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "SSEEvent", "SSERequest", "arguments_json",
            "json_dumps", "parse_event_json"]
@@ -131,7 +132,7 @@ def parse_event_json(event: SSEEvent, label: str) -> Any:
                 return _BIG_INT_DECODER.decode(event.data)
             except (ValueError, RecursionError):
                 pass
-        excerpt = event.data[:200]
+        excerpt = clip(event.data, 200)
         if event.truncated:
             msg = (f"The {label} stream was cut off in the middle of an event "
                    f"(incomplete data {excerpt!r}). Retry the request.")

@@ -33,6 +33,7 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._errors import clip
 from ._keys import is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
     SegmentCache,
@@ -490,4 +491,4 @@ def _stream_error_text(data: dict[str, Any]) -> str:
         etype = error.get("type") or "error"
         message = error.get("message") or json.dumps(error)
         return f"Anthropic stream error ({etype}): {message}"
-    return f"Anthropic stream error: {json.dumps(data)[:500]}"
+    return f"Anthropic stream error: {clip(json.dumps(data), 500)}"

@@ -33,6 +33,7 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._errors import clip
 from ._keys import is_local_url, missing_key_message, resolve_api_key
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
@@ -508,11 +509,11 @@ def _error_from_tail(tail: str) -> ProviderError:
         data = json.loads(tail)
     except ValueError:
         msg = (f"Google stream ended without a finish reason; it ended with text that is "
-               f"not an event: {tail[:500]!r}")
+               f"not an event: {clip(tail, 500)!r}")
         return ProviderError(msg, provider="google")
     if isinstance(data, list) and data and isinstance(data[0], dict):
         data = data[0]
     if isinstance(data, dict) and "error" in data:
         return _error_from_body(data)
-    msg = f"Google stream ended without a finish reason: {tail[:500]}"
+    msg = f"Google stream ended without a finish reason: {clip(tail, 500)}"
     return ProviderError(msg, provider="google")

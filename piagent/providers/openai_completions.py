@@ -31,6 +31,7 @@ from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_system_prompt, get_current_tools
 from ._compat import OpenAICompat, get_compat
+from ._errors import MESSAGE_BODY_LIMIT, clip
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import (
     SegmentCache,
@@ -496,10 +497,10 @@ def _event_error(data: str) -> str:
     try:
         payload = json.loads(data)
     except ValueError:
-        return data[:4000]
+        return clip(data, MESSAGE_BODY_LIMIT)
     if isinstance(payload, dict):
         return _error_text(payload.get("error") or payload)
-    return data[:4000]
+    return clip(data, MESSAGE_BODY_LIMIT)
 
 
 def _error_text(error: Any) -> str:

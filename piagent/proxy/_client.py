@@ -135,8 +135,11 @@ def _run(call: ProviderCall, request: SSERequest) -> Iterator[None]:
             try:
                 data = json.loads(event.data)
             except (ValueError, RecursionError) as exc:
+                excerpt = call.redact(event.data)  # before the cut: no key prefix survives
+                if len(excerpt) > 200:
+                    excerpt = excerpt[:200] + "…"
                 msg = (f"The proxy server sent an event whose data is not valid JSON ({exc}): "
-                       f"{event.data[:200]!r}. Check that proxy_url points at a piagent or pi "
+                       f"{excerpt!r}. Check that proxy_url points at a piagent or pi "
                        "proxy.")
                 raise ProviderResponseError(msg) from exc
             if isinstance(data, dict) and rebuilder.apply(data):
