@@ -11,6 +11,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from ..abort import AbortSignal
@@ -158,6 +159,7 @@ class Agent:
         follow_up_mode: QueueMode = "one-at-a-time",
         tool_execution: ToolExecutionMode = "parallel",
         max_parallel_tools: int | None = None,
+        tool_executor: Executor | None = None,
         session_id: str | None = None,
         api_key: str | None = None,
         max_tokens: int | None = None,
@@ -183,6 +185,7 @@ class Agent:
         self.get_api_key = get_api_key
         self.tool_execution = tool_execution
         self.max_parallel_tools = max_parallel_tools
+        self.tool_executor = tool_executor
         self.session_id = session_id
         self.api_key = api_key
         self.max_tokens = max_tokens
@@ -213,6 +216,23 @@ class Agent:
     def state(self) -> AgentState:
         """The live state."""
         return self._state
+
+    @property
+    def tool_executor(self) -> Executor | None:
+        """The caller-owned executor tools run on; ``None``: a pool per run (the default).
+
+        Never shut down by the agent. Assigning anything but a ``concurrent.futures.Executor``
+        or ``None`` raises ``TypeError``; a new value takes effect at the next run.
+        """
+        return self._tool_executor
+
+    @tool_executor.setter
+    def tool_executor(self, executor: Executor | None) -> None:
+        if executor is not None and not isinstance(executor, Executor):
+            msg = (f"tool_executor must be a concurrent.futures.Executor (a "
+                   f"ThreadPoolExecutor, say) or None, not {type(executor).__name__}.")
+            raise TypeError(msg)
+        self._tool_executor = executor
 
     @property
     def steering_mode(self) -> QueueMode:
@@ -454,6 +474,7 @@ class Agent:
             get_follow_up_messages=lambda: takings.take(queues.follow_up),
             tool_execution=self.tool_execution,
             max_parallel_tools=self.max_parallel_tools,
+            tool_executor=self._tool_executor,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
         )
