@@ -46,47 +46,74 @@ class SSEEvent:
     truncated: bool = False
 
 
+_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")  # what ends an event
+_PENDING_LIMIT = 64  # chunks kept before they are cut at their last boundary
+
+
 class ChunkSource:
-    """Feeds sseclient large ``read1`` chunks (not ``Response.__iter__``'s 128 bytes).
+    """Feeds sseclient whole chunks: each HTTP chunk as urllib3's ``read_chunked`` yields it
+    (a chunked body, the usual event stream), else large ``read1`` chunks (not
+    ``Response.__iter__``'s 128 bytes).
 
     Also remembers the bytes after the last event boundary, which sseclient drops when they
-    are not SSE fields (Gemini's bare JSON error tail, an HTML error page).
+    are not SSE fields (Gemini's bare JSON error tail, an HTML error page). That costs one
+    ``endswith`` per chunk: only chunks that do not end an event are kept.
     """
 
     def __init__(self, raw: urllib3.response.HTTPResponse) -> None:
-        self._read1 = raw.read1
+        self._raw = raw
         self.exhausted = False
-        self._tail: list[bytes] = []
-        self._last = b""  # the last 3 bytes seen, to find boundaries split across chunks
+        self._pending: list[bytes] = []  # the chunks since the last one that ended an event
+        self._chunks: Iterator[bytes] | None = None
 
     def __iter__(self) -> Iterator[bytes]:
-        read1 = self._read1
-        while True:
-            chunk = read1(_READ_SIZE, decode_content=True)
-            if not chunk:
-                break
-            self._track_tail(chunk)
+        raw = self._raw
+        self._chunks = chunks = (raw.read_chunked(decode_content=True)
+                                 if raw.chunked and raw.supports_chunked_reads()
+                                 else self._read1_chunks())
+        pending = self._pending
+        for chunk in chunks:
+            if not chunk.endswith(_BOUNDARIES):
+                pending.append(chunk)
+                if len(pending) > _PENDING_LIMIT:
+                    self._pending = pending = [self.tail]
+            elif pending:
+                pending.clear()
             yield chunk
         self.exhausted = True
 
-    def _track_tail(self, chunk: bytes) -> None:
-        joined = self._last + chunk
-        cut = -1
-        for sep in (b"\n\n", b"\r\r", b"\r\n\r\n"):
-            at = joined.rfind(sep)
-            if at >= 0:
-                cut = max(cut, at + len(sep))
-        if cut >= 0:
-            rest = joined[cut:]
-            self._tail = [rest] if rest else []
-        else:
-            self._tail.append(chunk)
-        self._last = joined[-3:]
+    def drain(self, max_chunks: int) -> bool:
+        """Read the rest of the body (after the terminal event: usually just the chunked
+        terminator), which hands the connection back to the pool; False if more than
+        ``max_chunks`` chunks were still coming. Raises what a read raises (a timeout when
+        the server keeps the stream open)."""
+        chunks = self._chunks
+        if chunks is None:
+            chunks = self._chunks = iter(self)
+        for count, _ in enumerate(chunks):
+            if count >= max_chunks:
+                return False
+        self.exhausted = True
+        return True
+
+    def _read1_chunks(self) -> Iterator[bytes]:
+        read1 = self._raw.read1
+        while True:
+            chunk = read1(_READ_SIZE, decode_content=True)
+            if not chunk:
+                return
+            yield chunk
 
     @property
     def tail(self) -> bytes:
         """What followed the last blank line ("" when the stream ended on an event)."""
-        return b"".join(self._tail)
+        joined = b"".join(self._pending)
+        cut = 0
+        for sep in _BOUNDARIES:
+            at = joined.rfind(sep)
+            if at >= 0:
+                cut = max(cut, at + len(sep))
+        return joined[cut:]
 
     def close(self) -> None:
         return None  # the response is closed by SSEResponse
