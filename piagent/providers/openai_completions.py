@@ -137,7 +137,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
     if prompt:
         out.append({"role": role, "content": prompt})
     images_ok = "image" in model.input
-    variant = repr(compat)  # the cache key of these settings (compat holds dicts: no hash)
+    variant = compat  # compared with == (compat holds dicts: no hash); one object per model
     pending_images: list[dict[str, Any]] = []
     for message in messages[start:]:
         if pending_images and not isinstance(message, ToolResultMessage):
@@ -173,7 +173,7 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
 
     if not compat.supports_mid_convo_system_messages:
         return convert(messages)  # every system message folds into the head: no segments
-    variant = (model.provider, model.api, model.id, tuple(model.input), repr(compat))
+    variant = (model.provider, model.api, model.id, tuple(model.input), compat)
     return _SEGMENTS.convert(messages, variant, convert,
                              lambda part: renames_tool_call_ids(part, model, normalize))
 
