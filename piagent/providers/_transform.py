@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import collections
 import functools
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from ..transcript import (
     get_system_message_text,
     render_system_message_update,
 )
+from ._wire import shared_prefix
 
 __all__ = [
     "NO_RESULT_TEXT",
@@ -338,7 +338,7 @@ class SegmentCache:
         # the same first object (not a new one at a reused address), the same settings
         if kept is None or kept.messages[0] is not messages[0] or kept.variant != variant:
             return None
-        shared = _shared_prefix(kept.messages, messages)
+        shared = shared_prefix(kept.messages, messages)
         # the last segment start within the shared prefix that also starts a segment of
         # this request (the old list's end may be followed by more of its last segment)
         k = bisect.bisect_right(kept.starts, shared) - 1
@@ -365,16 +365,6 @@ class _Conversion:
         self.ends = ends
         self.flags = flags
         self.output = output
-
-
-def _shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-    """How many leading elements are the same objects."""
-    if len(a) <= len(b) and all(map(operator.is_, a, b)):
-        return len(a)
-    for index, same in enumerate(map(operator.is_, a, b)):
-        if not same:
-            return index
-    return min(len(a), len(b))
 
 
 def _starts_segment(message: Any) -> bool:

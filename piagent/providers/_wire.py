@@ -7,8 +7,11 @@ encoders and the decoder with a readable error.
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import Iterator, Mapping
+import operator
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +19,8 @@ import urllib3.response
 
 from ..errors import ProviderResponseError
 
-__all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "SSEEvent", "SSERequest", "arguments_json",
-           "json_dumps", "parse_event_json"]
+__all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
+           "arguments_json", "json_dumps", "parse_event_json", "shared_prefix"]
 
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 """(connect, read) seconds; the read timeout is the longest silence between two reads."""
@@ -132,6 +135,76 @@ def arguments_json(arguments: Any) -> str:
 def json_dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, the encoding used for every request body."""
     return _BODY_ENCODER.encode(value).encode("utf-8")
+
+
+class PrefixEncoder:
+    """Request bodies like ``json_dumps`` makes them, re-encoding only what is new in the list.
+
+    A conversation re-sends its whole transcript every turn. ``encode(body, field)`` keeps
+    each item of ``body[field]`` encoded, per conversation (found by the list's first item),
+    and reuses the encoding of the leading items that are the very objects encoded the last
+    time: a turn encodes its new messages only. Items must not be mutated once encoded (the
+    adapters' converted messages never are: the conversion caches share them too).
+
+    Thread safety: every method may be called from any thread (``_lock`` guards
+    ``_recent``). Bounded: the latest encoding of ``size`` conversations.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._lock = threading.Lock()  # guards _recent
+        self._size = size
+        # id(first item) -> (the items, their encodings), oldest conversation first
+        self._recent: collections.OrderedDict[
+            int, tuple[tuple[Any, ...], list[bytes]]] = collections.OrderedDict()
+
+    def encode(self, body: Mapping[str, Any], field: str) -> bytes:
+        """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list."""
+        encode = _BODY_ENCODER.encode
+        parts: list[bytes] = []
+        for key, value in body.items():
+            parts.append(b"," if parts else b"{")
+            parts.append(encode(key).encode("utf-8"))
+            if key == field:
+                parts.append(b":[")
+                parts.append(b",".join(self._encoded_items(value)))
+                parts.append(b"]")
+            else:
+                parts.append(b":")
+                parts.append(encode(value).encode("utf-8"))
+        parts.append(b"}" if parts else b"{}")
+        return b"".join(parts)
+
+    def _encoded_items(self, items: Sequence[Any]) -> list[bytes]:
+        items = tuple(items)
+        if not items:
+            return []
+        key = id(items[0])
+        with self._lock:
+            kept = self._recent.get(key)
+        shared = 0
+        pieces: list[bytes] = []
+        if kept is not None and kept[0][0] is items[0]:  # that very object, not its address
+            old_items, old_pieces = kept
+            shared = shared_prefix(old_items, items)
+            pieces = old_pieces[:shared]
+        encode = _BODY_ENCODER.encode
+        pieces.extend(encode(item).encode("utf-8") for item in items[shared:])
+        with self._lock:
+            self._recent[key] = (items, pieces)
+            self._recent.move_to_end(key)
+            while len(self._recent) > self._size:
+                self._recent.popitem(last=False)
+        return pieces
+
+
+def shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+    """How many leading elements are the same objects."""
+    if len(a) <= len(b) and all(map(operator.is_, a, b)):
+        return len(a)
+    for index, same in enumerate(map(operator.is_, a, b)):
+        if not same:
+            return index
+    return min(len(a), len(b))
 
 
 def _int_or_float(text: str) -> int | float:

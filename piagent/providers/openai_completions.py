@@ -40,6 +40,7 @@ from ._transform import (
     system_update_text,
     transform_messages,
 )
+from ._wire import PrefixEncoder
 from .kit import (
     HttpClient,
     MessageBuilder,
@@ -161,6 +162,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's wire dict, per compat settings
 _SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
+_BODIES = PrefixEncoder()  # the JSON of converted messages, reused across requests
 
 
 def _convert(model: Model, messages: Sequence[AgentMessage],
@@ -316,7 +318,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
     state = _StreamState(call.out, call.label)
-    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+    encoded = _BODIES.encode(body, "messages")  # old messages' JSON reused
+    with call.open_sse(SSERequest(url=url, body=encoded, headers=headers)) as sse:
         for event in sse.events():
             if event.data.strip() == "[DONE]":
                 state.done = True
