@@ -489,8 +489,14 @@ class Agent:
             config = self._loop_config(run, skip_initial_steering_poll)
             stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
 
+            # _process with its lookups done once (the loop emits dozens of events a turn)
+            apply, observe, signal = self._state._apply, run._observe, run.signal
+
             def emit(event: AgentEvent) -> None:
-                self._process(run, event)
+                apply(event)
+                observe(event)
+                for listener in self._listeners:  # a snapshot: replaced, never changed
+                    listener(event, signal)
 
             if prompts is None:
                 run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
