@@ -11,6 +11,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from ..abort import AbortSignal
@@ -183,6 +184,7 @@ class Agent:
         follow_up_mode: QueueMode = "one-at-a-time",
         tool_execution: ToolExecutionMode = "parallel",
         max_parallel_tools: int | None = None,
+        tool_executor: Executor | None = None,
         session_id: str | None = None,
         api_key: str | None = None,
         max_tokens: int | None = None,
@@ -226,6 +228,7 @@ class Agent:
         self.get_api_key = get_api_key
         self.tool_execution = tool_execution
         self.max_parallel_tools = max_parallel_tools
+        self.tool_executor = tool_executor
         self.session_id = session_id
         self.api_key = api_key
         self.max_tokens = max_tokens
@@ -282,6 +285,23 @@ class Agent:
     def state(self) -> AgentState:
         """The live state."""
         return self._state
+
+    @property
+    def tool_executor(self) -> Executor | None:
+        """The caller-owned executor tools run on; ``None``: a pool per run (the default).
+
+        Never shut down by the agent. Assigning anything but a ``concurrent.futures.Executor``
+        or ``None`` raises ``TypeError``; a new value takes effect at the next run.
+        """
+        return self._tool_executor
+
+    @tool_executor.setter
+    def tool_executor(self, executor: Executor | None) -> None:
+        if executor is not None and not isinstance(executor, Executor):
+            msg = (f"tool_executor must be a concurrent.futures.Executor (a "
+                   f"ThreadPoolExecutor, say) or None, not {type(executor).__name__}.")
+            raise TypeError(msg)
+        self._tool_executor = executor
 
     @property
     def steering_mode(self) -> QueueMode:
@@ -618,6 +638,7 @@ class Agent:
             get_follow_up_messages=lambda: takings.take(queues.follow_up),
             tool_execution=self.tool_execution,
             max_parallel_tools=self.max_parallel_tools,
+            tool_executor=self._tool_executor,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
             on_tool_execute=on_tool_execute,
@@ -633,8 +654,17 @@ class Agent:
             config = self._loop_config(run, skip_initial_steering_poll)
             stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
 
+            # _process with its lookups done once (the loop emits dozens of events a turn)
+            apply, observe, signal = self._state._apply, run._observe, run.signal
+            persist = self._persist if self._store is not None else None
+
             def emit(event: AgentEvent) -> None:
-                self._process(run, event)
+                apply(event)
+                if persist is not None and event.type == "message_end":
+                    persist(event.message)  # before anyone sees the event (durable.md §1)
+                observe(event)
+                for listener in self._listeners:  # a snapshot: replaced, never changed
+                    listener(event, signal)
 
             if started is not None:
                 run_agent_loop_resume(context, config, emit, run.signal, stream_fn,

@@ -8,6 +8,7 @@ Hooks that take a signal get it as their second argument; ``convert_to_llm``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -180,3 +181,19 @@ class AgentLoopConfig(StreamOptions):
     ``Agent`` marks the call started in its session store here (durable.md §2). If it
     raises, that call does not run (its result says why) and the run fails as it does when
     a listener raises. ``run_tool_call`` does not call it."""
+    tool_executor: Executor | None = None
+    """Where tools run. ``None`` (the default): a pool made for the run at its first tool
+    batch and shut down when the run ends, so a run leaves no thread. A caller-owned
+    ``concurrent.futures.Executor`` is reused by every run and never shut down by the
+    loop (docs/threading.md); ``max_parallel_tools`` still caps one batch."""
+
+    def __post_init__(self) -> None:
+        _check_tool_executor(self.tool_executor)
+
+
+def _check_tool_executor(executor: object) -> None:
+    """``TypeError`` unless ``executor`` is ``None`` or a ``concurrent.futures.Executor``."""
+    if executor is not None and not isinstance(executor, Executor):
+        msg = (f"tool_executor must be a concurrent.futures.Executor (a ThreadPoolExecutor, "
+               f"say) or None, not {type(executor).__name__}.")
+        raise TypeError(msg)

@@ -59,6 +59,16 @@ class ToolDeclarations:
             out.append(cached[1])
         return out
 
+    def _adopt(self, tools: Sequence[Any], declared: dict[str, ToolDeclaration]) -> None:
+        """No change: keep the transcript's own (equal) declarations as the tools' cached
+        ones, so the next turn's check is by identity, not a comparison of every field."""
+        for tool in tools:
+            same = declared.get(tool.name)
+            cached = self._executable.get(id(tool))
+            if same is not None and cached is not None and cached[0] is tool \
+                    and cached[1] is not same:
+                self._executable[id(tool)] = (tool, same)
+
     def declare(self, messages: list[AgentMessage], tools: Sequence[Any],
                 pending: list[AgentMessage]) -> list[AgentMessage]:
         """The pending messages with the tool changes declared (see the module docstring)."""
@@ -73,6 +83,8 @@ class ToolDeclarations:
             if isinstance(message, SystemMessage) and index != system_index:
                 apply_tool_changes(declared, message)
         changes = _changes(list(declared.values()), self.executable(tools))
+        if changes.empty:
+            self._adopt(tools, declared)
         if system_index >= 0:
             target = pending[system_index]
             assert isinstance(target, SystemMessage)

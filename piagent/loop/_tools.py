@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,10 +320,11 @@ def _should_terminate(done: Sequence[Finalized]) -> bool:
 
 
 class ToolRunner:
-    """Executes one run's tool batches; owns the run's tool pool.
+    """Executes one run's tool batches on the caller's executor or the run's own pool.
 
-    The pool is created at the first batch and shut down by ``close()`` when the run ends,
-    so no pool thread outlives its run. Used only from the run's worker thread.
+    Without ``config.tool_executor`` the run's pool is created at the first batch and shut
+    down by ``close()`` when the run ends, so no pool thread outlives its run. A caller's
+    executor is only submitted to, never shut down. Used only from the run's worker thread.
     """
 
     def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit) -> None:
@@ -336,12 +337,15 @@ class ToolRunner:
         self._unknown: frozenset[str] = frozenset()
 
     def close(self) -> None:
-        """Shut the pool down and wait for its threads."""
+        """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _get_pool(self) -> ThreadPoolExecutor:
+    def _get_pool(self) -> Executor:
+        executor = self._config.tool_executor
+        if executor is not None:
+            return executor  # the caller's: it outlives the run and caps nothing itself
         if self._pool is None:
             cap = self._config.max_parallel_tools
             # owned by this run: runs execute/after_tool_call; shut down by close()
@@ -442,11 +446,17 @@ class ToolRunner:
         # carries ("update", index, partial) and ("done", index, Finalized) to this thread
         inbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
         pool = self._get_pool()
-        for index, item in enumerate(prepared):
-            pool.submit(self._execute_one, context, message, item, index, inbox)
+        cap = self._config.max_parallel_tools
+        # a caller's executor may have more workers than the cap: submit at most `cap` ahead
+        ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
         results: list[Finalized | None] = [None] * len(prepared)
         remaining = len(prepared)
         failure: BaseException | None = None
+        refusal: BaseException | None = None  # the executor refused a call (it was shut down)
+        submitted = 0
+        while submitted < min(ahead, len(prepared)) and refusal is None:
+            refusal = self._submit(pool, context, message, prepared, submitted, inbox)
+            submitted += 1
         unregister = self._signal.on_abort(lambda: inbox.put(("abort", -1, time.monotonic())))
         noticed_at: float | None = None  # when the abort was seen; None again once reported
         try:
@@ -467,9 +477,30 @@ class ToolRunner:
                 failure = self._deliver(prepared, results, kind, index, payload, failure)
                 if kind != "update":
                     remaining -= 1
+                    if submitted < len(prepared) and refusal is None:
+                        refusal = self._submit(pool, context, message, prepared, submitted,
+                                               inbox)
+                        submitted += 1
         finally:
             unregister()
-        return [r for r in results if r is not None], failure
+        return [r for r in results if r is not None], failure or refusal
+
+    def _submit(self, pool: Executor, context: AgentContext, message: AssistantMessage,
+                prepared: list[_Prepared], index: int,
+                inbox: queue.SimpleQueue[tuple[str, int, Any]]) -> BaseException | None:
+        """Submit call ``index``; if the executor refuses (it was shut down), every call
+        not yet submitted gets an error result and the refusal is returned as the failure."""
+        try:
+            pool.submit(self._execute_one, context, message, prepared[index], index, inbox)
+        except RuntimeError as exc:
+            error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
+                                 "caller-owned tool_executor must stay open while runs use it.")
+            error.__cause__ = exc
+            for late in range(index, len(prepared)):
+                inbox.put(("done", late, Finalized(prepared[late].tool_call,
+                                                   error_result(str(error)), True)))
+            return error
+        return None
 
     def _deliver(self, prepared: list[_Prepared], results: list[Finalized | None], kind: str,
                  index: int, payload: Any, failure: BaseException | None) -> BaseException | None:

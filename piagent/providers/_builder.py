@@ -62,6 +62,9 @@ class MessageBuilder:
         self._started = False
         self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
         self._args: dict[int, str] = {}  # tool-call index → accumulated argument JSON
+        # tool-call index → the JSON text its ``arguments`` were last parsed from (that very
+        # string object), so an unchanged text is not parsed again
+        self._parsed: dict[int, str] = {}
 
     @property
     def ended(self) -> bool:
@@ -129,18 +132,22 @@ class MessageBuilder:
         block = ToolCall(id=call_id, name=name,
                          arguments=_as_object(parse_streaming_json(arguments_json)))
         index = self._open_block(block, "toolCall")
-        self._args[index] = arguments_json
+        self._args[index] = self._parsed[index] = arguments_json
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
-        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``."""
+        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``.
+
+        An empty fragment changes nothing, so nothing is parsed (the event still goes out).
+        """
         with self._lock:
             if self._ended:
                 return
-            buffer = self._args.get(index, "") + fragment
-            self._args[index] = buffer
             block = self._block(index, ToolCall)
-            block.arguments = _as_object(parse_streaming_json(buffer))
+            if fragment:
+                buffer = self._args.get(index, "") + fragment
+                self._args[index] = self._parsed[index] = buffer
+                block.arguments = _as_object(parse_streaming_json(buffer))
             self._push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
@@ -148,8 +155,8 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            self._args[index] = arguments_json
             block = self._block(index, ToolCall)
+            self._args[index] = self._parsed[index] = arguments_json
             block.arguments = _as_object(parse_streaming_json(arguments_json))
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
@@ -189,7 +196,9 @@ class MessageBuilder:
             elif isinstance(block, ThinkingContent):
                 self._push(ThinkingEndEvent(index, block.thinking, self.message))
             elif isinstance(block, ToolCall):
-                block.arguments = _as_object(parse_streaming_json(self._args.pop(index, "")))
+                text = self._args.pop(index, "")
+                if self._parsed.pop(index, None) is not text:  # else: parsed from it already
+                    block.arguments = _as_object(parse_streaming_json(text))
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
@@ -218,6 +227,7 @@ class MessageBuilder:
             self._ended = True
             self.message.stop_reason = stop_reason
             self._args.clear()
+            self._parsed.clear()
             self._push(DoneEvent(stop_reason, self.message), end=True)
 
     def fail(self, error_message: str, *, aborted: bool = False) -> None:
@@ -231,6 +241,7 @@ class MessageBuilder:
             self.message.error_message = error_message
             self._open.clear()
             self._args.clear()
+            self._parsed.clear()
             self._push(ErrorEvent(reason, self.message), end=True)
 
     def _push(self, event: Any, *, end: bool = False) -> None:

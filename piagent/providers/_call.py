@@ -54,6 +54,7 @@ DEFAULT_MAX_RETRY_DELAY_MS = 60_000
 
 _ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
 _DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
+_DRAIN_MAX_CHUNKS = 16  # chunks read after the terminal event before the connection is dropped
 _USER_AGENT = f"piagent/{__version__}"
 
 
@@ -283,9 +284,9 @@ class SSEResponse:
 
     def close(self, *, reuse: bool = False) -> None:
         """Close the response; ``reuse``: first read the rest (briefly) to keep the connection."""
-        self._call.tracker.detach()
         if reuse and not (self._call.signal is not None and self._call.signal.aborted):
             self._release_for_reuse()
+        self._call.tracker.detach()
         self.response.close()
 
     def _release_for_reuse(self) -> None:
@@ -293,15 +294,16 @@ class SSEResponse:
         # chunked body's terminator. Reading that (with a short timeout, so a server that
         # keeps the stream open cannot hold us) hands the connection back to the pool;
         # closing an unfinished response would drop it and the next turn would reconnect.
-        raw = self.response.raw
-        connection = getattr(raw, "_connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is None:
-            return  # already released: the body was read to the end
-        sock.settimeout(_DRAIN_TIMEOUT_S)
+        if self._source.exhausted:
+            return  # the body was read to its end: already released
+        if not self._call.tracker.set_timeout(_DRAIN_TIMEOUT_S):
+            return  # no socket (the request is over): nothing to keep
         try:
-            raw.read(decode_content=True)  # reading to the end releases the connection
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._source.drain(_DRAIN_MAX_CHUNKS):
+                _log.debug("Not reusing the %s connection: more events after the end",
+                           self._call.label)
+        except (urllib3.exceptions.HTTPError, requests.RequestException, OSError,
+                ValueError) as exc:
             # more data or silence after the terminal event: close() drops the connection
             _log.debug("Not reusing the %s connection: %s", self._call.label, exc)
 

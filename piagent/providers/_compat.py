@@ -7,7 +7,8 @@ Detected from the provider and base URL (providers.md §3.6) and overridable wit
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -75,8 +76,36 @@ def _detect(model: Model) -> OpenAICompat:
     return compat
 
 
+_CACHE_SIZE = 256  # distinct model settings remembered (cleared when full)
+_cache_lock = threading.Lock()  # guards _cache (read and filled by every adapter thread)
+_cache: dict[Hashable, OpenAICompat] = {}
+
+
 def get_compat(model: Model) -> OpenAICompat:
-    """The detected flags with ``model.compat`` applied on top."""
+    """The detected flags with ``model.compat`` applied on top.
+
+    Cached per (provider, base URL, model id, ``model.compat`` items): every request asks,
+    and the same object comes back while those stay the same (a ``compat`` whose values
+    cannot be hashed is detected afresh each time). The result is shared: do not mutate it.
+    """
+    try:
+        key: Hashable = (model.provider, model.base_url, model.id,
+                         tuple(model.compat.items()) if model.compat else None)
+        hash(key)
+    except TypeError:  # e.g. a dict value in model.compat: no cache
+        return _compute(model)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    compat = _compute(model)
+    with _cache_lock:
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.clear()
+        return _cache.setdefault(key, compat)
+
+
+def _compute(model: Model) -> OpenAICompat:
     compat = _detect(model)
     if not model.compat:
         return compat

@@ -40,6 +40,18 @@ class SocketTracker:
             if self._shut and sock is not None:
                 _shutdown_quietly(sock)
 
+    def set_timeout(self, seconds: float) -> bool:
+        """Set the attached socket's timeout; False when no socket is attached."""
+        with self._lock:
+            sock = self._sock
+        if sock is None:
+            return False
+        try:
+            sock.settimeout(seconds)
+        except OSError:
+            return False  # closed meanwhile
+        return True
+
     def detach(self) -> None:
         with self._lock:
             self._sock = None

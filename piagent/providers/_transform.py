@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import collections
 import functools
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from ..transcript import (
     get_system_message_text,
     render_system_message_update,
 )
+from ._wire import shared_prefix
 
 __all__ = [
     "NO_RESULT_TEXT",
@@ -277,12 +277,16 @@ class SegmentCache:
     already-sent message may not reach the model).
 
     Thread safety: every method may be called from any thread (``_lock`` guards
-    ``_recent``). Bounded: it keeps ``size`` conversations.
+    ``_recent``). Bounded: it keeps the latest conversion of ``size`` conversations, found
+    by their first message (so finding the one to reuse does not depend on how many are
+    kept); a request is checked against that one only.
     """
 
     def __init__(self, size: int = 8) -> None:
         self._lock = threading.Lock()  # guards _recent
-        self._recent: collections.deque[_Conversion] = collections.deque(maxlen=size)
+        self._size = size
+        # id(first message) -> its conversation's latest conversion, oldest first
+        self._recent: collections.OrderedDict[int, _Conversion] = collections.OrderedDict()
 
     def convert(self, messages: Sequence[AgentMessage], variant: Any,
                 convert: Callable[[Sequence[AgentMessage]], list[Any]],
@@ -315,33 +319,36 @@ class SegmentCache:
             ends.append(len(out))
             flags.append(flags[-1] or renames(segment))
             position = index
-        with self._lock:
-            self._recent.append(_Conversion(variant, messages, starts, ends, flags, list(out)))
+        if messages:
+            kept = _Conversion(variant, messages, starts, ends, flags, list(out))
+            with self._lock:
+                self._recent[id(messages[0])] = kept
+                self._recent.move_to_end(id(messages[0]))
+                while len(self._recent) > self._size:
+                    self._recent.popitem(last=False)
         return out
 
     def _best_prefix(self, messages: tuple[Any, ...], variant: Any
                      ) -> tuple[list[int], list[int], list[bool], list[Any]] | None:
         """The longest reusable start: segment starts, output ends, flags and output."""
+        if not messages:
+            return None
         with self._lock:
-            recent = list(self._recent)
-        best: tuple[list[int], list[int], list[bool], list[Any]] | None = None
-        best_start = 0
-        for kept in recent:
-            if kept.variant != variant:
-                continue
-            shared = _shared_prefix(kept.messages, messages)
-            # the last segment start within the shared prefix that also starts a segment of
-            # this request (the old list's end may be followed by more of its last segment)
-            k = bisect.bisect_right(kept.starts, shared) - 1
-            while k > 0 and kept.starts[k] < len(messages) and not _starts_segment(
-                    messages[kept.starts[k]]):
-                k -= 1
-            if k <= 0 or kept.starts[k] <= best_start:
-                continue
-            best_start = kept.starts[k]
-            best = (kept.starts[:k + 1], kept.ends[:k + 1], kept.flags[:k + 1],
-                    kept.output[:kept.ends[k]])
-        return best
+            kept = self._recent.get(id(messages[0]))
+        # the same first object (not a new one at a reused address), the same settings
+        if kept is None or kept.messages[0] is not messages[0] or kept.variant != variant:
+            return None
+        shared = shared_prefix(kept.messages, messages)
+        # the last segment start within the shared prefix that also starts a segment of
+        # this request (the old list's end may be followed by more of its last segment)
+        k = bisect.bisect_right(kept.starts, shared) - 1
+        while k > 0 and kept.starts[k] < len(messages) and not _starts_segment(
+                messages[kept.starts[k]]):
+            k -= 1
+        if k <= 0:
+            return None
+        return (kept.starts[:k + 1], kept.ends[:k + 1], kept.flags[:k + 1],
+                kept.output[:kept.ends[k]])
 
 
 class _Conversion:
@@ -358,16 +365,6 @@ class _Conversion:
         self.ends = ends
         self.flags = flags
         self.output = output
-
-
-def _shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-    """How many leading elements are the same objects."""
-    if len(a) <= len(b) and all(map(operator.is_, a, b)):
-        return len(a)
-    for index, same in enumerate(map(operator.is_, a, b)):
-        if not same:
-            return index
-    return min(len(a), len(b))
 
 
 def _starts_segment(message: Any) -> bool:

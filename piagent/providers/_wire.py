@@ -7,8 +7,11 @@ encoders and the decoder with a readable error.
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import Iterator, Mapping
+import operator
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +20,8 @@ import urllib3.response
 from ..errors import ProviderResponseError
 from ._errors import clip
 
-__all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "SSEEvent", "SSERequest", "arguments_json",
-           "json_dumps", "parse_event_json"]
+__all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
+           "arguments_json", "json_dumps", "parse_event_json", "shared_prefix"]
 
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 """(connect, read) seconds; the read timeout is the longest silence between two reads."""
@@ -47,47 +50,74 @@ class SSEEvent:
     truncated: bool = False
 
 
+_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")  # what ends an event
+_PENDING_LIMIT = 64  # chunks kept before they are cut at their last boundary
+
+
 class ChunkSource:
-    """Feeds sseclient large ``read1`` chunks (not ``Response.__iter__``'s 128 bytes).
+    """Feeds sseclient whole chunks: each HTTP chunk as urllib3's ``read_chunked`` yields it
+    (a chunked body, the usual event stream), else large ``read1`` chunks (not
+    ``Response.__iter__``'s 128 bytes).
 
     Also remembers the bytes after the last event boundary, which sseclient drops when they
-    are not SSE fields (Gemini's bare JSON error tail, an HTML error page).
+    are not SSE fields (Gemini's bare JSON error tail, an HTML error page). That costs one
+    ``endswith`` per chunk: only chunks that do not end an event are kept.
     """
 
     def __init__(self, raw: urllib3.response.HTTPResponse) -> None:
-        self._read1 = raw.read1
+        self._raw = raw
         self.exhausted = False
-        self._tail: list[bytes] = []
-        self._last = b""  # the last 3 bytes seen, to find boundaries split across chunks
+        self._pending: list[bytes] = []  # the chunks since the last one that ended an event
+        self._chunks: Iterator[bytes] | None = None
 
     def __iter__(self) -> Iterator[bytes]:
-        read1 = self._read1
-        while True:
-            chunk = read1(_READ_SIZE, decode_content=True)
-            if not chunk:
-                break
-            self._track_tail(chunk)
+        raw = self._raw
+        self._chunks = chunks = (raw.read_chunked(decode_content=True)
+                                 if raw.chunked and raw.supports_chunked_reads()
+                                 else self._read1_chunks())
+        pending = self._pending
+        for chunk in chunks:
+            if not chunk.endswith(_BOUNDARIES):
+                pending.append(chunk)
+                if len(pending) > _PENDING_LIMIT:
+                    self._pending = pending = [self.tail]
+            elif pending:
+                pending.clear()
             yield chunk
         self.exhausted = True
 
-    def _track_tail(self, chunk: bytes) -> None:
-        joined = self._last + chunk
-        cut = -1
-        for sep in (b"\n\n", b"\r\r", b"\r\n\r\n"):
-            at = joined.rfind(sep)
-            if at >= 0:
-                cut = max(cut, at + len(sep))
-        if cut >= 0:
-            rest = joined[cut:]
-            self._tail = [rest] if rest else []
-        else:
-            self._tail.append(chunk)
-        self._last = joined[-3:]
+    def drain(self, max_chunks: int) -> bool:
+        """Read the rest of the body (after the terminal event: usually just the chunked
+        terminator), which hands the connection back to the pool; False if more than
+        ``max_chunks`` chunks were still coming. Raises what a read raises (a timeout when
+        the server keeps the stream open)."""
+        chunks = self._chunks
+        if chunks is None:
+            chunks = self._chunks = iter(self)
+        for count, _ in enumerate(chunks):
+            if count >= max_chunks:
+                return False
+        self.exhausted = True
+        return True
+
+    def _read1_chunks(self) -> Iterator[bytes]:
+        read1 = self._raw.read1
+        while True:
+            chunk = read1(_READ_SIZE, decode_content=True)
+            if not chunk:
+                return
+            yield chunk
 
     @property
     def tail(self) -> bytes:
         """What followed the last blank line ("" when the stream ended on an event)."""
-        return b"".join(self._tail)
+        joined = b"".join(self._pending)
+        cut = 0
+        for sep in _BOUNDARIES:
+            at = joined.rfind(sep)
+            if at >= 0:
+                cut = max(cut, at + len(sep))
+        return joined[cut:]
 
     def close(self) -> None:
         return None  # the response is closed by SSEResponse
@@ -106,6 +136,76 @@ def arguments_json(arguments: Any) -> str:
 def json_dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, the encoding used for every request body."""
     return _BODY_ENCODER.encode(value).encode("utf-8")
+
+
+class PrefixEncoder:
+    """Request bodies like ``json_dumps`` makes them, re-encoding only what is new in the list.
+
+    A conversation re-sends its whole transcript every turn. ``encode(body, field)`` keeps
+    each item of ``body[field]`` encoded, per conversation (found by the list's first item),
+    and reuses the encoding of the leading items that are the very objects encoded the last
+    time: a turn encodes its new messages only. Items must not be mutated once encoded (the
+    adapters' converted messages never are: the conversion caches share them too).
+
+    Thread safety: every method may be called from any thread (``_lock`` guards
+    ``_recent``). Bounded: the latest encoding of ``size`` conversations.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._lock = threading.Lock()  # guards _recent
+        self._size = size
+        # id(first item) -> (the items, their encodings), oldest conversation first
+        self._recent: collections.OrderedDict[
+            int, tuple[tuple[Any, ...], list[bytes]]] = collections.OrderedDict()
+
+    def encode(self, body: Mapping[str, Any], field: str) -> bytes:
+        """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list."""
+        encode = _BODY_ENCODER.encode
+        parts: list[bytes] = []
+        for key, value in body.items():
+            parts.append(b"," if parts else b"{")
+            parts.append(encode(key).encode("utf-8"))
+            if key == field:
+                parts.append(b":[")
+                parts.append(b",".join(self._encoded_items(value)))
+                parts.append(b"]")
+            else:
+                parts.append(b":")
+                parts.append(encode(value).encode("utf-8"))
+        parts.append(b"}" if parts else b"{}")
+        return b"".join(parts)
+
+    def _encoded_items(self, items: Sequence[Any]) -> list[bytes]:
+        items = tuple(items)
+        if not items:
+            return []
+        key = id(items[0])
+        with self._lock:
+            kept = self._recent.get(key)
+        shared = 0
+        pieces: list[bytes] = []
+        if kept is not None and kept[0][0] is items[0]:  # that very object, not its address
+            old_items, old_pieces = kept
+            shared = shared_prefix(old_items, items)
+            pieces = old_pieces[:shared]
+        encode = _BODY_ENCODER.encode
+        pieces.extend(encode(item).encode("utf-8") for item in items[shared:])
+        with self._lock:
+            self._recent[key] = (items, pieces)
+            self._recent.move_to_end(key)
+            while len(self._recent) > self._size:
+                self._recent.popitem(last=False)
+        return pieces
+
+
+def shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+    """How many leading elements are the same objects."""
+    if len(a) <= len(b) and all(map(operator.is_, a, b)):
+        return len(a)
+    for index, same in enumerate(map(operator.is_, a, b)):
+        if not same:
+            return index
+    return min(len(a), len(b))
 
 
 def _int_or_float(text: str) -> int | float:

@@ -44,6 +44,7 @@ from ._transform import (
     system_update_text,
     transform_messages,
 )
+from ._wire import PrefixEncoder
 from .kit import (
     HttpClient,
     MessageBuilder,
@@ -225,6 +226,7 @@ def _convert_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
 
 
 _SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
+_BODIES = PrefixEncoder()  # the JSON of converted messages, reused across requests
 
 
 def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
@@ -347,7 +349,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     state = _StreamState(call.out, call.label)
-    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+    encoded = _BODIES.encode(body, "messages")  # old messages' JSON reused
+    with call.open_sse(SSERequest(url=url, body=encoded, headers=headers)) as sse:
         for event in sse.events():
             state.handle(event)
             if state.stopped:

@@ -41,6 +41,7 @@ from ._transform import (
     system_update_text,
     transform_messages,
 )
+from ._wire import PrefixEncoder
 from .kit import (
     HttpClient,
     MessageBuilder,
@@ -138,7 +139,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
     if prompt:
         out.append({"role": role, "content": prompt})
     images_ok = "image" in model.input
-    variant = repr(compat)  # the cache key of these settings (compat holds dicts: no hash)
+    variant = compat  # compared with == (compat holds dicts: no hash); one object per model
     pending_images: list[dict[str, Any]] = []
     for message in messages[start:]:
         if pending_images and not isinstance(message, ToolResultMessage):
@@ -162,6 +163,7 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's wire dict, per compat settings
 _SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
+_BODIES = PrefixEncoder()  # the JSON of converted messages, reused across requests
 
 
 def _convert(model: Model, messages: Sequence[AgentMessage],
@@ -174,7 +176,7 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
 
     if not compat.supports_mid_convo_system_messages:
         return convert(messages)  # every system message folds into the head: no segments
-    variant = (model.provider, model.api, model.id, tuple(model.input), repr(compat))
+    variant = (model.provider, model.api, model.id, tuple(model.input), compat)
     return _SEGMENTS.convert(messages, variant, convert,
                              lambda part: renames_tool_call_ids(part, model, normalize))
 
@@ -317,7 +319,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
     state = _StreamState(call.out, call.label)
-    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+    encoded = _BODIES.encode(body, "messages")  # old messages' JSON reused
+    with call.open_sse(SSERequest(url=url, body=encoded, headers=headers)) as sse:
         for event in sse.events():
             if event.data.strip() == "[DONE]":
                 state.done = True

@@ -306,3 +306,33 @@ def test_errored_history_is_not_sent(sse_server):
     stream_simple(_model(sse_server), _context(broken), StreamOptions(api_key=KEY)).result(WAIT)
     body = sse_server.requests[0].json
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+# --- the connection after [DONE] ---------------------------------------------------------------
+
+
+def _done_reply(*after) -> Reply:
+    body = [sse(_chunk({"content": "hi"})), sse(_chunk({}, finish="stop")), b"data: [DONE]\n\n"]
+    return Reply(body=[*body, *after])
+
+
+def test_the_connection_is_reused_after_done(sse_server):
+    sse_server.add(_done_reply(), _done_reply())
+    for _ in range(2):
+        message = stream_simple(_model(sse_server), _context(),
+                                StreamOptions(api_key="k")).result(WAIT)
+        assert message.stop_reason == "stop"
+    assert sse_server.requests[0].peer == sse_server.requests[1].peer
+
+
+@pytest.mark.parametrize("after", [[Stall()], [sse(_chunk({"content": "x"}))] * 40],
+                         ids=["stays-open", "keeps-sending"])
+def test_a_server_that_goes_on_after_done_loses_the_connection_not_the_answer(sse_server,
+                                                                              after):
+    sse_server.add(_done_reply(*after), _done_reply())
+    for _ in range(2):
+        message = stream_simple(_model(sse_server), _context(),
+                                StreamOptions(api_key="k")).result(WAIT)
+        assert message.stop_reason == "stop"
+        assert [b.text for b in message.content] == ["hi"]
+    assert sse_server.requests[0].peer != sse_server.requests[1].peer

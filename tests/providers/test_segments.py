@@ -159,3 +159,55 @@ def test_anthropic_cache_breakpoint_is_not_left_on_reused_messages() -> None:
     marked = [m for m in body["messages"]
               if any("cache_control" in block for block in m["content"])]
     assert marked == [body["messages"][-1]]  # only the last user message, once
+
+
+def test_a_conversation_is_reused_while_other_conversations_are_converted() -> None:
+    """The cache finds a conversation by its first message: other agents' requests in
+    between (more than it keeps in all) do not push it out."""
+    import piagent.providers.openai_completions as oc
+
+    compat = get_compat(MODEL)
+
+    def transcript(tag: str) -> list[Any]:
+        out: list[Any] = [SystemMessage(f"sys {tag}", timestamp=0), UserMessage(f"q {tag}")]
+        out.append(AssistantMessage([TextContent("a")], api=MODEL.api, provider=MODEL.provider,
+                                    model=MODEL.id, stop_reason="stop"))
+        return out
+
+    mine = transcript("mine")
+    _convert(MODEL, mine, compat)
+    others = [transcript(str(i)) for i in range(5)]
+    for _ in range(3):  # 15 conversions of other conversations
+        for other in others:
+            other.append(UserMessage("more"))
+            _convert(MODEL, other, compat)
+    converted: list[int] = []
+    original = oc.transform_messages
+
+    def counting(part: Any, *args: Any) -> Any:
+        converted.append(len(part))
+        return original(part, *args)
+
+    oc.transform_messages = counting  # type: ignore[assignment]
+    try:
+        mine.append(UserMessage("next"))
+        assert _convert(MODEL, mine, compat) == whole(MODEL, mine)
+    finally:
+        oc.transform_messages = original  # type: ignore[assignment]
+    assert converted == [1]
+
+
+def test_compat_is_detected_once_per_model_settings() -> None:
+    model = Model(id="m", api="openai-completions", provider="deepseek",
+                  base_url="https://api.deepseek.com/v1")
+    first = get_compat(model)
+    assert get_compat(Model(id="m", api="openai-completions", provider="deepseek",
+                            base_url="https://api.deepseek.com/v1")) is first
+    assert first.max_tokens_field == "max_tokens"
+    model.compat = {"maxTokensField": "max_completion_tokens"}
+    changed = get_compat(model)
+    assert changed is not first and changed.max_tokens_field == "max_completion_tokens"
+    assert get_compat(model) is changed
+    model.compat = {"reasoningEffortMap": {"high": "max"}}  # a dict value: no cache, still right
+    assert get_compat(model).reasoning_effort_map == {"high": "max"}
+    assert get_compat(model) == get_compat(model)

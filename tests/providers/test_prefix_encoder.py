@@ -1,0 +1,70 @@
+"""PrefixEncoder: request bodies byte for byte as ``json_dumps`` makes them, with the JSON of
+a conversation's old messages reused (only new message objects are encoded)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import piagent.providers._wire as wire
+from piagent.providers._wire import PrefixEncoder, json_dumps
+
+texts = st.text(max_size=8)  # non-ASCII included: the body is UTF-8, not \u escapes
+messages = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]),
+                                  "content": texts | st.none()})
+
+
+def body(items: list[Any], model: str = "m") -> dict[str, Any]:
+    return {"model": model, "messages": items, "stream": True, "tools": [{"n": "é"}]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["append", "replace", "truncate", "other"]),
+                          messages), min_size=1, max_size=12))
+def test_every_body_is_what_json_dumps_makes(steps: list[tuple[str, dict[str, Any]]]) -> None:
+    encoder = PrefixEncoder(size=2)
+    mine: list[Any] = [{"role": "system", "content": "s"}]
+    other: list[Any] = [{"role": "system", "content": "o"}]
+    for action, message in steps:
+        if action == "append":
+            mine.append(message)
+        elif action == "replace" and len(mine) > 1:
+            mine[len(mine) // 2] = message  # a new object in the middle: re-encoded from there
+        elif action == "truncate":
+            del mine[1:]
+        else:
+            other.append(message)
+            assert encoder.encode(body(other, "x"), "messages") == json_dumps(body(other, "x"))
+        encoded = encoder.encode(body(mine), "messages")
+        assert encoded == json_dumps(body(mine))
+        assert json.loads(encoded)["messages"] == mine
+
+
+def test_only_new_messages_are_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    encoder = PrefixEncoder()
+    transcript: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    encoder.encode(body(transcript), "messages")
+    seen: list[Any] = []
+    real = wire._BODY_ENCODER
+
+    class Counting(json.JSONEncoder):
+        def encode(self, o: Any) -> str:
+            seen.append(o)
+            return real.encode(o)
+
+    monkeypatch.setattr(wire, "_BODY_ENCODER", Counting())
+    transcript.append({"role": "assistant", "content": "a"})
+    assert encoder.encode(body(transcript), "messages") == json_dumps(body(transcript))
+    assert [m for m in seen if isinstance(m, dict) and "role" in m] == [transcript[-1]]
+
+
+def test_an_empty_list_and_a_new_conversation() -> None:
+    encoder = PrefixEncoder()
+    assert encoder.encode(body([]), "messages") == json_dumps(body([]))
+    first = [{"role": "user", "content": "a"}]
+    assert encoder.encode(body(first), "messages") == json_dumps(body(first))
+    equal_but_new = [{"role": "user", "content": "b"}]
+    assert encoder.encode(body(equal_but_new), "messages") == json_dumps(body(equal_but_new))
