@@ -131,6 +131,8 @@ _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up(
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
 _BUSY_RESUME = "Agent is already processing. Wait for completion before resuming."
+_BUSY_REPLACE = ("Agent is already processing. Wait for completion before replacing the "
+                 "transcript (agent.state.messages) of a session kept in a store.")
 
 # what a run starts from: (prompts or None to continue, skip the initial steering poll,
 # and for resume() the ids of the tool calls the store marked started, else None)
@@ -268,7 +270,7 @@ class Agent:
         self._store = store
         self._store_session = self.session_id = session_id
         self._stored_count = len(self._state.messages)
-        self._state._before_replace = self._replace_stored
+        self._state._replace = self._assign_messages
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
@@ -460,6 +462,17 @@ class Agent:
             return
         store.replace(session_id, messages)
         self._stored_count = len(messages)
+
+    def _assign_messages(self, messages: list[AgentMessage]) -> None:
+        """An assignment to ``state.messages`` with a store: refused while a run is live
+        (its own appends would race the replacement), except on the run's own thread (a
+        listener), where nothing else touches the transcript meanwhile."""
+        with self._run_lock:
+            run = self._active
+            if run is not None and run._thread is not threading.current_thread():
+                raise AgentBusyError(_BUSY_REPLACE)
+            self._replace_stored(messages)
+            self._state._messages = messages
 
     def _persist(self, message: AgentMessage) -> None:
         """Store a message that just ended (the reducer has added it to the state).
