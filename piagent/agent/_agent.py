@@ -667,7 +667,13 @@ class Agent:
         """The reducer, the run's record, then every listener in order (a barrier)."""
         self._state._apply(event)
         if event.type == "message_end" and self._store is not None:
-            self._persist(event.message)  # before anyone sees the event (durable.md §1)
+            try:
+                self._persist(event.message)  # before anyone sees the event (durable.md §1)
+            except Exception:
+                # the message is in the transcript though not stored: it counts as added
+                # (agent_end.messages) and as delivered (a queued one is not put back)
+                run._kept(event.message)
+                raise
         run._observe(event)
         signal = run.signal
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed

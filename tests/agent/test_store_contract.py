@@ -70,3 +70,61 @@ def test_a_listener_may_assign_messages_on_the_runs_own_thread() -> None:
     agent.prompt("go")
     assert agent.state.error_message is None
     assert labels(store.load("s")) == [("assistant", "stop:done")]
+
+
+def test_a_store_failing_on_a_steering_message_fails_the_run_without_duplicating_it() -> None:
+    gate = GateTool()
+    store = FailOnText("steer me")
+    agent, fn = make_agent([assistant_tool_calls(("read", {"path": "a"}, "c1")),
+                            assistant_text("never"), assistant_text("after")],
+                           tools=[gate.tool], store=store, session_id="s")
+    ends: list[str] = []
+    agent.subscribe(lambda e, s: ends.append(e.type))
+    run = agent.prompt("go", block=False)
+    assert gate.started("c1").wait(WAIT)
+    agent.steer("steer me")
+    gate.release("c1").set()
+    assert run.wait(WAIT)
+    assert "failed to store the user message" in (agent.state.error_message or "")
+    assert fn.call_count == 1  # nothing after the failed message ran
+    assert ends[-1] == "agent_end"
+    # the message is in the transcript (it is not lost) and not back in the queue as well
+    assert [text for role, text in labels(agent.state.messages)].count("steer me") == 1
+    assert not agent.has_queued_messages()
+    assert [text for role, text in labels(run.messages)].count("steer me") == 1
+
+
+def test_a_store_failing_on_a_follow_up_fails_the_run_without_duplicating_it() -> None:
+    store = FailOnText("later")
+    agent, fn = make_agent([assistant_text("first"), assistant_text("never")], store=store,
+                           session_id="s")
+    agent.follow_up("later")
+    agent.prompt("go")
+    assert "failed to store the user message" in (agent.state.error_message or "")
+    assert fn.call_count == 1
+    assert [text for role, text in labels(agent.state.messages)].count("later") == 1
+    assert not agent.has_queued_messages()
+
+
+def test_a_store_failing_in_resume_fails_the_run() -> None:
+    class FailResults(MemoryStore):
+        def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
+            if any(getattr(m, "role", None) == "toolResult" for m in messages):
+                msg = "disk full"
+                raise OSError(msg)
+            super().append(session_id, messages)
+
+    store = FailResults()
+    store.append("s", [UserMessage("go"), assistant_tool_calls(("read", {"path": "a"}, "c1"),
+                                                               ("read", {"path": "b"}, "c2"))])
+    gate = GateTool()
+    gate.release("c1").set()
+    gate.release("c2").set()
+    agent, fn = make_agent([assistant_text("never")], tools=[gate.tool], store=store,
+                           session_id="s")
+    events: list[str] = []
+    agent.subscribe(lambda e, s: events.append(e.type))
+    agent.resume()
+    assert "failed to store the toolResult message" in (agent.state.error_message or "")
+    assert fn.call_count == 0
+    assert events[-1] == "agent_end"
