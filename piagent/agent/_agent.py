@@ -50,6 +50,7 @@ from ..messages import (
     TextContent,
     ThinkingLevel,
     ToolCall,
+    messages_to_json,
 )
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
@@ -524,6 +525,13 @@ class Agent:
             msg = ("resume() needs a session store: create the agent with "
                    "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
             raise ValueError(msg)
+        if self._stored_count == len(self._state.messages):
+            # nothing is missing from the store: it is the truth, and another process may
+            # have gone on with the session since this agent last ran (durable.md §3)
+            stored = store.load(session_id)
+            if messages_to_json(stored) != messages_to_json(self._state.messages):
+                self._state._reset(stored)
+                self._stored_count = len(stored)
         if unanswered_tool_calls(self._state.messages) is None:
             return self._continue_input(takings)
         return None, False, frozenset(store.started(session_id))

@@ -39,7 +39,6 @@ class FailOnText(MemoryStore):
         super().append(session_id, messages)
 
 
-
 def test_assigning_messages_during_a_live_run_is_refused() -> None:
     gate = GateTool()
     store = MemoryStore()
@@ -128,3 +127,21 @@ def test_a_store_failing_in_resume_fails_the_run() -> None:
     assert "failed to store the toolResult message" in (agent.state.error_message or "")
     assert fn.call_count == 0
     assert events[-1] == "agent_end"
+
+
+def test_resume_reads_what_another_agent_appended_to_the_store() -> None:
+    store = MemoryStore()
+    gate = GateTool()
+    gate.release("c1").set()
+    agent, fn = make_agent([assistant_text("resumed")], tools=[gate.tool], store=store,
+                           session_id="s")
+    # meanwhile another process (another Agent on the same store) ran and crashed mid-batch
+    store.append("s", [UserMessage("elsewhere"),
+                       assistant_tool_calls(("read", {"path": "a"}, "c1"))])
+    agent.resume()
+    assert agent.state.error_message is None
+    assert gate.finished("c1").is_set()
+    assert labels(store.load("s")) == [
+        ("system", ""), ("user", "elsewhere"), ("assistant", "toolUse:call:c1"), ("toolResult", "c1:a:ok"),
+        ("assistant", "stop:resumed")]
+    assert messages_to_json(store.load("s")) == messages_to_json(agent.state.messages)
