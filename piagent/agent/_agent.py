@@ -51,6 +51,7 @@ from ..messages import (
     TextContent,
     ThinkingLevel,
     ToolCall,
+    messages_to_json,
 )
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
@@ -132,6 +133,8 @@ _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up(
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
 _BUSY_RESUME = "Agent is already processing. Wait for completion before resuming."
+_BUSY_REPLACE = ("Agent is already processing. Wait for completion before replacing the "
+                 "transcript (agent.state.messages) of a session kept in a store.")
 
 # what a run starts from: (prompts or None to continue, skip the initial steering poll,
 # and for resume() the ids of the tool calls the store marked started, else None)
@@ -271,7 +274,7 @@ class Agent:
         self._store = store
         self._store_session = self.session_id = session_id
         self._stored_count = len(self._state.messages)
-        self._state._before_replace = self._replace_stored
+        self._state._replace = self._assign_messages
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
@@ -481,6 +484,17 @@ class Agent:
         store.replace(session_id, messages)
         self._stored_count = len(messages)
 
+    def _assign_messages(self, messages: list[AgentMessage]) -> None:
+        """An assignment to ``state.messages`` with a store: refused while a run is live
+        (its own appends would race the replacement), except on the run's own thread (a
+        listener), where nothing else touches the transcript meanwhile."""
+        with self._run_lock:
+            run = self._active
+            if run is not None and run._thread is not threading.current_thread():
+                raise AgentBusyError(_BUSY_REPLACE)
+            self._replace_stored(messages)
+            self._state._messages = messages
+
     def _persist(self, message: AgentMessage) -> None:
         """Store a message that just ended (the reducer has added it to the state).
 
@@ -531,6 +545,13 @@ class Agent:
             msg = ("resume() needs a session store: create the agent with "
                    "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
             raise ValueError(msg)
+        if self._stored_count == len(self._state.messages):
+            # nothing is missing from the store: it is the truth, and another process may
+            # have gone on with the session since this agent last ran (durable.md §3)
+            stored = store.load(session_id)
+            if messages_to_json(stored) != messages_to_json(self._state.messages):
+                self._state._reset(stored)
+                self._stored_count = len(stored)
         if unanswered_tool_calls(self._state.messages) is None:
             return self._continue_input(takings)
         return None, False, frozenset(store.started(session_id))
@@ -684,7 +705,13 @@ class Agent:
         """The reducer, the run's record, then every listener in order (a barrier)."""
         self._state._apply(event)
         if event.type == "message_end" and self._store is not None:
-            self._persist(event.message)  # before anyone sees the event (durable.md §1)
+            try:
+                self._persist(event.message)  # before anyone sees the event (durable.md §1)
+            except Exception:
+                # the message is in the transcript though not stored: it counts as added
+                # (agent_end.messages) and as delivered (a queued one is not put back)
+                run._kept(event.message)
+                raise
         run._observe(event)
         signal = run.signal
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed

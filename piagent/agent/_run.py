@@ -171,6 +171,12 @@ class AgentRun:
             with self._events_cond:
                 self._events_cond.notify_all()
 
+    def _kept(self, message: AgentMessage) -> None:
+        """A message that reached the transcript but whose ``message_end`` failed before
+        the listeners saw it (its store raised): the run added it, and it was delivered."""
+        self._messages.append(message)
+        self.takings.delivered(message)
+
     def _settle(self) -> None:
         """The worker thread's last act: close the event buffer, wake every waiter."""
         with self._events_cond:

@@ -17,7 +17,8 @@ class AgentState:
     """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
 
     With a session store, assigning ``messages`` replaces the stored transcript first (a
-    store that raises leaves the state as it was). In-place changes to the live list that
+    store that raises leaves the state as it was); while a run is live it is refused with
+    ``AgentBusyError``, except from the run's own thread (a listener). In-place changes to the live list that
     add or remove messages are caught when the next message is stored (the whole list then
     replaces the stored transcript); assign the list to store any other edit at once.
 
@@ -39,9 +40,10 @@ class AgentState:
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
-        # set by the Agent when it has a session store: called with the new transcript
-        # before an assignment to ``messages`` takes effect (a raising store refuses it)
-        self._before_replace: Callable[[list[AgentMessage]], None] | None = None
+        # set by the Agent when it has a session store: an assignment to ``messages`` is
+        # handed to it, and it stores the new transcript, then sets ``_messages`` (a raising
+        # store, or a live run on another thread, refuses the assignment)
+        self._replace: Callable[[list[AgentMessage]], None] | None = None
 
     def __repr__(self) -> str:
         model = self.model.id if self.model is not None else None
@@ -71,9 +73,10 @@ class AgentState:
     @messages.setter
     def messages(self, messages: Iterable[AgentMessage]) -> None:
         new = list(messages)
-        if self._before_replace is not None:
-            self._before_replace(new)  # the session store's transcript is replaced first
-        self._messages = new
+        if self._replace is not None:
+            self._replace(new)  # the session store's transcript is replaced first
+        else:
+            self._messages = new
 
     @property
     def is_streaming(self) -> bool:

@@ -4,7 +4,9 @@ Each line is one record: ``{"seq": n, "message": {...pi-JSON...}}`` or ``{"seq":
 "started": "<tool-call id>"}``. The lines of one multi-message ``append`` but its last carry
 ``"more": true``, so an append cut short by a crash is recognised and dropped whole. The file
 is flushed and fsynced before ``append`` returns; ``replace`` writes a new file and renames it
-over the old one.
+over the old one. An append reads only the bytes other writers added since this store's
+last one (it keeps the file's tail, checked against the file under the lock), so its cost
+does not grow with the transcript.
 
 Across processes, writers take an exclusive ``flock`` on the directory's ``.piagent.lock``
 and readers a shared one (POSIX; elsewhere only the threads of one process are serialised).
@@ -62,6 +64,18 @@ class _Parsed:
     size: int
 
 
+@dataclass
+class _Tail:
+    """What an append needs to know of a file, kept between appends so that one costs the
+    bytes other writers added since, not the whole file (checked against the file each time)."""
+
+    file: tuple[int, int]  # (st_dev, st_ino): a replace() renames a new file over it
+    end: int  # bytes up to the end of the last committed record (or the header line)
+    count: int  # committed records
+    started: set[str]  # the tool-call ids marked started
+    last: bytes  # the last committed line with its newline, found again at ``end``
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -84,6 +98,9 @@ class JsonlStore:
         # serialises this process's threads around every read and write; the flock on
         # _lock_path does the same across processes
         self._lock = threading.RLock()
+        # per file path, the tail an append starts from (guarded by _lock; trusted only
+        # after _tail() has checked it against the file under the exclusive flock)
+        self._tails: dict[Path, _Tail] = {}
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.directory)!r})"
@@ -203,11 +220,68 @@ class JsonlStore:
         finally:
             os.close(fd)
 
+    def _tail(self, session_id: str, path: Path) -> _Tail | None:
+        """The file's tail, under the exclusive lock: the kept one, brought up to date with
+        what other writers appended since; a full read when it cannot be trusted (a new or
+        replaced file, or a first append). ``None`` when there is no file yet."""
+        try:
+            f = path.open("rb")
+        except FileNotFoundError:
+            self._tails.pop(path, None)
+            return None
+        with f:
+            st = os.fstat(f.fileno())
+            tail = self._tails.get(path)
+            if tail is not None and tail.file == (st.st_dev, st.st_ino) \
+                    and st.st_size >= tail.end >= len(tail.last):
+                f.seek(tail.end - len(tail.last))
+                data = f.read()
+                if data.startswith(tail.last) and self._advance(tail, data[len(tail.last):]):
+                    return tail
+        parsed = self._parse(session_id, path, warn=False)
+        if parsed.size == 0:
+            self._tails.pop(path, None)
+            return None
+        with path.open("rb") as f:
+            head = f.read(parsed.good_end)
+        last = head[head.rstrip(b"\n").rfind(b"\n") + 1:]
+        tail = _Tail((st.st_dev, st.st_ino), parsed.good_end, len(parsed.records),
+                     {r["started"] for r in parsed.records if isinstance(r.get("started"), str)},
+                     last)
+        self._tails[path] = tail
+        return tail
+
+    @staticmethod
+    def _advance(tail: _Tail, data: bytes) -> bool:
+        """Move ``tail`` over the committed records in ``data`` (the bytes after it); False,
+        leaving it unchanged, if a line cannot be read (the full read then reports it)."""
+        lines = data.split(b"\n")
+        lines.pop()  # a torn last line, or b""
+        end, count, started, last = tail.end, tail.count, set(tail.started), tail.last
+        pending: list[dict[str, Any]] = []
+        offset = end
+        for raw in lines:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                return False
+            if not isinstance(value, dict):
+                return False
+            offset += len(raw) + 1
+            pending.append(value)
+            if not value.get("more"):
+                count += len(pending)
+                started |= {v["started"] for v in pending if isinstance(v.get("started"), str)}
+                pending = []
+                end, last = offset, raw + b"\n"
+        tail.end, tail.count, tail.started, tail.last = end, count, started, last
+        return True
+
     def _append_records(self, session_id: str, values: list[dict[str, Any]]) -> None:
         """Write records after the last committed one, under the exclusive lock."""
         path = self.path_of(session_id)
-        parsed = self._parse(session_id, path, warn=False)
-        start = len(parsed.records)
+        tail = self._tail(session_id, path)
+        start = tail.count if tail is not None else 0
         lines = []
         for i, value in enumerate(values):
             record = {"seq": start + i, **value}
@@ -215,18 +289,24 @@ class JsonlStore:
                 record["more"] = True
             lines.append(_dumps(record))
         body = ("\n".join(lines) + "\n").encode()
-        created = parsed.size == 0
+        created = tail is None
         if created:
             body = (_dumps({_HEADER_KEY: session_id, "version": 1}) + "\n").encode() + body
         with path.open("r+b" if not created else "wb") as f:
-            if not created and parsed.good_end != parsed.size:
-                f.truncate(parsed.good_end)  # drop what a crashed writer left half-done
+            if tail is not None:
+                f.truncate(tail.end)  # drop what a crashed writer left half-done
             f.seek(0, os.SEEK_END)
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
+            st = os.fstat(f.fileno())
         if created:
             self._fsync_dir(self.directory)
+        base = tail or _Tail((st.st_dev, st.st_ino), 0, 0, set(), b"")
+        self._tails[path] = _Tail(
+            (st.st_dev, st.st_ino), base.end + len(body), start + len(values),
+            base.started | {v["started"] for v in values if isinstance(v.get("started"), str)},
+            lines[-1].encode() + b"\n")
 
     def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
@@ -243,8 +323,8 @@ class JsonlStore:
             msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
             raise TypeError(msg)
         with self._locked(exclusive=True):
-            parsed = self._parse(session_id, self.path_of(session_id), warn=False)
-            if any(r.get("started") == tool_call_id for r in parsed.records):
+            tail = self._tail(session_id, self.path_of(session_id))
+            if tail is not None and tool_call_id in tail.started:
                 return
             self._append_records(session_id, [{"started": tool_call_id}])
 
@@ -255,6 +335,7 @@ class JsonlStore:
         keep = unanswered_call_ids(items)
         path = self.path_of(session_id)
         with self._locked(exclusive=True):
+            self._tails.pop(path, None)  # the file is rewritten: the next append reads it
             parsed = self._parse(session_id, path, warn=False)
             values += [{"started": r["started"]} for r in parsed.records
                        if r.get("started") in keep]
@@ -285,6 +366,7 @@ class JsonlStore:
     def delete(self, session_id: str) -> None:
         path = self.path_of(session_id)
         with self._locked(exclusive=True):
+            self._tails.pop(path, None)
             self._remove(path)
 
 

@@ -27,6 +27,7 @@ from ._protocol import (
 
 SCHEMA_VERSION = 1
 _IDLE_CONNECTIONS = 4  # connections kept open between calls; more are closed after use
+_SETUP_RETRY_S = 0.01  # first pause between setup attempts on a new file; doubles to 0.2 s
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS piagent_schema (
@@ -115,15 +116,7 @@ class SQLiteStore:
             # the first connections open one at a time: switching a new file to WAL from
             # two connections at once can fail with "database is locked" at once
             with self._setup_lock:
-                conn = self._open()
-                with self._lock:
-                    ready = self._schema_ready
-                if not ready:
-                    try:
-                        self._create_schema(conn)
-                    except BaseException:
-                        conn.close()
-                        raise
+                conn = self._set_up()
         try:
             yield conn
         except BaseException:
@@ -137,6 +130,37 @@ class SQLiteStore:
                 conn = None
         if conn is not None:
             conn.close()
+
+    def _set_up(self) -> sqlite3.Connection:
+        """The first connection: opened, switched to WAL, the schema created. Another process
+        doing the same to a new file at the same moment can make SQLite answer "database is
+        locked" at once, without waiting on the busy timeout (the journal-mode switch and the
+        first WAL-index setup take locks the busy handler does not cover); such an attempt is
+        retried, with growing pauses, until ``busy_timeout_s`` has passed."""
+        deadline = time.monotonic() + self._busy_timeout_s
+        pause = _SETUP_RETRY_S
+        while True:
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = self._open()
+                with self._lock:
+                    ready = self._schema_ready
+                if not ready:
+                    self._create_schema(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) \
+                        or time.monotonic() + pause > deadline:
+                    raise
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def _create_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

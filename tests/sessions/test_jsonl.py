@@ -82,3 +82,31 @@ def test_an_unknown_role_is_corrupt_not_dropped(tmp_path: Path) -> None:
         f.write(b'{"seq":1,"message":{"role":"alien","timestamp":1}}\n')
     with pytest.raises(SessionCorruptError, match="record 1 .*alien"):
         store.load("s")
+
+
+def test_appends_from_two_store_objects_interleave_with_every_seq_once(tmp_path: Path) -> None:
+    """An append reads only what other writers added since its last one (two ``JsonlStore``
+    objects on one directory stand for two processes); replacing, deleting and a torn
+    line written by someone else are all noticed."""
+    a, b = JsonlStore(tmp_path), JsonlStore(tmp_path)
+    a.append("s", [a_user("1")])
+    b.append("s", [a_user("2"), a_user("3")])
+    a.append("s", [a_user("4")])
+    a.mark_started("s", "c1")
+    b.mark_started("s", "c1")  # already marked by the other writer: not written twice
+    b.append("s", [a_user("5")])
+    assert same(a.load("s"), [a_user(t) for t in "12345"])
+    path = a.path_of("s")
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [r["seq"] for r in records] == list(range(6))
+    assert [r.get("started") for r in records].count("c1") == 1
+    b.replace("s", [a_user("x")])
+    a.append("s", [a_user("y")])
+    assert same(b.load("s"), [a_user("x"), a_user("y")])
+    with path.open("ab") as f:
+        f.write(b'{"seq": 2, "message": {"ro')  # another writer died mid-line
+    b.append("s", [a_user("z")])
+    assert same(a.load("s"), [a_user("x"), a_user("y"), a_user("z")])
+    b.delete("s")
+    a.append("s", [a_user("new")])
+    assert same(b.load("s"), [a_user("new")])

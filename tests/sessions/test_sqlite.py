@@ -128,3 +128,50 @@ def test_two_processes_append_to_one_session(tmp_path: Path) -> None:
         "SELECT seq FROM piagent_records WHERE session_id = 'shared' ORDER BY seq")]
     conn.close()
     assert seqs == list(range(len(seqs)))  # no gap, no duplicate
+
+
+# --- a new file opened by several processes at once ----------------------------------------
+
+OPENERS = 8
+FRESH_FILES = 6
+
+
+def _opener(path: str, go: int, results: multiprocessing.queues.Queue[str], n: int) -> None:
+    import os
+
+    os.read(go, 1)  # the barrier: the parent releases every opener with one write
+    try:
+        store = SQLiteStore(path)
+        store.append(f"s{n}", [a_user(f"m{n}")])
+        results.put(f"ok {len(store.load(f's{n}'))}")
+        store.close()
+    except Exception as exc:  # reported to the parent, which fails the test with it
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_that_open_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL and creating the schema from several processes at the
+    same moment can make SQLite answer "database is locked" at once (no busy wait)."""
+    import os
+
+    ctx = multiprocessing.get_context("fork")
+    outcomes: list[str] = []
+    for trial in range(FRESH_FILES):
+        path = str(tmp_path / f"new-{trial}.db")
+        read_end, write_end = os.pipe()
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_opener, args=(path, read_end, results, n))
+                 for n in range(OPENERS)]
+        for p in procs:
+            p.start()
+        os.write(write_end, b"x" * OPENERS)
+        outcomes += [results.get(timeout=WAIT * 6) for _ in procs]
+        for p in procs:
+            p.join(WAIT)
+            assert p.exitcode == 0
+        os.close(read_end)
+        os.close(write_end)
+        store = SQLiteStore(path)
+        assert store.session_ids() == sorted(f"s{n}" for n in range(OPENERS))
+        store.close()
+    assert [o for o in outcomes if o != "ok 1"] == []
