@@ -217,7 +217,29 @@ class _Runner:
         if not idle:
             msg = f"timeout must be a number of seconds > 0, got {timeout!r}."
             raise ValueError(msg)
+        if start >= 0:
+            self._check_seen(run_id, start)
         return self._events(run_id, start, idle)
+
+    def _check_seen(self, run_id: str, seq: int) -> None:
+        """``ValueError`` unless the run has stored event ``seq``: a reader can only have
+        seen those (a later id would skip events, ``agent_end`` among them, or wait for ever)."""
+        with self._backend.watch(run_id) as watch:
+            rows = watch.read(seq - 1)
+        if not rows or rows[0][0] != seq:
+            msg = (f"after={event_id(seq)!r} names no event of run {run_id!r} (its events so "
+                   f"far: {len(self._stored_ids(run_id))}); pass an id this run's events() "
+                   "yielded, or None for every event.")
+            raise ValueError(msg)
+
+    def _stored_ids(self, run_id: str) -> list[int]:
+        ids: list[int] = []
+        after = -1
+        with self._backend.watch(run_id) as watch:
+            while rows := watch.read(after):
+                ids.extend(seq for seq, _ in rows)
+                after = rows[-1][0]
+        return ids
 
     def _events(self, run_id: str, after: int, idle: float) -> Iterator[RunEvent | None]:
         with self._backend.watch(run_id) as watch:
