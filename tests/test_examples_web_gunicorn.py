@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,6 +107,9 @@ def server(request: pytest.FixtureRequest,
         process.stderr.close()
 
 
+CONNECT_WITHIN_S = 60.0  # seconds: how long connect() tries to reach another worker
+
+
 class Workers:
     """Keep-alive connections of one browser (one cookie), one per worker process."""
 
@@ -116,7 +120,11 @@ class Workers:
 
     def connect(self, exclude: set[int]) -> int:
         """A connection to a worker not in ``exclude``; its pid."""
-        for _ in range(400):
+        # which worker accepts a new connection is the kernel's choice; on a loaded machine
+        # one worker can lose hundreds of races in a row, so the bound is time, not tries
+        deadline, tries = time.monotonic() + CONNECT_WITHIN_S, 0
+        while time.monotonic() < deadline:
+            tries += 1
             session = requests.Session()
             adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
             session.mount("http://", adapter)
@@ -126,7 +134,8 @@ class Workers:
                 self.sessions[pid] = session
                 return pid
             session.close()
-        pytest.fail(f"400 connections never reached a worker outside {exclude}")
+        pytest.fail(f"{tries} connections in {CONNECT_WITHIN_S:g} s never reached a worker "
+                    f"outside {exclude}")
 
     def request(self, pid: int, method: str, path: str, **kwargs: Any) -> requests.Response:
         response = self.sessions[pid].request(method, f"{self.server.url}{path}",

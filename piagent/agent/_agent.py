@@ -677,12 +677,12 @@ class Agent:
 
             # _process with its lookups done once (the loop emits dozens of events a turn)
             apply, observe, signal = self._state._apply, run._observe, run.signal
-            persist = self._persist if self._store is not None else None
+            persist = self._store_ended if self._store is not None else None
 
             def emit(event: AgentEvent) -> None:
                 apply(event)
                 if persist is not None and event.type == "message_end":
-                    persist(event.message)  # before anyone sees the event (durable.md §1)
+                    persist(run, event.message)  # before anyone sees it (durable.md §1)
                 observe(event)
                 for listener in self._listeners:  # a snapshot: replaced, never changed
                     listener(event, signal)
@@ -705,17 +705,21 @@ class Agent:
         """The reducer, the run's record, then every listener in order (a barrier)."""
         self._state._apply(event)
         if event.type == "message_end" and self._store is not None:
-            try:
-                self._persist(event.message)  # before anyone sees the event (durable.md §1)
-            except Exception:
-                # the message is in the transcript though not stored: it counts as added
-                # (agent_end.messages) and as delivered (a queued one is not put back)
-                run._kept(event.message)
-                raise
+            self._store_ended(run, event.message)  # before anyone sees it (durable.md §1)
         run._observe(event)
         signal = run.signal
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed
             listener(event, signal)
+
+    def _store_ended(self, run: AgentRun, message: AgentMessage) -> None:
+        """Append a message at its ``message_end``, before the run's record and listeners."""
+        try:
+            self._persist(message)
+        except Exception:
+            # the message is in the transcript though not stored: it counts as added
+            # (agent_end.messages) and as delivered (a queued one is not put back)
+            run._kept(message)
+            raise
 
     def _fail_run(self, run: AgentRun, error: BaseException) -> None:
         """The seed's handleRunFailure: a synthetic assistant message closes the run."""
