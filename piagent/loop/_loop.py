@@ -11,6 +11,7 @@ messages only at the model boundary (``transform_context`` → ``convert_to_llm`
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 from collections.abc import Callable, Collection, Sequence
@@ -431,6 +432,24 @@ def _decision(value: Any) -> str | None:
 
 
 def _shallow_copy(message: AssistantMessage) -> AssistantMessage:
+    """A distinct message sharing each field's value with ``message`` (as ``copy.copy``).
+
+    The fields are assigned one by one (tests/loop/test_loop.py checks this list against
+    the dataclass): reading ``__dict__`` would make CPython build a dict for both
+    instances, two more GC-tracked objects per update event. A subclass gets ``copy.copy``
+    (which keeps the fields it adds); an attribute set on an instance beyond the declared
+    fields is not carried, as with ``dataclasses.replace``.
+    """
+    if type(message) is not AssistantMessage:
+        return copy.copy(message)
     copied = object.__new__(AssistantMessage)
-    copied.__dict__.update(message.__dict__)
+    copied.content = message.content
+    copied.api = message.api
+    copied.provider = message.provider
+    copied.model = message.model
+    copied.usage = message.usage
+    copied.stop_reason = message.stop_reason
+    copied.error_message = message.error_message
+    copied.thinking_level = message.thinking_level
+    copied.timestamp = message.timestamp
     return copied

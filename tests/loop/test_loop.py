@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ from piagent import (
     Model,
     PrepareRequestContext,
     RequestUpdate,
+    StartEvent,
     StreamOptions,
     SystemMessage,
     TextContent,
@@ -639,6 +641,41 @@ def test_start_and_update_events_carry_shallow_copies() -> None:
     partials = {id(e.assistant_message_event.partial) for e in rec.of("message_update")}
     assert all(id(m) not in partials for m in streamed)  # copies, not the stream's partial
     assert rec.of("message_end")[-1].message is final
+
+
+def test_streamed_copies_share_every_field_value_with_the_partial() -> None:
+    fn = ScriptedStreamFn([assistant_text("one two three")])
+    rec = Recorder()
+    run_agent_loop([user("go")], AgentContext(), make_config(fn), rec, stream_fn=fn)
+    updates = rec.of("message_update")
+    assert updates
+    names = [f.name for f in dataclasses.fields(AssistantMessage)]
+    for event in updates:
+        partial = event.assistant_message_event.partial
+        assert event.message is not partial
+        assert all(getattr(event.message, n) is getattr(partial, n) for n in names)
+
+
+@dataclasses.dataclass
+class _TaggedAssistant(AssistantMessage):
+    tag: str = "kept"
+
+
+def test_a_subclassed_partial_is_copied_with_its_own_fields() -> None:
+    def stream_fn(model: Any, context: Context, options: StreamOptions) -> Any:
+        stream = AssistantMessageEventStream()
+        partial = _TaggedAssistant(content=[TextContent(text="hi")], tag="mine")
+        stream.push(StartEvent(partial=partial))
+        stream.push(DoneEvent(reason="stop", message=partial))
+        stream.end()
+        return stream
+
+    rec = Recorder()
+    run_agent_loop([user("go")], AgentContext(), make_config(ScriptedStreamFn([])), rec,
+                   stream_fn=stream_fn)
+    start = rec.of("message_start")[-1].message
+    assert type(start) is _TaggedAssistant
+    assert start.tag == "mine"
 
 
 @pytest.mark.parametrize(("reasoning", "stamped"), [(None, "off"), ("medium", "medium")])
