@@ -39,7 +39,7 @@ from ._errors import (
     retry_delay_s,
 )
 from ._pool import HttpClient
-from ._sockets import SocketTracker, current
+from ._sockets import SocketTracker, current, post
 from ._wire import ChunkSource, SSEEvent, SSERequest, json_dumps
 
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_MAX_RETRY_DELAY_MS", "ProviderCall", "SSEResponse"]
@@ -159,10 +159,8 @@ class ProviderCall:
         current.tracker = self.tracker
         try:
             # never follow a redirect: it would carry the key headers to another server
-            response = self._session.post(request.url, data=body, headers=headers,
-                                          stream=True, timeout=request.timeout,
-                                          proxies=proxies, verify=verify,
-                                          allow_redirects=False)
+            response = post(self._session, request.url, body, headers,
+                            timeout=request.timeout, proxies=proxies, verify=verify)
         except requests.RequestException as exc:
             self.tracker.detach()
             self.raise_if_aborted()
