@@ -15,6 +15,7 @@ from ._sockets import new_session
 __all__ = ["HttpClient"]
 
 _IDLE_SESSIONS = 8  # idle sessions kept per client
+_URLS = 256  # URLs whose environment is kept (their origins' entries are kept apart)
 
 
 class HttpClient:
@@ -30,14 +31,19 @@ class HttpClient:
     def __init__(self, name: str, session_factory: Callable[[], requests.Session] = new_session):
         self.name = name
         self._session_factory = session_factory
-        self._idle_lock = threading.Lock()  # guards _idle and _environment
+        self._idle_lock = threading.Lock()  # guards _idle, _environment and _by_url
         self._idle: list[requests.Session] = []
-        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
+        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}  # by origin
+        self._by_url: dict[str, tuple[dict[str, str], bool | str]] = {}  # bounded by _URLS
 
     def environment(self, url: str) -> tuple[dict[str, str], bool | str]:
         """Proxies and TLS verification for ``url`` from the environment, as requests would
         read them with ``trust_env`` (``HTTPS_PROXY``, ``NO_PROXY``, ``REQUESTS_CA_BUNDLE``,
         ``CURL_CA_BUNDLE``); read once per origin."""
+        with self._idle_lock:
+            cached = self._by_url.get(url)
+        if cached is not None:
+            return cached
         parts = urllib.parse.urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         with self._idle_lock:
@@ -47,8 +53,11 @@ class HttpClient:
             verify: bool | str = (os.environ.get("REQUESTS_CA_BUNDLE")
                                   or os.environ.get("CURL_CA_BUNDLE") or True)
             cached = (proxies, verify)
-            with self._idle_lock:
-                self._environment[origin] = cached
+        with self._idle_lock:
+            cached = self._environment.setdefault(origin, cached)
+            if len(self._by_url) >= _URLS:
+                self._by_url.clear()
+            self._by_url[url] = cached
         return cached
 
     def checkout(self) -> requests.Session:
