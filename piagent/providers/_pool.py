@@ -15,7 +15,7 @@ from ._sockets import new_session
 __all__ = ["HttpClient"]
 
 _IDLE_SESSIONS = 8  # idle sessions kept per client
-_URLS = 256  # URLs whose environment is kept (their origins' entries are kept apart)
+_URLS = 256  # URLs (and origins) whose environment is kept
 
 
 class HttpClient:
@@ -33,13 +33,14 @@ class HttpClient:
         self._session_factory = session_factory
         self._idle_lock = threading.Lock()  # guards _idle, _environment and _by_url
         self._idle: list[requests.Session] = []
-        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}  # by origin
-        self._by_url: dict[str, tuple[dict[str, str], bool | str]] = {}  # bounded by _URLS
+        # by origin, and by URL (so a request does not split its URL): each bounded by _URLS
+        self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
+        self._by_url: dict[str, tuple[dict[str, str], bool | str]] = {}
 
     def environment(self, url: str) -> tuple[dict[str, str], bool | str]:
         """Proxies and TLS verification for ``url`` from the environment, as requests would
         read them with ``trust_env`` (``HTTPS_PROXY``, ``NO_PROXY``, ``REQUESTS_CA_BUNDLE``,
-        ``CURL_CA_BUNDLE``); read once per origin."""
+        ``CURL_CA_BUNDLE``); read once per origin (of the latest 256), kept per URL."""
         with self._idle_lock:
             cached = self._by_url.get(url)
         if cached is not None:
@@ -54,6 +55,8 @@ class HttpClient:
                                   or os.environ.get("CURL_CA_BUNDLE") or True)
             cached = (proxies, verify)
         with self._idle_lock:
+            if len(self._environment) >= _URLS and origin not in self._environment:
+                self._environment.clear()  # past _URLS origins: read again
             cached = self._environment.setdefault(origin, cached)
             if len(self._by_url) >= _URLS:
                 self._by_url.clear()

@@ -329,3 +329,6 @@ def test_environment_is_read_once_per_origin_and_cached_per_url_bounded(monkeypa
     for i in range(1000):
         assert client.environment(f"https://api.test/v1/{i}") == first
     assert len(client._by_url) <= 256  # bounded
+    for i in range(1000):
+        client.environment(f"https://h{i}.test/")
+    assert len(client._environment) <= 256
