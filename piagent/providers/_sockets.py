@@ -144,7 +144,11 @@ _NO_HOOKS: dict[str, list[Any]] = {"response": []}  # requests' default_hooks()
 
 
 class _Session(requests.Session):
-    """``new_session``'s session: keeps a prepared request per (URL, headers) for ``post``."""
+    """``new_session``'s session: keeps a prepared request per (URL, headers) for ``post``.
+
+    Thread safety: one request at a time, like any ``requests.Session`` (``HttpClient``
+    checks it out to one caller), so ``prepared`` needs no lock.
+    """
 
     def __init__(self) -> None:
         super().__init__()
