@@ -7,6 +7,7 @@ Two ways to feed it, one set of end-of-stream rules:
   whenever it needs the next event (provider adapters, the scripted test model). A step may
   yield an event, or push events itself and yield ``None``. No thread is started, no event
   crosses threads, yet ``push`` from another thread (an abort) still ends the stream at once.
+  A yielded event goes straight to the consumer unless something is queued before it.
 
 The stream is done when an event satisfies ``is_complete`` (its result is
 ``extract_result(event)``), or at ``end()``/``fail()``. Events pushed after that are dropped.
@@ -185,23 +186,11 @@ class EventStream(Generic[T, R]):
         return _STEPPED
 
     def _advance(self) -> bool:
-        """Run the pulled producer one step; False once it has finished."""
-        with self._steps_lock:
-            steps = self._steps
-            if steps is None:
-                return False
-            try:
-                event = next(steps)
-            except StopIteration:
-                self._steps = None
-                return False
-            except BaseException as exc:  # the producer broke: the stream ends with it
-                self._steps = None
-                self.fail(exc)
-                return False
-        if event is not None:
-            self.push(event)
-        return True
+        """Run the pulled producer one step, queueing its events; False once it has finished."""
+        pulled = self._pull()
+        if pulled is not _STEPPED and pulled is not _END:
+            self.push(pulled)  # result() hands nothing over: queued for a later iteration
+        return pulled is not _END
 
     def _finish(self) -> None:
         """After the end was read: finish the producer, then ``on_finish`` (once each)."""
