@@ -158,7 +158,9 @@ class AgentRun:
 
     def _observe(self, event: AgentEvent) -> None:
         """The worker thread's record of one event, before the listeners see it."""
-        if event.type == "message_end":
+        if event.type == "message_update":
+            pass  # the usual event, only recorded: one type check (a lookup through the class)
+        elif event.type == "message_end":
             self._messages.append(event.message)
             self.takings.delivered(event.message)
         elif event.type == "turn_end":

@@ -38,6 +38,15 @@ from ..stream import (
     StartEvent,
     StreamFn,
     StreamOptions,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
     get_default_stream_fn,
 )
 from ._config import (
@@ -54,6 +63,11 @@ __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loo
 
 Emit = Callable[[AgentEvent], None]
 
+# the events that change a started message, by exact class: one set lookup per event
+# (three failed isinstance checks cost more); any other class takes the isinstance chain
+_UPDATES = frozenset({TextStartEvent, TextDeltaEvent, TextEndEvent, ThinkingStartEvent,
+                      ThinkingDeltaEvent, ThinkingEndEvent, ToolCallStartEvent,
+                      ToolCallDeltaEvent, ToolCallEndEvent})
 _STREAM_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(StreamOptions))
 
 
@@ -354,7 +368,11 @@ class _Run:
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None
         for event in response:
-            if isinstance(event, StartEvent):
+            if partial is not None and type(event) in _UPDATES:  # the usual event first
+                partial = event.partial  # type: ignore[union-attr]  # an _UPDATES class
+                messages[-1] = partial
+                emit(MessageUpdateEvent(_shallow_copy(partial), event))
+            elif isinstance(event, StartEvent):
                 partial = event.partial
                 messages.append(partial)
                 emit(MessageStartEvent(_shallow_copy(partial)))

@@ -7,6 +7,7 @@ Two ways to feed it, one set of end-of-stream rules:
   whenever it needs the next event (provider adapters, the scripted test model). A step may
   yield an event, or push events itself and yield ``None``. No thread is started, no event
   crosses threads, yet ``push`` from another thread (an abort) still ends the stream at once.
+  A yielded event goes straight to the consumer unless something is queued before it.
 
 The stream is done when an event satisfies ``is_complete`` (its result is
 ``extract_result(event)``), or at ``end()``/``fail()``. Events pushed after that are dropped.
@@ -31,6 +32,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _END: Any = object()  # closes a stream's queue
+_STEPPED: Any = object()  # a pulled step queued its events, or had none
 
 
 class EventStream(Generic[T, R]):
@@ -80,11 +82,15 @@ class EventStream(Generic[T, R]):
                 return
             self._queue.put(event)
             if self._is_complete(event):
-                self._final = event
-                self._done = True
-                self._result = self._extract_result(event)
-                self._has_result.set()
-                self._queue.put(_END)
+                self._complete(event)
+
+    def _complete(self, event: T) -> None:
+        """``event`` completes the stream (``_lock`` held; the event is queued)."""
+        self._final = event
+        self._done = True
+        self._result = self._extract_result(event)
+        self._has_result.set()
+        self._queue.put(_END)
 
     def end(self, result: R | None = None) -> None:
         """End the stream; ``result`` becomes the result unless one was already set."""
@@ -114,7 +120,11 @@ class EventStream(Generic[T, R]):
         events = self._queue
         while True:
             if self._steps is not None and events.empty():
-                if self._advance():
+                pulled = self._pull()
+                if pulled is _STEPPED:
+                    continue
+                if pulled is not _END:
+                    yield pulled  # handed over directly, without the queue
                     continue
                 if not self._done:  # the producer stopped without ending the stream
                     self.end()
@@ -145,24 +155,42 @@ class EventStream(Generic[T, R]):
         """True once ``result()`` would return (or raise) without waiting."""
         return self._has_result.is_set()
 
-    def _advance(self) -> bool:
-        """Run the pulled producer one step; False once it has finished."""
+    def _pull(self) -> Any:
+        """Iteration's ``_advance``: an event yielded while nothing is queued is returned, to
+        be handed over directly (it is not the completing one, so the stream is not done);
+        otherwise ``_STEPPED`` once the step's events are queued, ``_END`` once the producer
+        has finished."""
         with self._steps_lock:
             steps = self._steps
             if steps is None:
-                return False
+                return _END
             try:
                 event = next(steps)
             except StopIteration:
                 self._steps = None
-                return False
+                return _END
             except BaseException as exc:  # the producer broke: the stream ends with it
                 self._steps = None
                 self.fail(exc)
-                return False
-        if event is not None:
-            self.push(event)
-        return True
+                return _END
+            if event is None:
+                return _STEPPED
+            complete = self._is_complete(event)
+            if not complete and self._queue.empty():
+                return event  # nothing pushed from another thread (an abort) to go first
+            with self._lock:  # as push: behind what is queued, dropped once done
+                if not self._done:
+                    self._queue.put(event)
+                    if complete:
+                        self._complete(event)
+        return _STEPPED
+
+    def _advance(self) -> bool:
+        """Run the pulled producer one step, queueing its events; False once it has finished."""
+        pulled = self._pull()
+        if pulled is not _STEPPED and pulled is not _END:
+            self.push(pulled)  # result() hands nothing over: queued for a later iteration
+        return pulled is not _END
 
     def _finish(self) -> None:
         """After the end was read: finish the producer, then ``on_finish`` (once each)."""

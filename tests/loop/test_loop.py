@@ -29,6 +29,9 @@ from piagent import (
     StreamOptions,
     SystemMessage,
     TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -676,6 +679,40 @@ def test_a_subclassed_partial_is_copied_with_its_own_fields() -> None:
     start = rec.of("message_start")[-1].message
     assert type(start) is _TaggedAssistant
     assert start.tag == "mine"
+
+
+@dataclasses.dataclass(slots=True)
+class _MarkedDelta(TextDeltaEvent):
+    mark: str = "x"
+
+
+@dataclasses.dataclass(slots=True)
+class _MarkedDone(DoneEvent):
+    mark: str = "x"
+
+
+def test_update_events_of_every_class_and_subclasses_take_their_places() -> None:
+    # the loop looks the usual (exact) classes up first; a subclass takes the isinstance
+    # chain: a delta subclass is still an update, a done subclass still ends the response
+    partial = AssistantMessage(content=[TextContent(text="")])
+    final = assistant_text("ab")
+    before = TextDeltaEvent(0, "-", partial)  # before start: no message yet, ignored
+    deltas = [TextStartEvent(0, partial), TextDeltaEvent(0, "a", partial),
+              _MarkedDelta(0, "b", partial), TextEndEvent(0, "ab", partial)]
+    after = TextDeltaEvent(0, "never", partial)
+
+    def stream_fn(model: Any, context: Context, options: StreamOptions) -> Any:
+        stream = AssistantMessageEventStream()
+        stream.pull_from(iter([before, StartEvent(partial), *deltas,
+                               _MarkedDone("stop", final), after]))
+        return stream
+
+    rec = Recorder()
+    new = run_agent_loop([user("go")], AgentContext(), make_config(ScriptedStreamFn([])), rec,
+                         stream_fn=stream_fn)
+    assert [e.assistant_message_event for e in rec.of("message_update")] == deltas
+    assert len(rec.of("message_start")) == 2  # the user's and the assistant's
+    assert new[-1] is final and rec.of("message_end")[-1].message is final
 
 
 @pytest.mark.parametrize(("reasoning", "stamped"), [(None, "off"), ("medium", "medium")])

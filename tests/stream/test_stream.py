@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -91,3 +92,123 @@ def test_default_stream_fn_is_stream_simple_and_can_be_removed() -> None:
     finally:
         reset_default_stream_fn()
     assert get_default_stream_fn() is stream_simple
+
+
+# --- pull mode: events a pulled producer yields are handed over directly when nothing is
+# queued, and queued behind whatever another thread pushed ------------------------------
+
+def _pulled(steps: list[int | None], *, on_finish: list[str] | None = None
+            ) -> EventStream[int, int]:
+    stream: EventStream[int, int] = EventStream(
+        lambda e: e < 0, lambda e: -e,
+        on_finish=None if on_finish is None else lambda: on_finish.append("finished"))
+    stream.pull_from(iter(steps))
+    return stream
+
+
+def test_pulled_events_in_order_with_result_done_and_on_finish_at_the_completing_one() -> None:
+    finished: list[str] = []
+    stream = _pulled([1, None, 2, 3, -7, 4], on_finish=finished)
+    seen: list[tuple[int, bool, bool, list[str]]] = []
+    for event in stream:
+        seen.append((event, stream.done, stream.has_result(), list(finished)))
+    assert seen == [(1, False, False, []), (2, False, False, []), (3, False, False, []),
+                    (-7, True, True, ["finished"])]
+    assert stream.result(0) == 7
+    assert list(stream) == []
+    assert finished == ["finished"]
+
+
+def test_result_before_iteration_queues_the_pulled_events() -> None:
+    stream = _pulled([1, 2, -3, 4])
+    assert stream.result(0) == 3
+    assert stream.done
+    assert list(stream) == [1, 2, -3]
+
+
+def test_pulled_producer_ending_without_a_completing_event_ends_the_stream() -> None:
+    stream = _pulled([1, 2])
+    assert list(stream) == [1, 2]
+    assert stream.done
+    assert not stream.has_result()
+    with pytest.raises(TimeoutError):
+        stream.result(0)
+
+
+def test_pulled_producer_raising_fails_the_stream_after_its_events() -> None:
+    def steps() -> Iterator[int]:
+        yield 1
+        raise ValueError("broken")
+
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, int)
+    stream.pull_from(steps())
+    iterator = iter(stream)
+    assert next(iterator) == 1
+    with pytest.raises(ValueError, match="broken"):
+        next(iterator)
+    with pytest.raises(ValueError, match="broken"):
+        stream.result(0)
+
+
+def _push_from_another_thread(stream: EventStream[int, int], event: int) -> None:
+    pusher = threading.Thread(target=stream.push, args=(event,))
+    pusher.start()
+    pusher.join(5)
+    assert not pusher.is_alive()
+
+
+def test_an_event_pushed_from_another_thread_during_a_step_goes_before_the_yielded_one() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+
+    def steps() -> Iterator[int]:
+        yield 1
+        _push_from_another_thread(stream, 10)  # while the consumer is inside this step
+        yield 2
+        yield 3
+        yield -4
+
+    stream.pull_from(steps())
+    assert list(stream) == [1, 10, 2, 3, -4]
+    assert stream.result(0) == 4
+
+
+def test_a_completing_push_from_another_thread_during_a_step_ends_the_stream_at_once() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+    finished = threading.Event()
+
+    def steps() -> Iterator[int]:
+        try:
+            yield 1
+            _push_from_another_thread(stream, -9)  # an abort's final event
+            yield 2  # dropped: the stream is done
+            yield -3
+        finally:
+            finished.set()
+
+    stream.pull_from(steps())
+    iterator = iter(stream)
+    assert next(iterator) == 1
+    assert not stream.done
+    assert next(iterator) == -9
+    assert stream.done
+    assert finished.is_set()  # the producer was run to its end before the end was handed over
+    assert list(iterator) == []
+    assert stream.result(0) == 9
+
+
+def test_a_push_from_another_thread_while_the_consumer_waits_between_steps() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+    first_read = threading.Event()
+
+    def steps() -> Iterator[int]:
+        yield 1
+        assert first_read.wait(5)
+        yield 2
+        yield -3
+
+    stream.pull_from(steps())
+    iterator = iter(stream)
+    assert next(iterator) == 1
+    _push_from_another_thread(stream, 5)  # queued before the next step runs
+    first_read.set()
+    assert list(iterator) == [5, 2, -3]
