@@ -408,7 +408,7 @@ class ToolRunner:
             return done
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
                                      by_name.get(call.name))
-        if type(prepared) is _Prepared:
+        if isinstance(prepared, _Prepared):
             return prepared
         done = Finalized(call, prepared.result, True)
         _emit_end(self._emit, done)
