@@ -28,7 +28,14 @@ from ..events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from ..messages import AgentMessage, AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    now_ms,
+)
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,
@@ -243,12 +250,16 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     return AgentToolCallOutcome(tool_call, done.result, done.is_error)
 
 
-def tool_result_message(done: Finalized) -> ToolResultMessage:
-    """The transcript's record of a call (``terminate`` and structured content stay out)."""
-    return ToolResultMessage(
-        tool_call_id=done.tool_call.id, tool_name=done.tool_call.name,
-        content=list(done.result.content or ()), details=done.result.details,
-        usage=done.result.usage, is_error=done.is_error, duration_ms=done.duration_ms)
+def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolResultMessage:
+    """The transcript's record of a call (``terminate`` and structured content stay out),
+    stamped ``timestamp`` (default: now)."""
+    result = done.result
+    content = result.content
+    # positional, which costs half of keywords: the fields in ToolResultMessage's order
+    return ToolResultMessage(done.tool_call.id, done.tool_call.name,
+                             [*content] if content else [], result.details, result.usage,
+                             done.is_error, done.duration_ms,
+                             now_ms() if timestamp is None else timestamp)
 
 
 def _emit_end(emit: Emit, done: Finalized) -> None:
@@ -299,7 +310,8 @@ def _emit_results(emit: Emit, finished: Sequence[Finalized],
                   failure: BaseException | None = None) -> list[ToolResultMessage]:
     """The result messages of ``finished`` in source order; if a listener fails (here or,
     as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
-    messages = [tool_result_message(done) for done in finished]
+    timestamp = now_ms()  # created together, so one time for all
+    messages = [tool_result_message(done, timestamp) for done in finished]
     if failure is not None:
         record_despite_failure(emit, messages)
         raise failure
@@ -428,7 +440,7 @@ class ToolRunner:
                 done = results[0]
             messages.extend(_emit_results(self._emit, [done], failure))
             finished.append(done)
-            if self._signal.aborted:
+            if self._signal.is_set():
                 break
         return ToolBatch(messages, _should_terminate(finished))
 
@@ -437,7 +449,7 @@ class ToolRunner:
         slots: list[Finalized | _Prepared] = []
         for call in calls:  # phase 1: preflight in source order
             slots.append(self._preflight(context, message, call, by_name))
-            if self._signal.aborted:
+            if self._signal.is_set():
                 break
         deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
         results, failure = self._execute_all(context, message, deferred)  # phase 2
