@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import jsonschema
     from jsonschema.protocols import Validator
 
-from ._coerce import TYPE_TESTS, Check, is_number, schema_list
+from ._coerce import EXACT_TYPES, TYPE_TESTS, Check, is_number, schema_list
 
 __all__ = ["Check", "CheckBuilder", "Unsupported"]
 
@@ -101,6 +101,8 @@ class CheckBuilder:
         if not isinstance(props, dict):
             raise Unsupported
         checks = {k: self.build(v) for k, v in props.items()}
+        # a property whose schema is only a type: a value of that exact type passes its check
+        exact = {k: EXACT_TYPES[v["type"]] for k, v in props.items() if self._bare_type(v)}
         extra = schema.get("additionalProperties", True)
         additional = None if extra is True else self.build(extra)
 
@@ -111,12 +113,20 @@ class CheckBuilder:
                 if name not in value:
                     return False
             for k, v in value.items():
+                if type(v) is exact.get(k):
+                    continue
                 c = checks.get(k, additional)
                 if c is not None and not c(v):
                     return False
             return True
 
         return check_object
+
+    def _bare_type(self, schema: Any) -> bool:
+        """Whether ``schema`` checks nothing but a ``type`` listed in ``EXACT_TYPES``."""
+        return (isinstance(schema, dict) and isinstance(schema.get("type"), str)
+                and schema["type"] in EXACT_TYPES
+                and not any(key in self.keywords for key in schema if key != "type"))
 
     def _k_required(self, arg: Any, schema: Mapping[str, Any]) -> Check:
         if not isinstance(arg, list):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-__all__ = ["TYPE_TESTS", "Check", "Coercer", "CoercerBuilder", "clone", "is_number", "schema_list"]
+__all__ = ["EXACT_TYPES", "TYPE_TESTS", "Check", "Coercer", "CoercerBuilder", "clone", "is_number", "schema_list"]
 
 Coercer = Callable[[Any], Any]
 Check = Callable[[Any], bool]
@@ -144,6 +144,10 @@ def _coerce_scalar(value: Any, types: list[str]) -> Any:
     return value
 
 
+# the Python type of a JSON Schema type whose exact instances need no coercion or copy
+EXACT_TYPES: dict[str, type] = {"integer": int, "string": str, "boolean": bool, "number": float}
+
+
 def _type_test(types: list[str] | None) -> Check | None:
     """``_matches(value, types)`` as one test, or ``None`` where a mismatch coerces nothing
     (no types, an unknown type, which matches anything, or none with a coercion)."""
@@ -218,7 +222,11 @@ class CoercerBuilder:
             if test is None:
                 return clone
 
+            exact = EXACT_TYPES.get(wanted[0]) if len(wanted) == 1 else None
+
             def coerce_leaf(value: Any) -> Any:  # the common leaf: a typed scalar
+                if type(value) is exact:  # already the schema's type: nothing to do
+                    return value
                 if not test(value):
                     value = _coerce_scalar(value, wanted)
                 return clone(value) if isinstance(value, (dict, list, tuple)) else value

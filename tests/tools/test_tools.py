@@ -729,6 +729,13 @@ def test_the_fast_check_of_an_object_node_covers_type_required_and_properties() 
     assert not check({}) and not check({"o": {}})  # required
     assert not check([]) and not check(None) and not check({"i": 1, "o": []})  # type
     assert not check({"i": "1"}) and not check({"i": 1, "x": 2})  # properties, additional
+    assert not check({"i": True}) and not check({"i": 1.5})  # not of the exact type
+    bare = schema_mod.compile_schema({"type": "object", "properties": {
+        "n": {"type": "number", "title": "N"}, "b": {"type": "boolean"},
+        "s": {"type": "string", "minLength": 2}}}).check
+    assert bare is not None
+    assert bare({"n": 1.5, "b": False, "s": "ab"}) and bare({"n": 1})  # an int is a number
+    assert not bare({"b": 1}) and not bare({"n": "1"}) and not bare({"s": "a"})
     either = schema_mod.compile_schema({"type": ["object", "null"], "required": ["i"],
                                         "properties": {"i": {"type": "integer"}}}).check
     assert either is not None
@@ -762,6 +769,7 @@ def test_coercion_copies_and_coerces_leaves_of_every_kind() -> None:
     assert coerce({"n": "5", "m": "6", "o": "7", "u": (1,)}) == {"n": 5, "m": 6, "o": "7",
                                                                   "u": [1]}
     assert coerce({"m": False, "n": True}) == {"m": 0, "n": 1}
+    assert type(coerce({"n": True})["n"]) is int and coerce({"s": "x"}) == {"s": "x"}
     assert coerce(("a",)) == ["a"]  # not an object: copied as it is
     assert schema_mod.compile_schema({"type": "integer"}).coerce("5") == 5
     # an unknown type matches anything, so nothing is coerced (as AJV's loop does)
