@@ -28,7 +28,14 @@ from ..events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from ..messages import AgentMessage, AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    now_ms,
+)
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,
@@ -79,26 +86,19 @@ def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
     return result
 
 
-@dataclass
+@dataclass(slots=True)
 class _Prepared:
     tool_call: ToolCall
     tool: AgentTool
     args: Any
 
 
-@dataclass
+@dataclass(slots=True)
 class _Immediate:
     result: AgentToolResult
 
 
-@dataclass
-class _Executed:
-    result: AgentToolResult
-    is_error: bool
-    duration_ms: int | None
-
-
-@dataclass
+@dataclass(slots=True)
 class Finalized:
     """A finished tool call: what ``tool_execution_end`` and the result message carry."""
 
@@ -108,7 +108,7 @@ class Finalized:
     duration_ms: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolBatch:
     """The result messages of one batch (source order) and whether it asked to stop."""
 
@@ -116,14 +116,24 @@ class ToolBatch:
     terminate: bool
 
 
+def find_tool(tools: Sequence[AgentTool], name: str) -> AgentTool | None:
+    """The first tool of ``tools`` called ``name``."""
+    return next((t for t in tools if t.name == name), None)
+
+
+def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
+    """``find_tool`` as a dict: each name maps to the first tool of that name."""
+    return {tool.name: tool for tool in reversed(tools)}
+
+
 def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
                       tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
-                      tools: Sequence[AgentTool]) -> _Prepared | _Immediate:
-    """Find the tool and validate the arguments; a failure is an immediate error result."""
-    tool = next((t for t in tools if t.name == tool_call.name), None)
+                      tool: AgentTool | None) -> _Prepared | _Immediate:
+    """Validate the arguments of a call to ``tool`` (``None``: not found, an immediate error
+    result), then run ``before_tool_call``; a failure is an immediate error result."""
     if tool is None:
         return _Immediate(error_result(f"Tool {tool_call.name} not found"))
-    if signal.aborted:  # an aborted run prepares nothing and runs no hook
+    if signal.is_set():  # an aborted run prepares nothing and runs no hook
         return _Immediate(error_result(_ABORTED))
     try:
         arguments = tool_call.arguments
@@ -134,13 +144,13 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
         if before_tool_call is not None:
             decision = before_tool_call(
                 BeforeToolCallContext(assistant_message, tool_call, args, context), signal)
-            if signal.aborted:
+            if signal.is_set():
                 return _Immediate(error_result(_ABORTED))
             if decision is not None and decision.block:
                 result = error_result(decision.reason or "Tool execution was blocked")
                 result.terminate = decision.terminate is True
                 return _Immediate(result)
-        if signal.aborted:
+        if signal.is_set():
             return _Immediate(error_result(_ABORTED))
     except Exception as exc:  # hook and validation failures are results the model can read
         return _Immediate(error_result(_exception_text(exc)))
@@ -160,47 +170,52 @@ def _coerce_result(value: Any) -> AgentToolResult:
 
 
 def execute_prepared(prepared: _Prepared, signal: AbortSignal,
-                     on_update: Callable[[Any], None]) -> _Executed:
+                     on_update: Callable[[Any], None]) -> Finalized:
     """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
+    call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = _coerce_result(prepared.tool.execute(prepared.tool_call.id, prepared.args,
-                                                      signal, on_update))
+        result = prepared.tool.execute(call.id, prepared.args, signal, on_update)
+        if not isinstance(result, AgentToolResult):
+            result = _coerce_result(result)
     except Exception as exc:  # a failing tool is a result the model can read
-        return _Executed(tool_failure_result(prepared.tool_call.name, exc), True,
+        return Finalized(call, tool_failure_result(call.name, exc), True,
                          round((time.monotonic() - started) * 1000))
-    return _Executed(result, result.is_error is True, round((time.monotonic() - started) * 1000))
+    return Finalized(call, result, result.is_error is True,
+                     round((time.monotonic() - started) * 1000))
 
 
 def finalize(context: AgentContext, assistant_message: AssistantMessage, prepared: _Prepared,
-             executed: _Executed, config: AgentLoopConfig | None,
+             executed: Finalized, config: AgentLoopConfig | None,
              signal: AbortSignal) -> Finalized:
-    """Apply ``after_tool_call`` field by field; a raising hook makes the result an error."""
-    result, is_error = executed.result, executed.is_error
+    """Apply ``after_tool_call`` field by field; a raising hook makes the result an error.
+    Without the hook, ``executed`` itself is the final form."""
     after_tool_call = config.after_tool_call if config is not None else None
-    if after_tool_call is not None:
-        try:
-            override = after_tool_call(
-                AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args,
-                                     result, is_error, context), signal)
-            if override is not None:
-                # structured content not replaced along with the content may no longer match it
-                structured = override.structured_content
-                if structured is None and override.content is None:
-                    structured = result.structured_content
-                result = AgentToolResult(
-                    content=override.content if override.content is not None else result.content,
-                    details=override.details if override.details is not None else result.details,
-                    structured_content=structured,
-                    usage=override.usage if override.usage is not None else result.usage,
-                    is_error=result.is_error,
-                    terminate=(override.terminate if override.terminate is not None
-                               else result.terminate),
-                )
-                if override.is_error is not None:
-                    is_error = override.is_error
-        except Exception as exc:  # the hook's failure becomes this call's error result
-            result, is_error = error_result(_exception_text(exc)), True
+    if after_tool_call is None:
+        return executed
+    result, is_error = executed.result, executed.is_error
+    try:
+        override = after_tool_call(
+            AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args,
+                                 result, is_error, context), signal)
+        if override is not None:
+            # structured content not replaced along with the content may no longer match it
+            structured = override.structured_content
+            if structured is None and override.content is None:
+                structured = result.structured_content
+            result = AgentToolResult(
+                content=override.content if override.content is not None else result.content,
+                details=override.details if override.details is not None else result.details,
+                structured_content=structured,
+                usage=override.usage if override.usage is not None else result.usage,
+                is_error=result.is_error,
+                terminate=(override.terminate if override.terminate is not None
+                           else result.terminate),
+            )
+            if override.is_error is not None:
+                is_error = override.is_error
+    except Exception as exc:  # the hook's failure becomes this call's error result
+        result, is_error = error_result(_exception_text(exc)), True
     return Finalized(prepared.tool_call, result, is_error, executed.duration_ms)
 
 
@@ -215,7 +230,8 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     raises for tool failures (they come back with ``is_error=True``).
     """
     signal = signal if signal is not None else AbortSignal()
-    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal, tools)
+    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal,
+                                 find_tool(tools, tool_call.name))
     if isinstance(prepared, _Immediate):
         return AgentToolCallOutcome(tool_call, prepared.result, True)
     # as in a batch, updates sent after execute() returned are ignored
@@ -234,12 +250,16 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     return AgentToolCallOutcome(tool_call, done.result, done.is_error)
 
 
-def tool_result_message(done: Finalized) -> ToolResultMessage:
-    """The transcript's record of a call (``terminate`` and structured content stay out)."""
-    return ToolResultMessage(
-        tool_call_id=done.tool_call.id, tool_name=done.tool_call.name,
-        content=list(done.result.content or ()), details=done.result.details,
-        usage=done.result.usage, is_error=done.is_error, duration_ms=done.duration_ms)
+def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolResultMessage:
+    """The transcript's record of a call (``terminate`` and structured content stay out),
+    stamped ``timestamp`` (default: now)."""
+    result = done.result
+    content = result.content
+    # positional, which costs half of keywords: the fields in ToolResultMessage's order
+    return ToolResultMessage(done.tool_call.id, done.tool_call.name,
+                             [*content] if content else [], result.details, result.usage,
+                             done.is_error, done.duration_ms,
+                             now_ms() if timestamp is None else timestamp)
 
 
 def _emit_end(emit: Emit, done: Finalized) -> None:
@@ -290,7 +310,8 @@ def _emit_results(emit: Emit, finished: Sequence[Finalized],
                   failure: BaseException | None = None) -> list[ToolResultMessage]:
     """The result messages of ``finished`` in source order; if a listener fails (here or,
     as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
-    messages = [tool_result_message(done) for done in finished]
+    timestamp = now_ms()  # created together, so one time for all
+    messages = [tool_result_message(done, timestamp) for done in finished]
     if failure is not None:
         record_despite_failure(emit, messages)
         raise failure
@@ -366,13 +387,13 @@ class ToolRunner:
         calls = message.tool_calls if calls is None else calls
         if message.stop_reason == "length":
             return self._fail_truncated(calls)
-        by_name = {tool.name: tool for tool in context.tools}
+        by_name = tools_by_name(context.tools)
         sequential = config.tool_execution == "sequential" or any(
             getattr(by_name.get(call.name), "execution_mode", None) == "sequential"
             for call in calls)
         if sequential:
-            return self._run_sequential(context, message, calls)
-        return self._run_parallel(context, message, calls)
+            return self._run_sequential(context, message, calls, by_name)
+        return self._run_parallel(context, message, calls, by_name)
 
     def _fail_truncated(self, calls: list[ToolCall]) -> ToolBatch:
         messages = []
@@ -388,8 +409,8 @@ class ToolRunner:
             messages.append(result_message)
         return ToolBatch(messages, terminate=False)
 
-    def _preflight(self, context: AgentContext, message: AssistantMessage,
-                   call: ToolCall) -> Finalized | _Prepared:
+    def _preflight(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
+                   by_name: dict[str, AgentTool]) -> Finalized | _Prepared:
         """``tool_execution_start``, then the call prepared to run, or already finished
         (unknown tool, invalid arguments, blocked) with its ``tool_execution_end`` sent."""
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
@@ -398,19 +419,19 @@ class ToolRunner:
             _emit_end(self._emit, done)
             return done
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
-                                     context.tools)
-        if not isinstance(prepared, _Immediate):
+                                     by_name.get(call.name))
+        if isinstance(prepared, _Prepared):
             return prepared
         done = Finalized(call, prepared.result, True)
         _emit_end(self._emit, done)
         return done
 
     def _run_sequential(self, context: AgentContext, message: AssistantMessage,
-                        calls: list[ToolCall]) -> ToolBatch:
+                        calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
         finished: list[Finalized] = []
         messages: list[ToolResultMessage] = []
         for call in calls:
-            slot = self._preflight(context, message, call)
+            slot = self._preflight(context, message, call, by_name)
             failure = None
             if isinstance(slot, Finalized):
                 done = slot
@@ -419,16 +440,16 @@ class ToolRunner:
                 done = results[0]
             messages.extend(_emit_results(self._emit, [done], failure))
             finished.append(done)
-            if self._signal.aborted:
+            if self._signal.is_set():
                 break
         return ToolBatch(messages, _should_terminate(finished))
 
     def _run_parallel(self, context: AgentContext, message: AssistantMessage,
-                      calls: list[ToolCall]) -> ToolBatch:
+                      calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
         slots: list[Finalized | _Prepared] = []
         for call in calls:  # phase 1: preflight in source order
-            slots.append(self._preflight(context, message, call))
-            if self._signal.aborted:
+            slots.append(self._preflight(context, message, call, by_name))
+            if self._signal.is_set():
                 break
         deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
         results, failure = self._execute_all(context, message, deferred)  # phase 2
@@ -513,14 +534,15 @@ class ToolRunner:
             results[index] = payload
         if failure is not None:
             return failure  # a listener failed: wait for the running tools, emit nothing more
-        call = prepared[index].tool_call
         try:
-            if kind == "update":
-                if results[index] is None:
-                    self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
-                                                        payload))
-            else:
-                _emit_end(self._emit, payload)
+            if kind != "update":
+                self._emit(ToolExecutionEndEvent(payload.tool_call.id, payload.tool_call.name,
+                                                 payload.result, payload.is_error,
+                                                 payload.duration_ms))
+            elif results[index] is None:  # else it came after the call's completion: dropped
+                call = prepared[index].tool_call
+                self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
+                                                    payload))
         except BaseException as exc:  # re-raised by _execute_all once every tool has finished
             return exc
         return hook_failure
@@ -529,38 +551,38 @@ class ToolRunner:
                      prepared: _Prepared, index: int,
                      inbox: queue.SimpleQueue[tuple[str, int, Any]]) -> None:
         """Pool thread: execute and finalize one call, always posting its completion."""
-        # guards `accepting`: an update is either queued before completion or dropped
-        gate = threading.Lock()
+        # No lock: an update that slips past `accepting` as execute() returns is queued after
+        # the completion, and _deliver drops an update whose call has its result already.
         accepting = True
 
         def on_update(partial: Any) -> None:
-            with gate:
-                if accepting:
-                    inbox.put(("update", index, partial))
+            if accepting:
+                inbox.put(("update", index, partial))
 
         done: Finalized | None = None
         kind = "done"
         failure: Exception | None = None  # on_tool_execute's, if it raised
+        config = self._config
         try:
-            if self._signal.aborted:
+            if self._signal.is_set():
                 done = Finalized(prepared.tool_call, error_result(_ABORTED), True)
-            elif (failure := self._mark_started(prepared.tool_call)) is not None:
+            elif (config.on_tool_execute is not None
+                  and (failure := self._mark_started(prepared.tool_call)) is not None):
                 kind = "unstarted"
                 done = Finalized(prepared.tool_call, error_result(
                     f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
                     f"failed ({_failure_text(failure)})."), True)
             else:
-                executed = execute_prepared(prepared, self._signal, on_update)
-                with gate:
-                    accepting = False
-                done = finalize(context, message, prepared, executed, self._config, self._signal)
+                done = execute_prepared(prepared, self._signal, on_update)
+                accepting = False
+                if config.after_tool_call is not None:
+                    done = finalize(context, message, prepared, done, config, self._signal)
         except BaseException as exc:
             _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
             done = Finalized(prepared.tool_call, error_result(_exception_text(exc)), True)
             raise
         finally:
-            with gate:
-                accepting = False
+            accepting = False
             inbox.put((kind, index, (done, failure) if kind == "unstarted" else done))
 
     def _mark_started(self, call: ToolCall) -> Exception | None:

@@ -11,9 +11,12 @@ if TYPE_CHECKING:
     import jsonschema
     from jsonschema.protocols import Validator
 
-from ._coerce import TYPE_TESTS, Check, is_number, schema_list
+from ._coerce import EXACT_TYPES, TYPE_TESTS, Check, is_number, schema_list
 
 __all__ = ["Check", "CheckBuilder", "Unsupported"]
+
+_OBJECT_KEYWORDS = ("type", "required", "properties")
+
 
 class Unsupported(Exception):
     """The schema uses a keyword the fast checker does not implement."""
@@ -36,6 +39,7 @@ class CheckBuilder:
 
     def __init__(self, validator: Validator) -> None:
         self.keywords = frozenset(type(validator).VALIDATORS)
+        self.fold_objects = self.keywords.issuperset(_OBJECT_KEYWORDS)  # not draft 3
         self.format_checker: jsonschema.FormatChecker | None = getattr(
             validator, "format_checker", None
         )
@@ -48,14 +52,21 @@ class CheckBuilder:
         if not isinstance(schema, dict):
             raise Unsupported
         checks: list[Check] = []
+        # the usual object node: type, required and properties as one check (they are pure
+        # predicates, so the order they run in does not change the answer)
+        folded = _OBJECT_KEYWORDS if (self.fold_objects and schema.get("type") == "object"
+                                      and isinstance(schema.get("required", []), list)) else ()
+        if folded:
+            checks.append(self._object(schema, typed=True,
+                                       required=tuple(schema.get("required", ()))))
         for key, arg in schema.items():
-            if key not in self.keywords or key == "additionalProperties":
+            if key not in self.keywords or key == "additionalProperties" or key in folded:
                 continue  # annotations; additionalProperties goes with properties
             build = getattr(self, "_k_" + key, None)
             if build is None:
                 raise Unsupported
             checks.append(build(arg, schema))
-        if "additionalProperties" in schema and "properties" not in schema:
+        if "additionalProperties" in schema and "properties" not in schema and not folded:
             checks.append(self._object(schema))
         if not checks:
             return _true
@@ -82,24 +93,40 @@ class CheckBuilder:
     def _k_properties(self, arg: Any, schema: Mapping[str, Any]) -> Check:
         return self._object(schema)
 
-    def _object(self, schema: Mapping[str, Any]) -> Check:
+    def _object(self, schema: Mapping[str, Any], typed: bool = False,
+                required: tuple[Any, ...] = ()) -> Check:
+        """``properties`` and ``additionalProperties``; with ``typed``, also ``type:
+        "object"`` and the ``required`` names."""
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise Unsupported
         checks = {k: self.build(v) for k, v in props.items()}
+        # a property whose schema is only a type: a value of that exact type passes its check
+        exact = {k: EXACT_TYPES[v["type"]] for k, v in props.items() if self._bare_type(v)}
         extra = schema.get("additionalProperties", True)
         additional = None if extra is True else self.build(extra)
 
         def check_object(value: Any) -> bool:
             if not isinstance(value, dict):
-                return True
+                return not typed
+            for name in required:
+                if name not in value:
+                    return False
             for k, v in value.items():
+                if type(v) is exact.get(k):
+                    continue
                 c = checks.get(k, additional)
                 if c is not None and not c(v):
                     return False
             return True
 
         return check_object
+
+    def _bare_type(self, schema: Any) -> bool:
+        """Whether ``schema`` checks nothing but a ``type`` listed in ``EXACT_TYPES``."""
+        return (isinstance(schema, dict) and isinstance(schema.get("type"), str)
+                and schema["type"] in EXACT_TYPES
+                and not any(key in self.keywords for key in schema if key != "type"))
 
     def _k_required(self, arg: Any, schema: Mapping[str, Any]) -> Check:
         if not isinstance(arg, list):

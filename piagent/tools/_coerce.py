@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-__all__ = ["TYPE_TESTS", "Check", "Coercer", "CoercerBuilder", "clone", "is_number", "schema_list"]
+__all__ = ["EXACT_TYPES", "TYPE_TESTS", "Check", "Coercer", "CoercerBuilder", "clone", "is_number", "schema_list"]
 
 Coercer = Callable[[Any], Any]
 Check = Callable[[Any], bool]
@@ -144,6 +144,22 @@ def _coerce_scalar(value: Any, types: list[str]) -> Any:
     return value
 
 
+# the Python type of a JSON Schema type whose exact instances need no coercion or copy
+EXACT_TYPES: dict[str, type] = {"integer": int, "string": str, "boolean": bool, "number": float}
+
+
+def _type_test(types: list[str] | None) -> Check | None:
+    """``_matches(value, types)`` as one test, or ``None`` where a mismatch coerces nothing
+    (no types, an unknown type, which matches anything, or none with a coercion)."""
+    if types is None or not any(t in _COERCIONS for t in types):
+        return None
+    if any(t not in TYPE_TESTS for t in types):
+        return None
+    if len(types) == 1:
+        return TYPE_TESTS[types[0]]
+    return lambda v: _matches(v, types)
+
+
 def _types_of(schema: Any) -> list[str] | None:
     if not isinstance(schema, dict):
         return None
@@ -197,15 +213,40 @@ class CoercerBuilder:
         ]
         ref = schema.get("$ref")
         ref_coercer = self._ref(ref) if isinstance(ref, str) else None
+        # None where the value needs no type coercion (no type, or none that coerces)
+        test = _type_test(types)
+        wanted = types or []
+        plain = not all_of and not any_of and ref_coercer is None
+
+        if plain and not properties and additional is clone and items is clone and not prefix:
+            if test is None:
+                return clone
+
+            exact = EXACT_TYPES.get(wanted[0]) if len(wanted) == 1 else None
+
+            def coerce_leaf(value: Any) -> Any:  # the common leaf: a typed scalar
+                if type(value) is exact:  # already the schema's type: nothing to do
+                    return value
+                if not test(value):
+                    value = _coerce_scalar(value, wanted)
+                return clone(value) if isinstance(value, (dict, list, tuple)) else value
+
+            return coerce_leaf
 
         def coerce(value: Any) -> Any:
-            if types is not None and not _matches(value, types):
-                value = _coerce_scalar(value, types)
+            if test is not None and not test(value):
+                value = _coerce_scalar(value, wanted)
             if isinstance(value, dict):
-                value = {k: properties.get(k, additional)(v) for k, v in value.items()}
+                get = properties.get
+                copy = {}
+                for k, v in value.items():
+                    copy[k] = get(k, additional)(v)
+                value = copy
             elif isinstance(value, (list, tuple)):
                 n = len(prefix)
                 value = [(prefix[i] if i < n else items)(v) for i, v in enumerate(value)]
+            if plain:
+                return value
             for c in all_of:
                 value = c(value)
             if any_of:

@@ -28,6 +28,7 @@ from piagent import (
     run_tool_call,
     tool,
 )
+from piagent.loop._tools import Finalized, ToolRunner, _Prepared, tool_result_message
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
 from tests.tools.conftest import Execute, make_tool, ok
@@ -269,6 +270,51 @@ def test_on_update_after_execute_returned_is_ignored() -> None:
         assert late_done.is_set()
         saved[0](ok("even later"))  # after the run: still nothing, and no error
         assert rec.of("tool_execution_update") == []
+
+
+def test_a_result_message_carries_every_field_and_copies_the_content() -> None:
+    usage = Usage(input=3)
+    result = AgentToolResult(content=[TextContent("out")], details={"d": 1},
+                             structured_content={"s": 1}, usage=usage, terminate=True)
+    done = Finalized(ToolCall("call_9", "read", {"path": "a"}), result, True, 12)
+    message = tool_result_message(done, 1234)
+    assert message == ToolResultMessage(
+        tool_call_id="call_9", tool_name="read", content=[TextContent("out")],
+        details={"d": 1}, usage=usage, is_error=True, duration_ms=12, timestamp=1234)
+    assert message.content is not result.content
+    assert tool_result_message(Finalized(done.tool_call, AgentToolResult(), False)).content == []
+    assert tool_result_message(done).timestamp > 1234  # now, by default
+
+
+def test_the_result_messages_of_a_parallel_batch_share_one_timestamp() -> None:
+    _, rec, _ = run([("read", {"path": "a"}), ("read", {"path": "b"}), ("read", {"path": "c"})],
+                    make_tool())
+    results = rec.results()
+    assert len(results) == 3 and len({r.timestamp for r in results}) == 1
+
+
+def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
+    """``on_update`` takes no lock, so an update racing ``execute()``'s return can be queued
+    after the completion; the worker drops it, and still emits one queued before."""
+    events: list[AgentEvent] = []
+    call = ToolCall("call_1", "read", {"path": "a"})
+    runner = ToolRunner(AgentLoopConfig(model=None, convert_to_llm=list), AbortSignal(),
+                        events.append)
+    prepared = [_Prepared(call, make_tool(), {"path": "a"})]
+    results: list[Finalized | None] = [None]
+    assert runner._deliver(prepared, results, "update", 0, ok("early"), None) is None
+    assert runner._deliver(prepared, results, "done", 0, Finalized(call, ok(), False, 0),
+                           None) is None
+    assert runner._deliver(prepared, results, "update", 0, ok("late"), None) is None
+    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end"]
+
+
+def test_of_two_tools_with_one_name_the_first_runs_and_sets_the_mode() -> None:
+    first = make_tool(execute=lambda *args: ok("first"), execution_mode="sequential")
+    second = make_tool(execute=lambda *args: ok("second"))
+    _, rec, _ = run([("read", {"path": "a"}), ("read", {"path": "b"})], first, second)
+    assert rec.tool_rows() == sequential_rows("call_1", "call_2")
+    assert [text_of(r) for r in rec.results()] == ["first", "first"]
 
 
 def test_tools_execute_on_pool_threads_and_events_stay_on_the_loop_thread() -> None:

@@ -22,6 +22,8 @@ from piagent.abort import AbortSignal
 from piagent.errors import PiAgentError, ToolArgumentError
 from piagent.messages import ImageContent, TextContent
 from piagent.tools import AgentTool, AgentToolResult, tool, validate_tool_arguments
+from piagent.tools._check import CheckBuilder
+from piagent.tools._coerce import CoercerBuilder
 
 # --- helpers and types used by the tools below ------------------------------------------
 
@@ -715,6 +717,63 @@ def test_compiled_schema_has_fast_check_for_common_keywords() -> None:
     assert schema_mod.compile_schema(with_ref).check is None
     vendor = {"type": "object", "x-vendor-hint": 1, "properties": {"a": {"type": "string"}}}
     assert schema_mod.compile_schema(vendor).check is not None
+
+
+def test_the_fast_check_of_an_object_node_covers_type_required_and_properties() -> None:
+    check = schema_mod.compile_schema({
+        "type": "object", "properties": {"i": {"type": "integer"},
+                                         "o": {"type": "object", "properties": {}}},
+        "required": ["i"], "additionalProperties": {"type": "string"}}).check
+    assert check is not None
+    assert check({"i": 1}) and check({"i": 1, "o": {}, "x": "y"})
+    assert not check({}) and not check({"o": {}})  # required
+    assert not check([]) and not check(None) and not check({"i": 1, "o": []})  # type
+    assert not check({"i": "1"}) and not check({"i": 1, "x": 2})  # properties, additional
+    assert not check({"i": True}) and not check({"i": 1.5})  # not of the exact type
+    bare = schema_mod.compile_schema({"type": "object", "properties": {
+        "n": {"type": "number", "title": "N"}, "b": {"type": "boolean"},
+        "s": {"type": "string", "minLength": 2}}}).check
+    assert bare is not None
+    assert bare({"n": 1.5, "b": False, "s": "ab"}) and bare({"n": 1})  # an int is a number
+    assert not bare({"b": 1}) and not bare({"n": "1"}) and not bare({"s": "a"})
+    either = schema_mod.compile_schema({"type": ["object", "null"], "required": ["i"],
+                                        "properties": {"i": {"type": "integer"}}}).check
+    assert either is not None
+    assert either(None) and either({"i": 1}) and not either({}) and not either(1)
+    untyped = schema_mod.compile_schema({"required": ["i"]}).check
+    assert untyped is not None and untyped(5) and untyped({"i": 0}) and not untyped({})
+
+
+def test_draft_3_keeps_type_required_and_properties_apart() -> None:
+    """Draft 3 has no ``required`` list keyword, so its object nodes are not folded."""
+    assert CheckBuilder(jsonschema.Draft7Validator({})).fold_objects
+    assert not CheckBuilder(jsonschema.Draft3Validator({})).fold_objects
+    schema = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
+              "properties": {"a": {"type": "string"}}}
+    check = schema_mod.compile_schema(schema).check
+    assert check is not None and check({"a": "x"}) and not check({"a": 1}) and not check([])
+
+
+def test_coercion_copies_and_coerces_leaves_of_every_kind() -> None:
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "o": {"type": "object"}, "u": {"description": "any"},
+        "m": {"type": ["integer", "null"]}, "s": {"type": "string"}}}
+    coerce = schema_mod.compile_schema(schema).coerce
+    nested = {"x": [1, (2,)]}
+    args = {"n": nested, "o": nested, "u": nested, "m": None, "s": 5, "z": (1,)}
+    out = coerce(args)
+    assert out == {"n": {"x": [1, [2]]}, "o": {"x": [1, [2]]}, "u": {"x": [1, [2]]},
+                   "m": None, "s": "5", "z": [1]}
+    for key in ("n", "o", "u"):  # deep copies, never the caller's containers
+        assert out[key] is not nested and out[key]["x"] is not nested["x"]
+    assert coerce({"n": "5", "m": "6", "o": "7", "u": (1,)}) == {"n": 5, "m": 6, "o": "7",
+                                                                  "u": [1]}
+    assert coerce({"m": False, "n": True}) == {"m": 0, "n": 1}
+    assert type(coerce({"n": True})["n"]) is int and coerce({"s": "x"}) == {"s": "x"}
+    assert coerce(("a",)) == ["a"]  # not an object: copied as it is
+    assert schema_mod.compile_schema({"type": "integer"}).coerce("5") == 5
+    # an unknown type matches anything, so nothing is coerced (as AJV's loop does)
+    assert CoercerBuilder({}).build({"type": ["integer", "x-any"]})("5") == "5"
 
 
 def test_invalid_schema_logs_a_warning_and_skips_validation(
