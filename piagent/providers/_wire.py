@@ -218,10 +218,23 @@ def _int_or_float(text: str) -> int | float:
 _BIG_INT_DECODER = json.JSONDecoder(parse_int=_int_or_float)  # the rare retry only
 
 
+# json.loads's decoder, its scanner called directly: the usual event (one JSON value, no
+# surrounding whitespace) is decoded without json.loads's three Python-level calls
+_scan_once = json.JSONDecoder().scan_once
+
+
 def parse_event_json(event: SSEEvent, label: str) -> Any:
     """The event's data as JSON, or a ``ProviderResponseError`` saying what went wrong."""
+    data = event.data
     try:
-        return json.loads(event.data)
+        value, end = _scan_once(data, 0)
+    except (StopIteration, ValueError, RecursionError):
+        pass  # json.loads decides, and says what is wrong
+    else:
+        if end == len(data):
+            return value
+    try:
+        return json.loads(data)
     except RecursionError as exc:
         msg = (f"{label} sent an event whose JSON is nested too deeply to decode "
                f"({len(event.data)} characters).")
