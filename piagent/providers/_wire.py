@@ -11,7 +11,7 @@ import collections
 import json
 import operator
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,7 +220,8 @@ _BIG_INT_DECODER = json.JSONDecoder(parse_int=_int_or_float)  # the rare retry o
 
 # json.loads's decoder, its scanner called directly: the usual event (one JSON value, no
 # surrounding whitespace) is decoded without json.loads's three Python-level calls
-_scan_once = json.JSONDecoder().scan_once
+_scan_once: Callable[[str, int], tuple[Any, int]] = (
+    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]  # set in __init__ (CPython, PyPy)
 
 
 def parse_event_json(event: SSEEvent, label: str) -> Any:
