@@ -107,9 +107,13 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self._block(index, TextContent)
+            block = self.message.content[index]
+            if type(block) is not TextContent:
+                block = self._block(index, TextContent)
             block.text += delta
-            self._push(TextDeltaEvent(index, delta, self.message))
+            stream = self._stream_ref()
+            if stream is not None:
+                stream.push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -121,16 +125,20 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self._block(index, ThinkingContent)
+            block = self.message.content[index]
+            if type(block) is not ThinkingContent:
+                block = self._block(index, ThinkingContent)
             block.thinking += delta
-            self._push(ThinkingDeltaEvent(index, delta, self.message))
+            stream = self._stream_ref()
+            if stream is not None:
+                stream.push(ThinkingDeltaEvent(index, delta, self.message))
 
     # tool calls ---------------------------------------------------------------------------
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
         block = ToolCall(id=call_id, name=name,
-                         arguments=_as_object(parse_streaming_json(arguments_json)))
+                         arguments=parse_streaming_json(arguments_json) if arguments_json else {})
         index = self._open_block(block, "toolCall")
         self._args[index] = self._parsed[index] = arguments_json
         return index
@@ -143,12 +151,16 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self._block(index, ToolCall)
+            block = self.message.content[index]
+            if type(block) is not ToolCall:
+                block = self._block(index, ToolCall)
             if fragment:
                 buffer = self._args.get(index, "") + fragment
                 self._args[index] = self._parsed[index] = buffer
-                block.arguments = _as_object(parse_streaming_json(buffer))
-            self._push(ToolCallDeltaEvent(index, fragment, self.message))
+                block.arguments = parse_streaming_json(buffer)  # always a dict
+            stream = self._stream_ref()
+            if stream is not None:
+                stream.push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -157,7 +169,7 @@ class MessageBuilder:
                 return
             block = self._block(index, ToolCall)
             self._args[index] = self._parsed[index] = arguments_json
-            block.arguments = _as_object(parse_streaming_json(arguments_json))
+            block.arguments = parse_streaming_json(arguments_json)
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -198,7 +210,7 @@ class MessageBuilder:
             elif isinstance(block, ToolCall):
                 text = self._args.pop(index, "")
                 if self._parsed.pop(index, None) is not text:  # else: parsed from it already
-                    block.arguments = _as_object(parse_streaming_json(text))
+                    block.arguments = parse_streaming_json(text)
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
@@ -268,7 +280,3 @@ class MessageBuilder:
             else:
                 self._push(ToolCallStartEvent(index, self.message))
             return index
-
-
-def _as_object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}

@@ -7,11 +7,12 @@ encoders and the decoder with a readable error.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 import operator
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,10 +143,12 @@ class PrefixEncoder:
     """Request bodies like ``json_dumps`` makes them, re-encoding only what is new in the list.
 
     A conversation re-sends its whole transcript every turn. ``encode(body, field)`` keeps
-    each item of ``body[field]`` encoded, per conversation (found by the list's first item),
-    and reuses the encoding of the leading items that are the very objects encoded the last
-    time: a turn encodes its new messages only. Items must not be mutated once encoded (the
-    adapters' converted messages never are: the conversion caches share them too).
+    the items of ``body[field]`` encoded, per conversation (found by the list's first item),
+    in runs: the items new in one request are encoded together (one encoder call), and a
+    later request reuses the runs within its leading items that are the very objects
+    encoded before: a turn encodes its new messages only. Items must not be mutated once
+    encoded (the adapters' converted messages never are: the conversion caches share them
+    too).
 
     Thread safety: every method may be called from any thread (``_lock`` guards
     ``_recent``). Bounded: the latest encoding of ``size`` conversations.
@@ -154,48 +157,54 @@ class PrefixEncoder:
     def __init__(self, size: int = 8) -> None:
         self._lock = threading.Lock()  # guards _recent
         self._size = size
-        # id(first item) -> (the items, their encodings), oldest conversation first
+        # id(first item) -> (the items, the JSON of runs of them without the brackets, the
+        # item count at the end of each run), oldest conversation first
         self._recent: collections.OrderedDict[
-            int, tuple[tuple[Any, ...], list[bytes]]] = collections.OrderedDict()
+            int, tuple[tuple[Any, ...], list[bytes], list[int]]] = collections.OrderedDict()
 
     def encode(self, body: Mapping[str, Any], field: str) -> bytes:
         """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list."""
-        encode = _BODY_ENCODER.encode
-        parts: list[bytes] = []
+        if field not in body:
+            return json_dumps(body)
+        before: dict[Any, Any] = {}
+        after: dict[Any, Any] = {}
+        side = before
         for key, value in body.items():
-            parts.append(b"," if parts else b"{")
-            parts.append(encode(key).encode("utf-8"))
             if key == field:
-                parts.append(b":[")
-                parts.append(b",".join(self._encoded_items(value)))
-                parts.append(b"]")
+                side = after
             else:
-                parts.append(b":")
-                parts.append(encode(value).encode("utf-8"))
-        parts.append(b"}" if parts else b"{}")
-        return b"".join(parts)
+                side[key] = value
+        encode = _BODY_ENCODER.encode
+        # the keys around the list, each side in one call: '{"a":1,' + '"field":[' ... ']}'
+        head = encode(before)[:-1] + "," if before else "{"
+        tail = "," + encode(after)[1:] if after else "}"
+        return b"".join(((head + encode(field) + ":[").encode("utf-8"),
+                         self._encoded_items(body[field]), ("]" + tail).encode("utf-8")))
 
-    def _encoded_items(self, items: Sequence[Any]) -> list[bytes]:
+    def _encoded_items(self, items: Sequence[Any]) -> bytes:
         items = tuple(items)
         if not items:
-            return []
+            return b""
         key = id(items[0])
         with self._lock:
             kept = self._recent.get(key)
-        shared = 0
-        pieces: list[bytes] = []
+        runs: list[bytes] = []
+        ends: list[int] = []
+        done = 0
         if kept is not None and kept[0][0] is items[0]:  # that very object, not its address
-            old_items, old_pieces = kept
-            shared = shared_prefix(old_items, items)
-            pieces = old_pieces[:shared]
-        encode = _BODY_ENCODER.encode
-        pieces.extend(encode(item).encode("utf-8") for item in items[shared:])
+            old_items, old_runs, old_ends = kept
+            count = bisect.bisect_right(old_ends, shared_prefix(old_items, items))
+            runs, ends = old_runs[:count], old_ends[:count]
+            done = ends[-1] if ends else 0
+        if done < len(items):
+            runs.append(_BODY_ENCODER.encode(list(items[done:]))[1:-1].encode("utf-8"))
+            ends.append(len(items))
         with self._lock:
-            self._recent[key] = (items, pieces)
+            self._recent[key] = (items, runs, ends)
             self._recent.move_to_end(key)
             while len(self._recent) > self._size:
                 self._recent.popitem(last=False)
-        return pieces
+        return b",".join(runs)
 
 
 def shared_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
@@ -218,10 +227,24 @@ def _int_or_float(text: str) -> int | float:
 _BIG_INT_DECODER = json.JSONDecoder(parse_int=_int_or_float)  # the rare retry only
 
 
+# json.loads's decoder, its scanner called directly: the usual event (one JSON value, no
+# surrounding whitespace) is decoded without json.loads's three Python-level calls
+_scan_once: Callable[[str, int], tuple[Any, int]] = (
+    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]  # set in __init__ (CPython, PyPy)
+
+
 def parse_event_json(event: SSEEvent, label: str) -> Any:
     """The event's data as JSON, or a ``ProviderResponseError`` saying what went wrong."""
+    data = event.data
     try:
-        return json.loads(event.data)
+        value, end = _scan_once(data, 0)
+    except (StopIteration, ValueError, RecursionError):
+        pass  # json.loads decides, and says what is wrong
+    else:
+        if end == len(data):
+            return value
+    try:
+        return json.loads(data)
     except RecursionError as exc:
         msg = (f"{label} sent an event whose JSON is nested too deeply to decode "
                f"({len(event.data)} characters).")

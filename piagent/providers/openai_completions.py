@@ -290,6 +290,7 @@ def _normalize_id(model: Model) -> Any:
 _STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                         "tool_calls": "toolUse", "function_call": "toolUse"}
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_REASONING_KEYS = frozenset((*_REASONING_FIELDS, "reasoning_details"))
 
 
 def stream_openai_completions(model: Model | None, context: Context,
@@ -360,15 +361,17 @@ class _StreamState:
             if usage:
                 self._usage(usage, chunk)  # what the failed request was billed
             raise ProviderError(f"{self.label} stream error: {_error_text(error or chunk)}")
-        usage = self._usage_of(chunk)
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
         for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            self._delta(delta)
+            usage = usage or choice.get("usage")
+            delta = choice.get("delta")
+            if delta:
+                self._delta(delta)
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
             break  # only the first choice is used
-        if usage:
+        if usage and isinstance(usage, dict):
             self._usage(usage, chunk)
 
     def _usage_of(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
@@ -378,24 +381,27 @@ class _StreamState:
             break
         return usage if isinstance(usage, dict) else None
 
-
     def _delta(self, delta: dict[str, Any]) -> None:
         content = delta.get("content")
-        if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
-            for part in content:
-                self._content_part(part)
-        elif content:
-            self._add_text(str(content))
-        for name in _REASONING_FIELDS:
-            piece = delta.get(name)
-            if piece:
-                self._add_thinking(piece, name)
-                break
-        details = delta.get("reasoning_details")
-        if isinstance(details, list):
-            self.details.extend(details)
-        for tool in delta.get("tool_calls") or ():
-            self._tool_delta(tool)
+        if content:
+            if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
+                for part in content:
+                    self._content_part(part)
+            else:
+                self._add_text(str(content))
+        if not _REASONING_KEYS.isdisjoint(delta):  # one test for the rare fields
+            for name in _REASONING_FIELDS:
+                piece = delta.get(name)
+                if piece:
+                    self._add_thinking(piece, name)
+                    break
+            details = delta.get("reasoning_details")
+            if isinstance(details, list):
+                self.details.extend(details)
+        tools = delta.get("tool_calls")
+        if tools:
+            for tool in tools:
+                self._tool_delta(tool)
 
     def _add_text(self, piece: str) -> None:
         if self.text is None:
@@ -434,23 +440,23 @@ class _StreamState:
         if not isinstance(fragment, str):
             fragment = json.dumps(fragment)  # some servers send the object itself
         position = tool.get("index")
-        block: int | None = None
-        if call_id and call_id in self.tools_by_id:
-            block = self.tools_by_id[call_id]
-        elif isinstance(position, int) and position in self.tools_by_index:
-            block = self.tools_by_index[position]
-            existing = out.block(block).id
-            if call_id and existing and existing != call_id:
-                block = None  # same index, new id: a server numbering parallel calls badly
+        block = self.tools_by_id.get(call_id) if call_id else None
+        if block is None and isinstance(position, int):
+            block = self.tools_by_index.get(position)
+            if block is not None and call_id:
+                existing = out.block(block).id
+                if existing and existing != call_id:
+                    block = None  # same index, new id: a server numbering parallel calls badly
         if block is None:
-            block = out.open_tool_call(call_id, name)
+            block = out.open_tool_call(call_id, name)  # with this id and name
             if isinstance(position, int):
                 self.tools_by_index[position] = block
-        current = out.block(block)
-        if call_id and not current.id:
-            current.id = call_id
-        if name and not current.name:
-            current.name = name
+        elif call_id or name:
+            current = out.block(block)
+            if call_id and not current.id:
+                current.id = call_id
+            if name and not current.name:
+                current.name = name
         if call_id:
             self.tools_by_id[call_id] = block
         out.add_tool_arguments(block, fragment)

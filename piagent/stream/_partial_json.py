@@ -86,10 +86,47 @@ def parse_streaming_json(text: str | None) -> dict[str, Any]:
                 pass  # too deep for json: the partial parser decides
             else:
                 return value if isinstance(value, dict) else {}
-        value = _parse_prefix(text)
+        value = _parse_flat(text)
+        if value is None:
+            value = _parse_prefix(text)
         return value if isinstance(value, dict) else {}
     except Exception:  # noqa: BLE001 - the contract is "never raises", for any input
         return {}
+
+
+# The fast path for the usual truncated arguments: a flat object whose values are strings
+# without escapes, numbers and literals. _FLAT_HEAD: "{" and the complete pairs after it,
+# each with its comma; _FLAT_TAIL: the rest, nothing or one pair as far as it goes (a
+# partial key, a key without a value, a truncated escape-free string or an integer).
+_S = r"[ \t\n\r]*"
+_INT = r"-?(?:0|[1-9][0-9]{0,17})"  # short enough that int() and json agree
+_FLAT_HEAD = re.compile(
+    rf'{_S}\{{(?:{_S}"[^"\\]*"{_S}:{_S}'
+    rf'(?:"[^"\\]*"|{_INT}(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null){_S},)*')
+_FLAT_TAIL = re.compile(
+    rf'{_S}(?:"([^"\\]*)(?:"{_S}(?::{_S}(?:(")([^"\\]*)"?|({_INT}))?)?)?)?{_S}')
+
+
+def _parse_flat(s: str) -> dict[str, Any] | None:
+    """``_parse_prefix(s)`` for a truncated flat object (see ``_FLAT_HEAD``); ``None`` for
+    any other text. Such a text has no ``}`` outside its strings: the object is still open."""
+    head = _FLAT_HEAD.match(s)
+    if head is None:
+        return None
+    end = head.end()
+    tail = _FLAT_TAIL.fullmatch(s, end)
+    if tail is None:
+        return None
+    if s[end - 1] == ",":
+        value: dict[str, Any] = _LENIENT.decode(s[:end - 1] + "}")
+    else:
+        value = {}  # just "{"
+    key, quote, string, number = tail.groups()
+    if quote is not None:
+        value[key] = string
+    elif number is not None:
+        value[key] = int(number)
+    return value
 
 
 def _parse_prefix(s: str) -> Any:

@@ -58,7 +58,8 @@ def test_only_new_messages_are_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wire, "_BODY_ENCODER", Counting())
     transcript.append({"role": "assistant", "content": "a"})
     assert encoder.encode(body(transcript), "messages") == json_dumps(body(transcript))
-    assert [m for m in seen if isinstance(m, dict) and "role" in m] == [transcript[-1]]
+    lists = [o for o in seen if isinstance(o, list) and o and "role" in o[0]]
+    assert lists == [[transcript[-1]]]  # the new message alone, in one call
 
 
 def test_an_empty_list_and_a_new_conversation() -> None:
@@ -68,3 +69,16 @@ def test_an_empty_list_and_a_new_conversation() -> None:
     assert encoder.encode(body(first), "messages") == json_dumps(body(first))
     equal_but_new = [{"role": "user", "content": "b"}]
     assert encoder.encode(body(equal_but_new), "messages") == json_dumps(body(equal_but_new))
+
+
+@pytest.mark.parametrize("shape", [
+    {"messages": [{"a": 1}]},  # nothing before or after the list
+    {"messages": [{"a": 1}], "stream": True},
+    {"model": "m", "messages": [{"a": 1}]},
+    {"model": "m", "other": [1]},  # no list at all
+    {},
+])
+def test_keys_on_either_side_of_the_list(shape: dict[str, Any]) -> None:
+    encoder = PrefixEncoder()
+    for _ in range(2):
+        assert encoder.encode(shape, "messages") == json_dumps(shape)

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from piagent.stream._partial_json import parse_streaming_json
+from piagent.stream._partial_json import (
+    _Malformed,
+    _parse_flat,
+    _parse_prefix,
+    parse_streaming_json,
+)
 
 CORPUS = [
     "{}",
@@ -224,3 +229,119 @@ def test_every_prefix_of_random_objects(
 def test_never_raises_on_arbitrary_text(text: str) -> None:
     """Any text at all gives a dict."""
     assert isinstance(parse_streaming_json(text), dict)
+
+
+# --- the fast path for flat objects: the same result as the general parser ---------------
+
+
+def _strict(value: Any) -> str:
+    """A comparison key that tells 1, 1.0 and True apart and sees key order."""
+    return repr(value)
+
+
+def _check_flat_matches_general(doc: str) -> int:
+    """For every prefix, ``_parse_flat`` declines or agrees with ``_parse_prefix`` exactly;
+    returns how many prefixes it took."""
+    taken = 0
+    for end in range(len(doc) + 1):
+        prefix = doc[:end]
+        fast = _parse_flat(prefix)
+        if fast is None:
+            continue
+        taken += 1
+        try:
+            general = _parse_prefix(prefix)
+        except _Malformed:  # pragma: no cover - a failure of the fast path
+            pytest.fail(f"fast path accepted malformed {prefix!r}: {fast!r}")
+        assert _strict(fast) == _strict(general), prefix
+        assert _strict(parse_streaming_json(prefix)) == _strict(general), prefix
+    return taken
+
+
+FLAT_CORPUS = [
+    '{"i": 0}',
+    '{"path": "/tmp/x.txt", "limit": 100, "offset": -20}',
+    '{"flag": true, "other": false, "nothing": null, "n": -1.25e-3, "m": 6.02E+23}',
+    '{"a":1,"b":"two","c":3.5,"d":-0,"e":-0.0,"f":12345678901234567890123}',
+    '{\n  "pretty": "x",\n  "y": 2\n}',
+    '{"raw": "Grüße\n\t世界 😀", "ctl": "a\x01b"}',
+    '{"dup": 1, "dup": "again", "z": 0}',
+    '{"esc": "a\\nb", "after": 1}',
+    '{"nested": {"a": 1}, "after": [1, 2]}',
+    '{"lead": 01}',
+]
+
+
+@pytest.mark.parametrize("doc", FLAT_CORPUS + CORPUS)
+def test_flat_fast_path_agrees_with_the_general_parser(doc: str) -> None:
+    _check_flat_matches_general(doc)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{", {}),
+        ('  {"i": ', {}),
+        ('{"i": 4', {"i": 4}),
+        ('{"a": "x', {"a": "x"}),
+        ('{"a": "x" ', {"a": "x"}),
+        ('{"a": 1, "b": 2.5, "c": null, "d', {"a": 1, "b": 2.5, "c": None}),
+        ('{"a" ', {}),
+    ],
+)
+def test_flat_fast_path_takes_the_common_shapes(text: str, expected: dict[str, Any]) -> None:
+    assert _strict(_parse_flat(text)) == _strict(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "x\\n',  # an escape
+        '{"a": -',  # a lone minus
+        '{"a": 1.',  # a truncated fraction
+        '{"a": 1234567890123456789',  # long enough for int() and json to differ
+        '{"a": {',  # nesting
+        '{"a": [1',
+        '{"a": tr',  # a truncated literal
+        '{"a": NaN, ',
+        '{"a": 1}',  # closed
+        '{"a": 1 2',  # malformed
+        '[1, ',
+    ],
+)
+def test_flat_fast_path_leaves_the_rest_to_the_general_parser(text: str) -> None:
+    assert _parse_flat(text) is None
+
+
+_flat_values = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**25), max_value=10**25)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | st.text(alphabet="ab \t\n\"\\/é😀\x00", max_size=6)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    obj=st.dictionaries(st.text(max_size=6), _flat_values | _json_values, max_size=6),
+    ensure_ascii=st.booleans(),
+    separators=st.sampled_from([None, (",", ":"), (" , ", " : ")]),
+    indent=st.sampled_from([None, 2, "\t"]),
+)
+def test_flat_fast_path_agrees_on_every_prefix_of_random_objects(
+    obj: dict[str, Any], ensure_ascii: bool, separators: Any, indent: Any
+) -> None:
+    doc = json.dumps(obj, ensure_ascii=ensure_ascii, separators=separators, indent=indent)
+    _check_flat_matches_general(doc)
+
+
+@settings(max_examples=100, deadline=None)
+@given(obj=st.dictionaries(st.text(alphabet="abc_", max_size=6),
+                           st.integers(0, 1000) | st.text(alphabet="xyz /.", max_size=8),
+                           min_size=1, max_size=5))
+def test_flat_fast_path_takes_every_prefix_of_simple_objects(obj: dict[str, Any]) -> None:
+    """Escape-free strings and integers: every proper prefix but "" goes the fast way."""
+    doc = json.dumps(obj)
+    assert _check_flat_matches_general(doc) == len(doc) - 1
