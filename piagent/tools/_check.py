@@ -100,6 +100,9 @@ class CheckBuilder:
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise Unsupported
+        if "required" not in self.keywords and any(
+                isinstance(v, dict) and v.get("required") for v in props.values()):
+            raise Unsupported  # draft 3: a property's own `required: true`, read by properties
         checks = {k: self.build(v) for k, v in props.items()}
         # a property whose schema is only a type: a value of that exact type passes its check
         exact = {k: EXACT_TYPES[v["type"]] for k, v in props.items() if self._bare_type(v)}

@@ -74,7 +74,8 @@ def _missing_property(error: ValidationError) -> str:
     # jsonschema's message is f"{name!r} is a required property"
     required: Any = error.validator_value
     instance: Any = error.instance
-    for name in required:
+    # draft 3 marks a property itself `required: true`; the name is then in the message
+    for name in required if isinstance(required, list) else ():
         if (
             isinstance(instance, dict)
             and name not in instance

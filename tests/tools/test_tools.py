@@ -754,6 +754,26 @@ def test_draft_3_keeps_type_required_and_properties_apart() -> None:
     assert check is not None and check({"a": "x"}) and not check({"a": 1}) and not check([])
 
 
+def test_draft_3_property_required_true_is_enforced_with_pi_words() -> None:
+    """Draft 3 marks a property itself ``required: true``: a call without it is invalid (as
+    jsonschema says), with the usual "must have required property" line, not a TypeError."""
+    schema = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
+              "properties": {"path": {"type": "string", "required": True},
+                             "n": {"type": "integer"}}}
+    assert schema_mod.compile_schema(schema).check is None  # jsonschema decides
+    tool_ = AgentTool(name="files", description="d", parameters=schema,
+                      execute=lambda *args: None)
+    assert validate_tool_arguments(tool_, {"path": "a"}) == {"path": "a"}
+    for args, lines in (({"n": 1}, ["path: must have required property 'path'"]),
+                        ({"n": "x"}, ["path: must have required property 'path'",
+                                      "n: must be integer"])):
+        with pytest.raises(ToolArgumentError) as caught:
+            validate_tool_arguments(tool_, args)
+        listed = [line.strip()[2:] for line in str(caught.value).splitlines()
+                  if line.strip().startswith("- ")]
+        assert listed == lines
+
+
 def test_coercion_copies_and_coerces_leaves_of_every_kind() -> None:
     schema = {"type": "object", "properties": {
         "n": {"type": "integer"}, "o": {"type": "object"}, "u": {"description": "any"},
