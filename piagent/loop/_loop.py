@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import threading
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from ..abort import AbortSignal
 from ..errors import AgentLoopError
@@ -31,6 +31,7 @@ from ..events import (
 )
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 from ..stream import (
+    AssistantMessageEvent,
     Context,
     DoneEvent,
     ErrorEvent,
@@ -38,15 +39,6 @@ from ..stream import (
     StartEvent,
     StreamFn,
     StreamOptions,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
     get_default_stream_fn,
 )
 from ._config import (
@@ -65,9 +57,7 @@ Emit = Callable[[AgentEvent], None]
 
 # the events that change a started message, by exact class: one set lookup per event
 # (three failed isinstance checks cost more); any other class takes the isinstance chain
-_UPDATES = frozenset({TextStartEvent, TextDeltaEvent, TextEndEvent, ThinkingStartEvent,
-                      ThinkingDeltaEvent, ThinkingEndEvent, ToolCallStartEvent,
-                      ToolCallDeltaEvent, ToolCallEndEvent})
+_UPDATES = frozenset(get_args(AssistantMessageEvent)) - {StartEvent, DoneEvent, ErrorEvent}
 _STREAM_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(StreamOptions))
 
 

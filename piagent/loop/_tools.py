@@ -175,9 +175,8 @@ def execute_prepared(prepared: _Prepared, signal: AbortSignal,
     call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = prepared.tool.execute(call.id, prepared.args, signal, on_update)
-        if not isinstance(result, AgentToolResult):
-            result = _coerce_result(result)
+        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
+                                                      on_update))
     except Exception as exc:  # a failing tool is a result the model can read
         return Finalized(call, tool_failure_result(call.name, exc), True,
                          round((time.monotonic() - started) * 1000))
@@ -536,9 +535,7 @@ class ToolRunner:
             return failure  # a listener failed: wait for the running tools, emit nothing more
         try:
             if kind != "update":
-                self._emit(ToolExecutionEndEvent(payload.tool_call.id, payload.tool_call.name,
-                                                 payload.result, payload.is_error,
-                                                 payload.duration_ms))
+                _emit_end(self._emit, payload)
             elif results[index] is None:  # else it came after the call's completion: dropped
                 call = prepared[index].tool_call
                 self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
@@ -562,12 +559,10 @@ class ToolRunner:
         done: Finalized | None = None
         kind = "done"
         failure: Exception | None = None  # on_tool_execute's, if it raised
-        config = self._config
         try:
             if self._signal.is_set():
                 done = Finalized(prepared.tool_call, error_result(_ABORTED), True)
-            elif (config.on_tool_execute is not None
-                  and (failure := self._mark_started(prepared.tool_call)) is not None):
+            elif (failure := self._mark_started(prepared.tool_call)) is not None:
                 kind = "unstarted"
                 done = Finalized(prepared.tool_call, error_result(
                     f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
@@ -575,8 +570,7 @@ class ToolRunner:
             else:
                 done = execute_prepared(prepared, self._signal, on_update)
                 accepting = False
-                if config.after_tool_call is not None:
-                    done = finalize(context, message, prepared, done, config, self._signal)
+                done = finalize(context, message, prepared, done, self._config, self._signal)
         except BaseException as exc:
             _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
             done = Finalized(prepared.tool_call, error_result(_exception_text(exc)), True)

@@ -90,7 +90,7 @@ class MessageBuilder:
     def _block(self, index: int, kind: type[_Block]) -> _Block:
         """The content block at ``index``, which the adapter says is a ``kind``."""
         block = self.message.content[index]
-        if not isinstance(block, kind):
+        if type(block) is not kind and not isinstance(block, kind):
             msg = (f"Block {index} of the message is a {type(block).__name__}, not a "
                    f"{kind.__name__}: the adapter used the index of another block.")
             raise TypeError(msg)
@@ -107,13 +107,9 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self.message.content[index]
-            if type(block) is not TextContent:
-                block = self._block(index, TextContent)
+            block = self._block(index, TextContent)
             block.text += delta
-            stream = self._stream_ref()
-            if stream is not None:
-                stream.push(TextDeltaEvent(index, delta, self.message))
+            self._push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -125,13 +121,9 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self.message.content[index]
-            if type(block) is not ThinkingContent:
-                block = self._block(index, ThinkingContent)
+            block = self._block(index, ThinkingContent)
             block.thinking += delta
-            stream = self._stream_ref()
-            if stream is not None:
-                stream.push(ThinkingDeltaEvent(index, delta, self.message))
+            self._push(ThinkingDeltaEvent(index, delta, self.message))
 
     # tool calls ---------------------------------------------------------------------------
 
@@ -151,16 +143,12 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self.message.content[index]
-            if type(block) is not ToolCall:
-                block = self._block(index, ToolCall)
+            block = self._block(index, ToolCall)
             if fragment:
                 buffer = self._args.get(index, "") + fragment
                 self._args[index] = self._parsed[index] = buffer
                 block.arguments = parse_streaming_json(buffer)  # always a dict
-            stream = self._stream_ref()
-            if stream is not None:
-                stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+            self._push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""

@@ -82,15 +82,11 @@ class EventStream(Generic[T, R]):
                 return
             self._queue.put(event)
             if self._is_complete(event):
-                self._complete(event)
-
-    def _complete(self, event: T) -> None:
-        """``event`` completes the stream (``_lock`` held; the event is queued)."""
-        self._final = event
-        self._done = True
-        self._result = self._extract_result(event)
-        self._has_result.set()
-        self._queue.put(_END)
+                self._final = event
+                self._done = True
+                self._result = self._extract_result(event)
+                self._has_result.set()
+                self._queue.put(_END)
 
     def end(self, result: R | None = None) -> None:
         """End the stream; ``result`` becomes the result unless one was already set."""
@@ -175,14 +171,9 @@ class EventStream(Generic[T, R]):
                 return _END
             if event is None:
                 return _STEPPED
-            complete = self._is_complete(event)
-            if not complete and self._queue.empty():
+            if self._queue.empty() and not self._is_complete(event):
                 return event  # nothing pushed from another thread (an abort) to go first
-            with self._lock:  # as push: behind what is queued, dropped once done
-                if not self._done:
-                    self._queue.put(event)
-                    if complete:
-                        self._complete(event)
+            self.push(event)  # behind what is queued, dropped once done
         return _STEPPED
 
     def _advance(self) -> bool:
