@@ -1,5 +1,5 @@
 """The chat examples (Flask, then Django) under a real gunicorn with four worker processes
-(durable.md §5).
+(docs/web.md).
 
 One browser's requests land on different workers (each response names its worker in
 ``X-Worker-Pid``, and the test holds a keep-alive connection to each worker): a run is

@@ -1,4 +1,4 @@
-"""``piagent.web`` for runs addressed by id (durable.md §3, §5): frames carry ``id:`` lines,
+"""``piagent.web`` for runs addressed by id (docs/web.md): frames carry ``id:`` lines,
 a client that reconnects with ``Last-Event-ID`` gets every later event exactly once (over a
 real HTTP server), an idle run gets keep-alive comments, a departed reader leaves the run
 running, and an unknown run id is a 404 saying so, in Flask and in Django."""

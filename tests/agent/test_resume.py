@@ -1,4 +1,4 @@
-"""Durable intent and ``agent.resume()`` by each tool's ``replay`` policy (durable.md §2).
+"""Durable intent and ``agent.resume()`` by each tool's ``replay`` policy (docs/sessions.md).
 
 Each tool call is marked started just before its ``execute`` (not at
 ``tool_execution_start``, not while it waits for a pool slot). ``resume()`` finishes the

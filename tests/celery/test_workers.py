@@ -1,4 +1,4 @@
-"""``CeleryRunner`` with real worker processes, a Redis broker and PostgreSQL (durable.md §4).
+"""``CeleryRunner`` with real worker processes, a Redis broker and PostgreSQL (docs/celery.md).
 
 Covers: a run started here executes on a worker and is streamed by another process, steered
 and aborted from a third; a worker killed with SIGKILL mid-tool has its run finished by the

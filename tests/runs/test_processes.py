@@ -1,4 +1,4 @@
-"""``LocalRunner`` on an ``SQLiteStore`` across real processes (durable.md §3).
+"""``LocalRunner`` on an ``SQLiteStore`` across real processes (docs/sessions.md).
 
 A run starts in one child process; this process streams its events by id; other children
 steer and abort it. A child killed with SIGKILL leaves its run to lose its lease (``lost``),

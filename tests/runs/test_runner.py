@@ -1,6 +1,6 @@
 """``LocalRunner`` in one process, on a ``MemoryStore`` and on an ``SQLiteStore``.
 
-Covers durable.md §3: the events of a run by id (order, ids, resuming after an id, ``None``
+Covers docs/sessions.md: the events of a run by id (order, ids, resuming after an id, ``None``
 when idle), one live run per session (``AgentBusyError``), ``RunNotFoundError``, steer /
 follow-up / abort delivered exactly once and in order (also to the session's next run),
 the final states, the thread count after a run, and the errors bad arguments raise.
