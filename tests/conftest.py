@@ -5,13 +5,20 @@ The tests mirror the package: ``tests/<layer>/`` tests ``piagent/<layer>/`` and 
 Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conftest import
 ...`` for a folder's own).
 
-* ``WAIT``: the bound of every wait in the suite (seconds); nothing sleeps.
+* ``WAIT``: the bound of every wait in the suite (seconds); nothing sleeps. ``SLOW_WAIT``:
+  the bound of a wait on other processes starting (workers, web servers) on a busy machine.
+* ``wait_until(predicate, what, wake=...)``: re-checks ``predicate`` each time ``wake``
+  returns (``wake`` blocks on a real source: a process's exit, a run's next event), bounded.
 * ``Recorder``: every event, the thread it arrived on, and (given an Agent) the state then.
   As a loop ``emit``: ``Recorder()`` or ``Recorder(on_event=f)``; as an Agent listener:
   ``Recorder(agent)``, which subscribes itself.
 * ``piagent_threads()`` / ``join_piagent_threads()``: the live ``piagent-*`` threads (the
   second joins them first, each join bounded by ``WAIT``).
 * ``user(text)``: a ``UserMessage`` of one text block.
+* ``hold_new_threads(function, at=...)``: hold threads started meanwhile when they call
+  (or return from) ``function`` until released: a moment of the code under test, made wide.
+* ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
+  imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
 * Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
   routed through a proxy).
@@ -19,17 +26,26 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, ModuleType
 from typing import Any
 
 import pytest
 
 from piagent import AbortSignal, Agent, AgentEvent, TextContent, ToolResultMessage, UserMessage
 
-WAIT = 5.0
+WAIT = 10.0
+SLOW_WAIT = 20.0
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CHAT_COOKIE = "piagent_chat_session"
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
                    "http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -81,6 +97,70 @@ def no_piagent_threads() -> Iterator[None]:
     """Every run the test started has settled and its ``piagent-*`` threads are gone."""
     yield
     assert join_piagent_threads() == []
+
+
+def wait_until(predicate: Callable[[], bool], what: str, *, wake: Callable[[float], object],
+               timeout: float = WAIT) -> None:
+    """Wait until ``predicate()`` holds; fail after ``timeout`` seconds, naming ``what``.
+
+    ``wake(seconds)`` blocks until something that may change the answer happens (a process
+    exits, a run records an event, ...) or ``seconds`` pass; ``predicate`` is checked again
+    after each. It waits on that real source, never on an Event nothing sets. Within one
+    process, prefer an Event or Condition the code under test sets.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        wake(min(left, 0.05))
+
+
+@contextmanager
+def hold_new_threads(function: str, *, file_suffix: str = "", at: str = "call"
+                     ) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """Hold each thread started inside the block, when it calls ``function`` (a function of
+    that name in a file ending with ``file_suffix``; ``at="return"``: when it returns from
+    it), until ``release`` is set (bounded by ``WAIT``); ``reached`` is set when one is held.
+    Yields ``(reached, release)``; on exit, tracing stops and held threads are released."""
+    reached, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        reached.set()
+        release.wait(WAIT)
+
+    def on_return(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":
+            hold()
+        return on_return
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if event != "call" or code.co_name != function or \
+                not code.co_filename.endswith(file_suffix):
+            return None
+        if at == "return":
+            return on_return
+        hold()
+        return None
+
+    threading.settrace(on_call)
+    try:
+        yield reached, release
+    finally:
+        threading.settrace(None)
+        release.set()
+        sys.settrace(None)
+
+
+def load_example(path: str, name: str) -> ModuleType:
+    """``examples/<path>`` imported as module ``name`` (registered in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def user(text: str) -> UserMessage:
