@@ -17,6 +17,8 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
 * ``user(text)``: a ``UserMessage`` of one text block.
 * ``hold_new_threads(function, at=...)``: hold threads started meanwhile when they call
   (or return from) ``function`` until released: a moment of the code under test, made wide.
+* ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
+* ``serving_wsgi(app, name)``: a WSGI app served (werkzeug, threaded) on 127.0.0.1; its URL.
 * ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
   imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
 * Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import select
+import subprocess
 import sys
 import threading
 import time
@@ -151,6 +155,46 @@ def hold_new_threads(function: str, *, file_suffix: str = "", at: str = "call"
         threading.settrace(None)
         release.set()
         sys.settrace(None)
+
+
+def read_child_line(proc: subprocess.Popen[bytes], timeout: float = SLOW_WAIT) -> str:
+    """The child's next stdout line (stripped), read within ``timeout`` one byte at a time
+    (no buffer keeps a later line from the next call); fails with its stderr otherwise."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        chunk = os.read(fd, 1) if ready else b""
+        if not chunk:
+            proc.kill()
+            _, err = proc.communicate(timeout=timeout)
+            pytest.fail(f"the child printed {data!r}, then "
+                        f"{'ended' if ready else f'nothing for {timeout:g} s'}; "
+                        f"stderr: {err.decode(errors='replace')}")
+        data += chunk
+    return data.decode().strip()
+
+
+@contextmanager
+def serving_wsgi(app: Any, name: str) -> Iterator[str]:
+    """``app`` served by werkzeug's threaded server on 127.0.0.1 (a thread named ``name``);
+    yields its URL (no trailing slash); shut down and joined (bounded) on exit."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    # owner: this helper; stopped by server.shutdown() and joined below
+    thread = threading.Thread(target=server.serve_forever, name=name,
+                              kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(WAIT)
+        server.server_close()
+        assert not thread.is_alive()
 
 
 def load_example(path: str, name: str) -> ModuleType:

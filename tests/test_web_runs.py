@@ -29,7 +29,7 @@ from piagent.web import (
     flask_run_response,
     run_sse_events,
 )
-from tests.conftest import WAIT, configure_django
+from tests.conftest import WAIT, configure_django, serving_wsgi
 
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
@@ -179,20 +179,8 @@ def _flask_app(runner: LocalRunner) -> Any:
 
 @pytest.fixture
 def server(runner: LocalRunner) -> Iterator[str]:
-    from werkzeug.serving import make_server
-
-    httpd = make_server("127.0.0.1", 0, _flask_app(runner), threaded=True)
-    # owner: this fixture; stopped by httpd.shutdown() and joined below
-    thread = threading.Thread(target=httpd.serve_forever, name="test-web-runs-server",
-                              kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(WAIT)
-        httpd.server_close()
-        assert not thread.is_alive()
+    with serving_wsgi(_flask_app(runner), "test-web-runs-server") as url:
+        yield url
 
 
 def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_once(

@@ -8,11 +8,9 @@ and the next start of the session, here, recovers the transcript with ``agent.re
 from __future__ import annotations
 
 import os
-import select
 import signal as signals
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from piagent.runs import LocalRunner
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
-from ..conftest import SLOW_WAIT
+from ..conftest import SLOW_WAIT, read_child_line
 from ._worker import build_tools
 
 WORKER = Path(__file__).with_name("_worker.py")
@@ -43,25 +41,6 @@ def run_worker(*args: str) -> None:
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
 
-def read_line(proc: subprocess.Popen[bytes]) -> str:
-    """The child's next stdout line, read until a deadline (one byte at a time: no buffer
-    keeps a later line from the next call)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + SLOW_WAIT
-    data = b""
-    while not data.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
-        chunk = os.read(fd, 1) if ready else b""
-        if not chunk:
-            proc.kill()
-            _, err = proc.communicate(timeout=SLOW_WAIT)
-            pytest.fail(f"the child printed {data!r}, then {'ended' if ready else 'nothing'}; "
-                        f"stderr: {err.decode(errors='replace')}")
-        data += chunk
-    return data.decode().strip()
-
-
 def finish(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
     try:
         out, err = proc.communicate(timeout=SLOW_WAIT)
@@ -76,7 +55,7 @@ def test_stream_steer_and_abort_a_run_in_another_process(tmp_path: Path) -> None
     db = str(tmp_path / "runs.db")
     proc = spawn("start", db, "s1", "30", "steer_abort")
     try:
-        run_id = read_line(proc)
+        run_id = read_child_line(proc)
         runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
         with pytest.raises(AgentBusyError):  # the child holds the session
             runner.start("s1", "me too")
@@ -111,8 +90,8 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
     db = str(tmp_path / "runs.db")
     proc = spawn("start", db, "s1", "1", "hang")
     try:
-        run_id = read_line(proc)
-        assert read_line(proc) == "executing"  # marked started, then executing: kill it
+        run_id = read_child_line(proc)
+        assert read_child_line(proc) == "executing"  # marked started, then executing: kill it
         os.kill(proc.pid, signals.SIGKILL)
         assert proc.wait(SLOW_WAIT) == -signals.SIGKILL
     finally:
@@ -155,12 +134,12 @@ def test_processes_racing_to_start_one_session_get_one_run(tmp_path: Path) -> No
     SQLiteStore(db).session_ids()  # the file exists before the race
     procs = [spawn("start", db, "s1", "30", "hang") for _ in range(3)]
     try:
-        firsts = [read_line(p) for p in procs]
+        firsts = [read_child_line(p) for p in procs]
         winners = [p for p, line in zip(procs, firsts, strict=True)
                    if not line.startswith("busy:")]
         assert len(winners) == 1, firsts
         assert sum(line.startswith("busy: Session 's1' already has a live run") for line in firsts) == 2
-        assert read_line(winners[0]) == "executing"
+        assert read_child_line(winners[0]) == "executing"
         runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
         run_id = next(line for line in firsts if not line.startswith("busy:"))
         assert runner.status(run_id).state == "running"
