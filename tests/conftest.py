@@ -19,6 +19,8 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   (or return from) ``function`` until released: a moment of the code under test, made wide.
 * ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
 * ``serving_wsgi(app, name)``: a WSGI app served (werkzeug, threaded) on 127.0.0.1; its URL.
+* ``Gate(name)``: a tool that says it started, then waits for the test to open it (or for
+  the run's abort, which sets ``aborted``).
 * ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
   imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
 * Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
@@ -44,7 +46,15 @@ from typing import Any
 
 import pytest
 
-from piagent import AbortSignal, Agent, AgentEvent, TextContent, ToolResultMessage, UserMessage
+from piagent import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
 
 WAIT = 10.0
 SLOW_WAIT = 20.0
@@ -195,6 +205,29 @@ def serving_wsgi(app: Any, name: str) -> Iterator[str]:
         thread.join(WAIT)
         server.server_close()
         assert not thread.is_alive()
+
+
+class Gate:
+    """A tool ``name`` that sets ``started``, then waits (bounded) for the test to set
+    ``opened``, or for the run's abort (then it sets ``aborted``)."""
+
+    def __init__(self, name: str = "gate") -> None:
+        self.started = threading.Event()
+        self.opened = threading.Event()
+        self.aborted = threading.Event()
+
+        def execute(signal: AbortSignal) -> str:
+            """Wait at the gate."""
+            self.started.set()
+            for _ in range(int(4 * WAIT / 0.05)):
+                if self.opened.is_set():
+                    return "through the gate"
+                if signal.wait(0.05):  # woken by the abort, else looks at the gate again
+                    self.aborted.set()
+                    return "aborted at the gate"
+            return "the gate never opened"
+
+        self.tool = tool(execute, name=name)
 
 
 def load_example(path: str, name: str) -> ModuleType:
