@@ -19,6 +19,8 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   (or return from) ``function`` until released: a moment of the code under test, made wide.
 * ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
 * ``serving_wsgi(app, name)``: a WSGI app served (werkzeug, threaded) on 127.0.0.1; its URL.
+* ``StreamingHandler``: a quiet HTTP/1.1 request handler without Nagle delay, the base of
+  the suite's scripted model servers.
 * ``Gate(name)``: a tool that says it started, then waits for the test to open it (or for
   the run's abort, which sets ``aborted``).
 * ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
@@ -33,6 +35,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -205,6 +209,20 @@ def serving_wsgi(app: Any, name: str) -> Iterator[str]:
         thread.join(WAIT)
         server.server_close()
         assert not thread.is_alive()
+
+
+class StreamingHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1, no request log, and (like real servers) no Nagle delay between the small
+    event writes of a stream."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Gate:
