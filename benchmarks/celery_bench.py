@@ -1,4 +1,4 @@
-"""``CeleryRunner`` on real workers: event latency, abort latency, runs per second (durable.md §6).
+"""``CeleryRunner`` on real workers: event latency, abort latency, runs per second.
 
 Run: ``python benchmarks/celery_bench.py [--reps R] [--runs M] [--quick]``. Needs Redis and
 PostgreSQL on 127.0.0.1 (``PIAGENT_BENCH_REDIS``, default ``redis://127.0.0.1:6379/9``;

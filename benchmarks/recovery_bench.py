@@ -1,4 +1,4 @@
-"""Recovery time of a run whose process died (durable.md §6: within lease + 10 s).
+"""Recovery time of a run whose process died (budget: within lease + 10 s, benchmarks/README.md).
 
 Run: ``python benchmarks/recovery_bench.py [--lease S ...] [--reps R] [--quick]``. A child
 process starts a ``LocalRunner`` run on an ``SQLiteStore`` file; the run's tool

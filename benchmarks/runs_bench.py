@@ -1,4 +1,4 @@
-"""Event to reader latency of ``LocalRunner`` runs (durable.md §6).
+"""Event to reader latency of ``LocalRunner`` runs.
 
 Run: ``python benchmarks/runs_bench.py [--events N] [--reps R] [--quick]``. A run streams a
 long scripted answer on ``piagent.testing.ScriptedStreamFn`` with ``chunk_delay`` between
@@ -14,7 +14,7 @@ information, also across processes: ``abort()`` here while the child's run waits
 on its signal, to ``agent_end`` read here (the abort crosses the inbox, the events come back).
 
 Budgets: one process ≤ 1 ms p90; across processes via SQLite ≤ 100 ms p90 (the abort case
-is held to the same figure; durable.md sets 250 ms for Celery's).
+is held to the same figure; the budget is 250 ms for Celery's).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What keeping the transcript in a session store costs a run (durable.md §6).
+"""What keeping the transcript in a session store costs a run.
 
 Run: ``python benchmarks/sessions_bench.py [--reps N] [--quick]``. An ``Agent`` on
 ``piagent.testing.ScriptedStreamFn`` (zero model latency) runs R rounds × T instant tools,

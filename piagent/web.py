@@ -5,7 +5,7 @@
 that in the framework's streaming response. When the client goes away the framework closes
 the response iterator; that closes the ``agent.stream`` iterator, which aborts the run.
 
-A run addressed by id (``piagent.runs``, durable.md §3, §5) streams through
+A run addressed by id (``piagent.runs``; docs/web.md, "Runs by id") streams through
 ``run_sse_events(runner, run_id, last_event_id)``: every frame carries an ``id:`` line, a
 reconnecting client sends the last one back as ``Last-Event-ID`` and gets only what came
 after it, and a client that goes away leaves the run alone. ``flask_run_response`` and
@@ -171,7 +171,7 @@ def django_response(agent: Agent, input: str | AgentMessage | Sequence[AgentMess
     return response
 
 
-# --- runs addressed by id (durable.md §3, §5) ------------------------------------------------
+# --- runs addressed by id (docs/web.md, "Runs by id") ---------------------------------------
 
 
 class _RunEvent(Protocol):

@@ -5,13 +5,26 @@ The tests mirror the package: ``tests/<layer>/`` tests ``piagent/<layer>/`` and 
 Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conftest import
 ...`` for a folder's own).
 
-* ``WAIT``: the bound of every wait in the suite (seconds); nothing sleeps.
+* ``WAIT``: the bound of every wait in the suite (seconds); nothing sleeps. ``SLOW_WAIT``:
+  the bound of a wait on other processes starting (workers, web servers) on a busy machine.
+* ``wait_until(predicate, what, wake=...)``: re-checks ``predicate`` each time ``wake``
+  returns (``wake`` blocks on a real source: a process's exit, a run's next event), bounded.
 * ``Recorder``: every event, the thread it arrived on, and (given an Agent) the state then.
   As a loop ``emit``: ``Recorder()`` or ``Recorder(on_event=f)``; as an Agent listener:
   ``Recorder(agent)``, which subscribes itself.
 * ``piagent_threads()`` / ``join_piagent_threads()``: the live ``piagent-*`` threads (the
   second joins them first, each join bounded by ``WAIT``).
 * ``user(text)``: a ``UserMessage`` of one text block.
+* ``hold_new_threads(function, at=...)``: hold threads started meanwhile when they call
+  (or return from) ``function`` until released: a moment of the code under test, made wide.
+* ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
+* ``serving_wsgi(app, name)``: a WSGI app served (werkzeug, threaded) on 127.0.0.1; its URL.
+* ``StreamingHandler``: a quiet HTTP/1.1 request handler without Nagle delay, the base of
+  the suite's scripted model servers.
+* ``Gate(name)``: a tool that says it started, then waits for the test to open it (or for
+  the run's abort, which sets ``aborted``).
+* ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
+  imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
 * Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
   routed through a proxy).
@@ -19,17 +32,38 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import select
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from types import FrameType, ModuleType
 from typing import Any
 
 import pytest
 
-from piagent import AbortSignal, Agent, AgentEvent, TextContent, ToolResultMessage, UserMessage
+from piagent import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
 
-WAIT = 5.0
+WAIT = 10.0
+SLOW_WAIT = 20.0
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CHAT_COOKIE = "piagent_chat_session"
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
                    "http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -81,6 +115,147 @@ def no_piagent_threads() -> Iterator[None]:
     """Every run the test started has settled and its ``piagent-*`` threads are gone."""
     yield
     assert join_piagent_threads() == []
+
+
+def wait_until(predicate: Callable[[], bool], what: str, *, wake: Callable[[float], object],
+               timeout: float = WAIT) -> None:
+    """Wait until ``predicate()`` holds; fail after ``timeout`` seconds, naming ``what``.
+
+    ``wake(seconds)`` blocks until something that may change the answer happens (a process
+    exits, a run records an event, ...) or ``seconds`` pass; ``predicate`` is checked again
+    after each. It waits on that real source, never on an Event nothing sets. Within one
+    process, prefer an Event or Condition the code under test sets.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        wake(min(left, 0.05))
+
+
+@contextmanager
+def hold_new_threads(function: str, *, file_suffix: str = "", at: str = "call"
+                     ) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """Hold each thread started inside the block, when it calls ``function`` (a function of
+    that name in a file ending with ``file_suffix``; ``at="return"``: when it returns from
+    it), until ``release`` is set (bounded by ``WAIT``); ``reached`` is set when one is held.
+    Yields ``(reached, release)``; on exit, tracing stops and held threads are released."""
+    reached, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        reached.set()
+        release.wait(WAIT)
+
+    def on_return(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":
+            hold()
+        return on_return
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if event != "call" or code.co_name != function or \
+                not code.co_filename.endswith(file_suffix):
+            return None
+        if at == "return":
+            return on_return
+        hold()
+        return None
+
+    threading.settrace(on_call)
+    try:
+        yield reached, release
+    finally:
+        threading.settrace(None)
+        release.set()
+        sys.settrace(None)
+
+
+def read_child_line(proc: subprocess.Popen[bytes], timeout: float = SLOW_WAIT) -> str:
+    """The child's next stdout line (stripped), read within ``timeout`` one byte at a time
+    (no buffer keeps a later line from the next call); fails with its stderr otherwise."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        chunk = os.read(fd, 1) if ready else b""
+        if not chunk:
+            proc.kill()
+            _, err = proc.communicate(timeout=timeout)
+            pytest.fail(f"the child printed {data!r}, then "
+                        f"{'ended' if ready else f'nothing for {timeout:g} s'}; "
+                        f"stderr: {err.decode(errors='replace')}")
+        data += chunk
+    return data.decode().strip()
+
+
+@contextmanager
+def serving_wsgi(app: Any, name: str) -> Iterator[str]:
+    """``app`` served by werkzeug's threaded server on 127.0.0.1 (a thread named ``name``);
+    yields its URL (no trailing slash); shut down and joined (bounded) on exit."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    # owner: this helper; stopped by server.shutdown() and joined below
+    thread = threading.Thread(target=server.serve_forever, name=name,
+                              kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(WAIT)
+        server.server_close()
+        assert not thread.is_alive()
+
+
+class StreamingHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1, no request log, and (like real servers) no Nagle delay between the small
+    event writes of a stream."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Gate:
+    """A tool ``name`` that sets ``started``, then waits (bounded) for the test to set
+    ``opened``, or for the run's abort (then it sets ``aborted``)."""
+
+    def __init__(self, name: str = "gate") -> None:
+        self.started = threading.Event()
+        self.opened = threading.Event()
+        self.aborted = threading.Event()
+
+        def execute(signal: AbortSignal) -> str:
+            """Wait at the gate."""
+            self.started.set()
+            for _ in range(int(4 * WAIT / 0.05)):
+                if self.opened.is_set():
+                    return "through the gate"
+                if signal.wait(0.05):  # woken by the abort, else looks at the gate again
+                    self.aborted.set()
+                    return "aborted at the gate"
+            return "the gate never opened"
+
+        self.tool = tool(execute, name=name)
+
+
+def load_example(path: str, name: str) -> ModuleType:
+    """``examples/<path>`` imported as module ``name`` (registered in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def user(text: str) -> UserMessage:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import WAIT
+from tests.conftest import WAIT, serving_wsgi
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +30,6 @@ if CHROMIUM is None or CHROMEDRIVER is None:
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-from werkzeug.serving import make_server  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "flask_chat"
 PAGE_WAIT = 2 * WAIT  # a headless browser starts and renders slower than a thread
@@ -87,20 +86,12 @@ def chat_app(tmp_path_factory):
 @pytest.fixture(scope="module")
 def base_url(chat_app) -> Iterator[str]:
     app, service = chat_app
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    # owner: this fixture; stopped by server.shutdown() and joined below
-    thread = threading.Thread(target=server.serve_forever, name="test-flask-chat",
-                              kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        for session_id in service.store.session_ids():
-            assert service.stop(session_id)["settled"]
-        server.shutdown()
-        thread.join(PAGE_WAIT)
-        server.server_close()
-        assert not thread.is_alive()
+    with serving_wsgi(app, "test-flask-chat") as url:
+        try:
+            yield url + "/"
+        finally:
+            for session_id in service.store.session_ids():
+                assert service.stop(session_id)["settled"]
 
 
 @pytest.fixture(scope="module")

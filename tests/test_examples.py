@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from tests.conftest import EXAMPLES
 
 EXPECTED = {
     "hello.py": ["[tool] greet({'name': 'Ada'})",

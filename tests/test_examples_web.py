@@ -8,30 +8,16 @@ runs it under gunicorn with four workers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.conftest import WAIT, configure_django
+from tests.conftest import CHAT_COOKIE, WAIT, configure_django, load_example
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-COOKIE = "piagent_chat_session"
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _frames(data: bytes) -> list[dict[str, Any]]:
@@ -64,7 +50,7 @@ def _check_history(history: dict[str, Any], run_id: str) -> None:
 @pytest.fixture(scope="module")
 def flask_chat() -> ModuleType:
     pytest.importorskip("flask")
-    return _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app")
+    return load_example("flask_chat/app.py", "flask_chat_app")
 
 
 def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path):
@@ -75,7 +61,7 @@ def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path)
     page = client.get("/")
     assert page.status_code == 200
     assert b'id="stop"' in page.data and b'id="steer-text"' in page.data
-    assert client.get_cookie(COOKIE) is not None
+    assert client.get_cookie(CHAT_COOKIE) is not None
     assert client.get("/history").get_json() == {"messages": [], "run": None}
     started = client.post("/chat", json={"message": "count to 3"})
     assert started.status_code == 200
@@ -92,7 +78,7 @@ def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path)
     assert int(client.get("/whoami").get_json()["pid"]) > 0
     # a new app on the same file (another worker, a restart) has the conversation
     again = flask_chat.create_app(factory, db=tmp_path / "chat.db").test_client()
-    again.set_cookie(COOKIE, client.get_cookie(COOKIE).value)
+    again.set_cookie(CHAT_COOKIE, client.get_cookie(CHAT_COOKIE).value)
     _check_history(again.get("/history").get_json(), run_id)
 
 
@@ -111,7 +97,7 @@ def test_flask_chat_bad_input_and_idle_controls(flask_chat, tmp_path):
 @pytest.fixture(scope="module")
 def django_chat() -> ModuleType:
     configure_django()
-    return _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app")
+    return load_example("django_chat/app.py", "django_chat_app")
 
 
 def test_django_chat_streams_a_run(django_chat, tmp_path):
@@ -124,7 +110,7 @@ def test_django_chat_streams_a_run(django_chat, tmp_path):
         page = client.get("/")
         assert page.status_code == 200
         assert b'id="stop"' in page.content
-        assert COOKIE in client.cookies
+        assert CHAT_COOKIE in client.cookies
         started = client.post("/chat", data={"message": "count to 3"},
                               content_type="application/json")
         run_id = started.json()["run_id"]

@@ -3,28 +3,17 @@ model is the offline scripted one."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_example
 
 
 @pytest.fixture(scope="module")
 def chat_agent() -> ModuleType:
-    return _load(EXAMPLES / "flask_chat" / "chat_agent.py", "chat_agent_flags")
+    return load_example("flask_chat/chat_agent.py", "chat_agent_flags")
 
 
 def test_missing_key_stops_the_server_at_start(chat_agent: ModuleType,
@@ -50,6 +39,6 @@ def test_base_url_points_the_model_at_a_local_server(chat_agent: ModuleType) -> 
 
 def test_flask_page_says_the_model_is_offline(tmp_path: Path) -> None:
     pytest.importorskip("flask")
-    app = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_flags")
+    app = load_example("flask_chat/app.py", "flask_chat_app_flags")
     page = app.create_app(db=tmp_path / "chat.db").test_client().get("/").data.decode()
     assert '<p id="model-note" class="note">Offline demo: the model is scripted' in page

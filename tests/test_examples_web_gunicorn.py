@@ -1,5 +1,5 @@
 """The chat examples (Flask, then Django) under a real gunicorn with four worker processes
-(durable.md §5).
+(docs/web.md).
 
 One browser's requests land on different workers (each response names its worker in
 ``X-Worker-Pid``, and the test holds a keep-alive connection to each worker): a run is
@@ -31,6 +31,8 @@ import pytest
 import requests
 import sseclient
 
+from tests.conftest import CHAT_COOKIE, SLOW_WAIT
+
 if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
     pytest.skip("the gunicorn test needs gunicorn (pip install gunicorn; not on Windows)",
                 allow_module_level=True)
@@ -41,8 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
         "django": (ROOT / "examples" / "django_chat", "app:application")}
 WORKERS = 4
-WAIT = 20.0  # a bound for each wait: four worker processes start on a shared machine
-COOKIE = "piagent_chat_session"
 
 
 @dataclass
@@ -84,7 +84,7 @@ def server(request: pytest.FixtureRequest,
         url, pids = None, set()
         while url is None or len(pids) < WORKERS:
             try:
-                line = lines.get(timeout=WAIT)
+                line = lines.get(timeout=SLOW_WAIT)
             except queue.Empty:
                 pytest.fail("gunicorn did not start its workers in time:\n" + "\n".join(log))
             if line is None:
@@ -97,11 +97,11 @@ def server(request: pytest.FixtureRequest,
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(WAIT)
+            process.wait(SLOW_WAIT)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(WAIT)
-        reader.join(WAIT)
+            process.wait(SLOW_WAIT)
+        reader.join(SLOW_WAIT)
         assert not reader.is_alive()
         assert process.stderr is not None
         process.stderr.close()
@@ -128,8 +128,8 @@ class Workers:
             session = requests.Session()
             adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
             session.mount("http://", adapter)
-            session.cookies.set(COOKIE, self.cookie)
-            pid = int(session.get(f"{self.server.url}/whoami", timeout=WAIT).json()["pid"])
+            session.cookies.set(CHAT_COOKIE, self.cookie)
+            pid = int(session.get(f"{self.server.url}/whoami", timeout=SLOW_WAIT).json()["pid"])
             if pid not in exclude and pid not in self.sessions:
                 self.sessions[pid] = session
                 return pid
@@ -139,7 +139,7 @@ class Workers:
 
     def request(self, pid: int, method: str, path: str, **kwargs: Any) -> requests.Response:
         response = self.sessions[pid].request(method, f"{self.server.url}{path}",
-                                              timeout=WAIT, **kwargs)
+                                              timeout=SLOW_WAIT, **kwargs)
         assert int(response.headers["X-Worker-Pid"]) == pid, "the request changed workers"
         return response
 

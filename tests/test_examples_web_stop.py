@@ -5,29 +5,14 @@ had not taken yet goes to the session's next run."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.conftest import configure_django
+from tests.conftest import CHAT_COOKIE, WAIT, configure_django, load_example
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-COOKIE = "piagent_chat_session"
-WAIT = 10.0
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _wait_in_tool(service: Any, run_id: str) -> None:
@@ -50,17 +35,17 @@ def _check_aborted(service: Any, session_id: str, run_id: str) -> None:
 
 def test_flask_steer_and_stop_from_another_worker(tmp_path: Path) -> None:
     pytest.importorskip("flask")
-    module = _load(EXAMPLES / "flask_chat" / "app.py", "flask_chat_app_stop")
+    module = load_example("flask_chat/app.py", "flask_chat_app_stop")
     factory = module.agent_factory(step_s=5.0, chunk_delay=0.0)
     first = module.create_app(factory, db=tmp_path / "chat.db")
     fast = module.agent_factory(step_s=0.0, chunk_delay=0.0)
     second = module.create_app(fast, db=tmp_path / "chat.db")
     browser = first.test_client()
     run_id = browser.post("/chat", json={"message": "count to 3"}).get_json()["run_id"]
-    session_id = browser.get_cookie(COOKIE).value
+    session_id = browser.get_cookie(CHAT_COOKIE).value
     _wait_in_tool(first.config["CHAT"], run_id)
     elsewhere = second.test_client()
-    elsewhere.set_cookie(COOKIE, session_id)  # the same browser, served by another worker
+    elsewhere.set_cookie(CHAT_COOKIE, session_id)  # the same browser, served by another worker
     assert elsewhere.get("/history").get_json()["run"] == {"id": run_id, "state": "running"}
     assert elsewhere.post("/steer", json={"text": "only even numbers"}).status_code == 200
     body = elsewhere.post("/stop").get_json()
@@ -80,14 +65,14 @@ def test_django_steer_and_stop(tmp_path: Path) -> None:
     configure_django()
     from django.test import Client, override_settings
 
-    module = _load(EXAMPLES / "django_chat" / "app.py", "django_chat_app_stop")
+    module = load_example("django_chat/app.py", "django_chat_app_stop")
     service = module.set_service(module.agent_factory(step_s=5.0, chunk_delay=0.0),
                                  tmp_path / "chat.db")
     with override_settings(ROOT_URLCONF=module):
         client = Client()
         run_id = client.post("/chat", data={"message": "count to 3"},
                              content_type="application/json").json()["run_id"]
-        session_id = client.cookies[COOKIE].value
+        session_id = client.cookies[CHAT_COOKIE].value
         _wait_in_tool(service, run_id)
         busy = client.post("/chat", data={"message": "again"}, content_type="application/json")
         assert busy.status_code == 409

@@ -17,7 +17,7 @@ import pytest
 import piagent
 
 DOCUMENTED = {
-    # messages and content (api.md §2)
+    # messages and content
     "TextContent", "ThinkingContent", "ImageContent", "ToolCall", "SystemMessage", "UserMessage",
     "AssistantMessage", "ToolResultMessage", "Usage", "Cost", "ToolDeclaration", "AgentMessage",
     "Message", "StopReason", "register_message_type", "message_to_dict", "message_from_dict",

@@ -1,4 +1,4 @@
-"""Replaying system messages: prompt content, sections, tools (upstream-behaviour §1.2)."""
+"""Replaying system messages: prompt content, sections, tools (docs/transcripts.md)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from piagent.events import AgentEndEvent, AgentStartEvent
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import tool
 from piagent.web import SSE_HEADERS, django_response, flask_response, sse_events
-from tests.conftest import WAIT, configure_django
+from tests.conftest import WAIT, Gate, configure_django
 
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
@@ -38,27 +38,8 @@ def _text_agent(text: str = "Hello from the agent!") -> Agent:
     return Agent(model=fn.model, stream_fn=fn)
 
 
-class _Blocking:
-    """A tool that reports start and waits for the run's abort signal."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.aborted = threading.Event()
-
-        @tool
-        def wait_here(signal: AbortSignal) -> str:
-            """Wait until the run is aborted."""
-            self.started.set()
-            if signal.wait(WAIT):
-                self.aborted.set()
-                return "aborted"
-            return "never aborted"
-
-        self.tool = wait_here
-
-
-def _blocking_agent() -> tuple[Agent, _Blocking]:
-    blocking = _Blocking()
+def _blocking_agent() -> tuple[Agent, Gate]:
+    blocking = Gate("wait_here")  # never opened: it waits for the run's abort
     fn = ScriptedStreamFn([assistant_tool_calls(("wait_here", {})), assistant_text("after")])
     return Agent(model=fn.model, stream_fn=fn, tools=[blocking.tool]), blocking
 

@@ -1,4 +1,4 @@
-"""``piagent.web`` for runs addressed by id (durable.md §3, §5): frames carry ``id:`` lines,
+"""``piagent.web`` for runs addressed by id (docs/web.md): frames carry ``id:`` lines,
 a client that reconnects with ``Last-Event-ID`` gets every later event exactly once (over a
 real HTTP server), an idle run gets keep-alive comments, a departed reader leaves the run
 running, and an unknown run id is a 404 saying so, in Flask and in Django."""
@@ -6,7 +6,6 @@ running, and an unknown run id is a 404 saying so, in Flask and in Django."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,10 @@ import pytest
 import requests
 import sseclient
 
-from piagent.abort import AbortSignal
 from piagent.agent import Agent
 from piagent.runs import LocalRunner, RunEvent
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from piagent.tools import tool
 from piagent.web import (
     LAST_EVENT_ID,
     SSE_HEADERS,
@@ -29,7 +26,7 @@ from piagent.web import (
     flask_run_response,
     run_sse_events,
 )
-from tests.conftest import WAIT, configure_django
+from tests.conftest import WAIT, Gate, configure_django, serving_wsgi
 
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
@@ -57,34 +54,13 @@ def test_encode_sse_refuses_a_non_str_id() -> None:
 
 
 
-class _Gate:
-    """A tool that says it started, then waits for the test to open the gate (or an abort)."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.opened = threading.Event()
-
-        @tool
-        def gate(signal: AbortSignal) -> str:
-            """Wait at the gate."""
-            self.started.set()
-            for _ in range(int(4 * WAIT / 0.05)):
-                if self.opened.is_set():
-                    return "through the gate"
-                if signal.wait(0.05):
-                    return "aborted at the gate"
-            return "the gate never opened"
-
-        self.tool = gate
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
 
 
 @pytest.fixture
-def gate() -> _Gate:
-    return _Gate()
-
-
-@pytest.fixture
-def runner(tmp_path: Path, gate: _Gate) -> Iterator[LocalRunner]:
+def runner(tmp_path: Path, gate: Gate) -> Iterator[LocalRunner]:
     def make_agent(session_id: str) -> Agent:
         fn = ScriptedStreamFn([assistant_tool_calls(("gate", {})),
                                assistant_text("After the gate, all is well.")],
@@ -114,7 +90,7 @@ def _all_events(runner: LocalRunner, run_id: str) -> list[RunEvent]:
 
 
 def test_run_sse_events_frames_every_event_with_its_id(runner: LocalRunner,
-                                                       gate: _Gate) -> None:
+                                                       gate: Gate) -> None:
     gate.opened.set()
     run_id = runner.start("s-frames", "go")
     frames = _frames(b"".join(run_sse_events(runner, run_id)))
@@ -125,7 +101,7 @@ def test_run_sse_events_frames_every_event_with_its_id(runner: LocalRunner,
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
 
 
-def test_run_sse_events_resumes_after_an_id(runner: LocalRunner, gate: _Gate) -> None:
+def test_run_sse_events_resumes_after_an_id(runner: LocalRunner, gate: Gate) -> None:
     gate.opened.set()
     run_id = runner.start("s-after", "go")
     expected = _all_events(runner, run_id)
@@ -135,7 +111,7 @@ def test_run_sse_events_resumes_after_an_id(runner: LocalRunner, gate: _Gate) ->
 
 
 def test_an_idle_run_gets_keep_alives_and_a_reader_leaving_does_not_stop_it(
-        runner: LocalRunner, gate: _Gate) -> None:
+        runner: LocalRunner, gate: Gate) -> None:
     run_id = runner.start("s-idle", "go")
     frames = run_sse_events(runner, run_id, heartbeat_s=0.02)
     keep_alives = 0
@@ -179,24 +155,12 @@ def _flask_app(runner: LocalRunner) -> Any:
 
 @pytest.fixture
 def server(runner: LocalRunner) -> Iterator[str]:
-    from werkzeug.serving import make_server
-
-    httpd = make_server("127.0.0.1", 0, _flask_app(runner), threaded=True)
-    # owner: this fixture; stopped by httpd.shutdown() and joined below
-    thread = threading.Thread(target=httpd.serve_forever, name="test-web-runs-server",
-                              kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(WAIT)
-        httpd.server_close()
-        assert not thread.is_alive()
+    with serving_wsgi(_flask_app(runner), "test-web-runs-server") as url:
+        yield url
 
 
 def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_once(
-        runner: LocalRunner, gate: _Gate, server: str) -> None:
+        runner: LocalRunner, gate: Gate, server: str) -> None:
     run_id = runner.start("s-resume", "go")
     seen: list[tuple[str, Any]] = []
     with requests.get(f"{server}/events/{run_id}", stream=True, timeout=WAIT) as first:
@@ -225,7 +189,7 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_on
 
 
 def test_flask_run_response_unknown_run_is_404_and_a_bad_last_event_id_400(
-        runner: LocalRunner, gate: _Gate) -> None:
+        runner: LocalRunner, gate: Gate) -> None:
     gate.opened.set()
     client = _flask_app(runner).test_client()
     missing = client.get("/events/no-such-run")
@@ -245,7 +209,7 @@ def test_flask_run_response_unknown_run_is_404_and_a_bad_last_event_id_400(
 
 
 def test_django_run_response_reads_last_event_id_and_404s(runner: LocalRunner,
-                                                          gate: _Gate) -> None:
+                                                          gate: Gate) -> None:
     configure_django()
     from django.test import RequestFactory
 

@@ -405,7 +405,7 @@ class Agent:
         return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
 
     def resume(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
-        """Finish what a stopped process left unfinished, then go on (durable.md §2).
+        """Finish what a stopped process left unfinished, then go on (docs/sessions.md).
 
         When the transcript ends in tool calls without results, they run now in one batch
         with the usual events: a call the store never marked started runs through the
@@ -547,7 +547,7 @@ class Agent:
             raise ValueError(msg)
         if self._stored_count == len(self._state.messages):
             # nothing is missing from the store: it is the truth, and another process may
-            # have gone on with the session since this agent last ran (durable.md §3)
+            # have gone on with the session since this agent last ran (docs/sessions.md)
             stored = store.load(session_id)
             if messages_to_json(stored) != messages_to_json(self._state.messages):
                 self._state._reset(stored)
@@ -682,7 +682,7 @@ class Agent:
             def emit(event: AgentEvent) -> None:
                 apply(event)
                 if persist is not None and event.type == "message_end":
-                    persist(run, event.message)  # before anyone sees it (durable.md §1)
+                    persist(run, event.message)  # before anyone sees it (docs/sessions.md)
                 observe(event)
                 for listener in self._listeners:  # a snapshot: replaced, never changed
                     listener(event, signal)
@@ -705,7 +705,7 @@ class Agent:
         """The reducer, the run's record, then every listener in order (a barrier)."""
         self._state._apply(event)
         if event.type == "message_end" and self._store is not None:
-            self._store_ended(run, event.message)  # before anyone sees it (durable.md §1)
+            self._store_ended(run, event.message)  # before anyone sees it (docs/sessions.md)
         run._observe(event)
         signal = run.signal
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed

@@ -2,7 +2,7 @@
 
 A run takes queued input when the loop polls; the input counts as delivered once its
 ``message_end`` has been emitted. Whatever a run took and did not deliver goes back to the
-front of its queue, in order, when the run ends for any reason (api.md §11): user input is
+front of its queue, in order, when the run ends for any reason (docs/concepts.md): user input is
 never lost. ``QueueLedger`` owns both queues and their lock; ``Takings`` is one run's record.
 """
 

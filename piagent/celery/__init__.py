@@ -1,4 +1,4 @@
-"""Runs on Celery workers (durable.md §4, extra ``piagent[celery]``).
+"""Runs on Celery workers (docs/celery.md, extra ``piagent[celery]``).
 
 ``CeleryRunner(app, store, make_agent)`` has ``LocalRunner``'s interface; ``start`` records
 a queued run in ``store`` and sends a task (acknowledged late, rejected when its worker is

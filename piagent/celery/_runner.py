@@ -35,7 +35,7 @@ def _import_celery() -> Any:
 
 
 class CeleryRunner(QueuedRunner):
-    """Runs addressed by id (durable.md §3) that execute on Celery workers (§4).
+    """Runs addressed by id (docs/sessions.md) that execute on Celery workers (docs/celery.md).
 
     ``app`` is your ``celery.Celery``; ``store`` a ``PostgresStore`` (or, on one machine,
     an ``SQLiteStore``) that web processes and workers share; ``make_agent(session_id)``

@@ -178,7 +178,7 @@ class AgentLoopConfig(StreamOptions):
     on_tool_execute: Callable[[ToolCall], None] | None = None
     """Called on the tool's pool thread just before a batch call's ``execute`` (never for a
     call that does not run: blocked, invalid, aborted, or waiting for a pool slot). The
-    ``Agent`` marks the call started in its session store here (durable.md §2). If it
+    ``Agent`` marks the call started in its session store here (docs/sessions.md). If it
     raises, that call does not run (its result says why) and the run fails as it does when
     a listener raises. ``run_tool_call`` does not call it."""
     tool_executor: Executor | None = None

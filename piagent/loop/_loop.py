@@ -115,7 +115,7 @@ def unanswered_tool_calls(messages: Sequence[AgentMessage]
 def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: Emit,
                           signal: AbortSignal | None = None, stream_fn: StreamFn | None = None,
                           *, started: Collection[str] = ()) -> list[AgentMessage]:
-    """Finish a batch a stopped process left without results, then go on (durable.md §2).
+    """Finish a batch a stopped process left without results, then go on (docs/sessions.md).
 
     The last assistant message's tool calls that have no result are run in a new batch
     with the usual events: a call not in ``started`` (its ``execute`` was never called)

@@ -1,6 +1,6 @@
 """Per-server differences of the OpenAI-compatible APIs: ``OpenAICompat`` and its detection.
 
-Detected from the provider and base URL (providers.md §3.6) and overridable with
+Detected from the provider and base URL (docs/providers.md, "Compat flags") and overridable with
 ``Model.compat`` (pi's camelCase keys or snake_case).
 """
 

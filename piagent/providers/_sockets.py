@@ -1,7 +1,7 @@
 """Abortable sockets: each request reports its socket so an abort can shut it down.
 
 Shutting a socket down (not closing the response) is what wakes a read blocked in another
-thread (providers.md §8.3). ``new_session()`` builds the ``requests.Session`` whose
+thread (docs/providers.md, "Abort"). ``new_session()`` builds the ``requests.Session`` whose
 connections report their socket to the calling thread's tracker (set by ``ProviderCall``
 around ``post``).
 
@@ -34,7 +34,7 @@ class SocketTracker:
     """The socket of one in-flight request, so an abort can shut it down from any thread.
 
     Shutting the socket down (not closing the response) is what wakes a read blocked in
-    another thread (providers.md §8.3). Detached once the request is over, so an abort that
+    another thread (docs/providers.md, "Abort"). Detached once the request is over, so an abort that
     arrives late never touches a connection the pool has since handed to another request.
     """
 

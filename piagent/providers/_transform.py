@@ -1,7 +1,7 @@
 """pi-ai's ``transformMessages``: make a transcript safe to replay to one model.
 
-Every adapter runs it before converting messages to its wire format (providers.md §2.5,
-§2.6). It does not know any wire format; the adapters own that. It also holds the small
+Every adapter runs it before converting messages to its wire format (docs/providers.md).
+It does not know any wire format; the adapters own that. It also holds the small
 system-message helpers the adapters share (leading prompt vs in-place updates).
 """
 

@@ -1,7 +1,7 @@
 """``openai-completions``: OpenAI Chat Completions and every compatible server.
 
 Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, Groq, DeepSeek, … differ in small ways;
-those are per-model ``compat`` flags (providers.md §3.6), detected from the provider and
+those are per-model ``compat`` flags (docs/providers.md), detected from the provider and
 base URL and overridable with ``Model.compat`` (pi's camelCase keys or snake_case). This
 module only maps the wire format; transport, retries and abort live in ``kit`` (``_call``, ``_start``).
 """

@@ -1,7 +1,7 @@
 """``openai-responses``: the OpenAI Responses API (``POST {base_url}/responses``).
 
 Stateless (``store: false``): the whole history is sent every turn, with reasoning items
-replayed verbatim from their signatures (providers.md §4). Wire mapping only; transport,
+replayed verbatim from their signatures (docs/providers.md). Wire mapping only; transport,
 retries and abort live in ``kit`` (``_call``, ``_start``).
 """
 

@@ -6,8 +6,9 @@ so either side can be pi's TypeScript implementation. See ``docs/proxy.md``.
 
 from __future__ import annotations
 
+from ._app import ProxyApp
 from ._client import ProxyStreamOptions, proxy_stream_fn, stream_proxy
-from ._server import ProxyApp, ProxyServer, serve_proxy
+from ._server import ProxyServer, serve_proxy
 
 __all__ = [
     "ProxyApp",

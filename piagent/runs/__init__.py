@@ -1,4 +1,4 @@
-"""Runs addressed by id (durable.md §3): start, stream, steer and stop a run from any process.
+"""Runs addressed by id (docs/sessions.md): start, stream, steer and stop a run from any process.
 
 ``LocalRunner(store, make_agent)`` executes each run on threads of the process that starts it
 and keeps its state, events and control inbox beside the session store: in memory for a

@@ -6,7 +6,7 @@ queue's send: ``piagent.celery`` is one); the process that receives it calls
 a time), runs it on the calling thread with ``LocalRunner``'s supervisor (events, lease,
 inbox, final state) and returns when it is final. An ``execute`` of a run whose executor
 died (the same payload delivered again) waits for that executor's lease to run out, then
-recovers the transcript with ``agent.resume()`` (durable.md §2's ``replay`` rules).
+recovers the transcript with ``agent.resume()`` (each tool's ``replay`` policy; docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class _Taking(Protocol):
 
 
 class QueuedRunner(_Runner):
-    """Runs addressed by id (durable.md §3) that execute wherever ``execute`` is called.
+    """Runs addressed by id (docs/sessions.md) that execute wherever ``execute`` is called.
 
     ``submit(run_id, payload)`` sends a run to an executor (``payload`` is a JSON-able dict);
     the executor, built with the same ``store`` and ``make_agent``, calls

@@ -311,7 +311,7 @@ class _Runner:
 
 
 class LocalRunner(_Runner):
-    """Runs addressed by id (durable.md §3), executing on threads of this process.
+    """Runs addressed by id (docs/sessions.md), executing on threads of this process.
 
     ``make_agent(session_id)`` returns an ``Agent`` with tools, model and hooks but no store;
     the runner attaches ``store`` and the session id, which loads the transcript. Every

@@ -1,4 +1,4 @@
-"""Transcripts that survive the process: session stores (durable.md §1, §2).
+"""Transcripts that survive the process: session stores (docs/sessions.md).
 
 ``SessionStore`` is the protocol; ``SQLiteStore`` (stdlib ``sqlite3``, WAL) is the embedded
 default, ``JsonlStore`` keeps one readable ``<id>.jsonl`` per session, ``MemoryStore`` keeps

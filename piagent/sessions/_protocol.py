@@ -1,7 +1,7 @@
 """The ``SessionStore`` protocol, its error, and what every store shares.
 
 A store keeps, per session id, the transcript as an ordered log of records: one per message
-(its pi-JSON, ``message_to_dict``) and one per tool-call start mark (durable.md §1, §2). Each
+(its pi-JSON, ``message_to_dict``) and one per tool-call start mark (docs/sessions.md). Each
 record has a per-session sequence number starting at 0 and growing by one per record.
 """
 
@@ -27,7 +27,7 @@ MAX_SESSION_ID_LENGTH = 200
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Where transcripts live between processes (durable.md §1).
+    """Where transcripts live between processes (docs/sessions.md).
 
     Every method may be called from any thread; ``append`` and ``replace`` are atomic.
     """

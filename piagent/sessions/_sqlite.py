@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS piagent_records (
 
 
 class SQLiteStore:
-    """Transcripts in one SQLite file (durable.md §1), safe from threads and processes.
+    """Transcripts in one SQLite file (docs/sessions.md), safe from threads and processes.
 
     ``synchronous="NORMAL"`` (the default, with WAL) keeps every committed append through a
     crash of the process; ``"FULL"`` also through a power cut, at an fsync per append.

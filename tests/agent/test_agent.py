@@ -35,7 +35,7 @@ from piagent import (
     set_default_stream_fn,
 )
 from piagent.agent import default_convert_to_llm
-from piagent.loop._config import PrepareRequestContext, RequestUpdate
+from piagent.loop import PrepareRequestContext, RequestUpdate
 from piagent.messages import now_ms
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_error, assistant_text, assistant_tool_calls

@@ -1,4 +1,4 @@
-"""Durable intent and ``agent.resume()`` by each tool's ``replay`` policy (durable.md §2).
+"""Durable intent and ``agent.resume()`` by each tool's ``replay`` policy (docs/sessions.md).
 
 Each tool call is marked started just before its ``execute`` (not at
 ``tool_execution_start``, not while it waits for a pool slot). ``resume()`` finishes the
@@ -11,12 +11,10 @@ SQLite session here.
 from __future__ import annotations
 
 import os
-import select
 import signal as signals
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +35,7 @@ from piagent import (
 from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
 from piagent.testing import assistant_text, assistant_tool_calls
 
-from ..conftest import WAIT
+from ..conftest import WAIT, read_child_line
 from .conftest import GateTool, labels, make_agent, summary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -260,22 +258,8 @@ CHILD = textwrap.dedent('''
 
 
 def read_lines(proc: subprocess.Popen[bytes], count: int) -> list[str]:
-    """The first ``count`` lines of the child's stdout, read until a deadline."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + 4 * WAIT
-    data = b""
-    while data.count(b"\n") < count:
-        remaining = deadline - time.monotonic()
-        ready, _, _ = select.select([fd], [], [], max(remaining, 0.0))
-        chunk = os.read(fd, 4096) if ready else b""
-        if not chunk:
-            proc.kill()
-            _, err = proc.communicate(timeout=WAIT)
-            pytest.fail(f"the child printed {data!r}, then {'ended' if ready else 'nothing for 20 s'}; "
-                        f"stderr: {err.decode(errors='replace')}")
-        data += chunk
-    return data.decode().splitlines()[:count]
+    """The child's next ``count`` stdout lines, each read within a bound."""
+    return [read_child_line(proc) for _ in range(count)]
 
 
 def kill_mid_batch(tmp_path: Path, mode: str, ready: int) -> tuple[Path, Path, list[str]]:

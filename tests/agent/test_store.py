@@ -3,7 +3,7 @@
 Every message is stored at its ``message_end`` before any listener sees it, the tool calls
 of an assistant message are durable before any of them runs, ``reset()`` and assigning
 ``state.messages`` replace the stored transcript, and a store that raises fails the run the
-way a raising listener does (durable.md §1).
+way a raising listener does (docs/sessions.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The review of durable.md §1–§2 against ``Agent`` with a store: assigning the transcript
+"""The store contract (docs/sessions.md) against ``Agent`` with a store: assigning the transcript
 during a live run, a store failing on queued input, and ``resume()`` reading the store."""
 
 from __future__ import annotations

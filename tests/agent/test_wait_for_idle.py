@@ -3,44 +3,22 @@ run has settled (the run is no longer active a few instructions before its threa
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from piagent import Agent
 from piagent.testing import ScriptedStreamFn, assistant_text
-from tests.conftest import WAIT
-
-Tracer = Callable[[FrameType, str, Any], Any]
+from tests.conftest import WAIT, hold_new_threads
 
 
 @pytest.fixture
 def held_worker_exit() -> Iterator[tuple[threading.Event, threading.Event]]:
     """Hold each new piagent-run thread as its worker function returns (after the run has
     settled) until ``release`` is set; ``reached`` is set when a thread is held there."""
-    reached, release = threading.Event(), threading.Event()
-
-    def on_call(frame: FrameType, event: str, arg: Any) -> Tracer | None:
-        if event == "call" and frame.f_code.co_name == "_run_worker":
-            def on_line(frame: FrameType, event: str, arg: Any) -> Tracer:
-                if event == "return":
-                    reached.set()
-                    release.wait(WAIT)
-                return on_line
-            return on_line
-        return None
-
-    threading.settrace(on_call)
-    try:
-        yield reached, release
-    finally:
-        threading.settrace(None)
-        release.set()
-        sys.settrace(None)
+    with hold_new_threads("_run_worker", at="return") as events:
+        yield events
 
 
 def test_wait_for_idle_waits_for_the_worker_thread(

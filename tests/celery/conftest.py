@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from ..conftest import SLOW_WAIT, wait_until
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 
 ROOT = Path(__file__).resolve().parents[2]
-WAIT = 20.0  # seconds: the bound on waits that involve a worker
 WORKER_START_S = 60.0  # a worker's import and broker connection, on a loaded machine
 
 
@@ -47,14 +46,21 @@ def redis_base() -> str:
     return url
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll ``predicate`` every 10 ms until it holds; fail after ``timeout`` seconds."""
-    ticker = threading.Event()  # never set: its wait() is the poll interval
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        ticker.wait(0.01)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+def exit_of(process: subprocess.Popen[bytes]) -> Callable[[float], object]:
+    """A ``wake`` for ``wait_until``: returns when ``process`` exits, or after the seconds given."""
+
+    def wake(seconds: float) -> None:
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    return wake
+
+
+def run_change(runner: Any, run_id: str) -> Callable[[float], object]:
+    """A ``wake`` for ``wait_until``: returns when the run ends, or after the seconds given."""
+    return lambda seconds: runner.wait(run_id, seconds)
 
 
 class Cluster:
@@ -100,7 +106,7 @@ class Cluster:
         log.close()
         self.workers[name] = process
         wait_until(lambda: ready.exists() or process.poll() is not None,
-                   f"worker {name} to be ready", WORKER_START_S)
+                   f"worker {name} to be ready", wake=exit_of(process), timeout=WORKER_START_S)
         if process.poll() is not None:
             raise AssertionError(f"worker {name} exited ({process.returncode}):\n"
                                  f"{self.log(name)}")
@@ -121,17 +127,17 @@ class Cluster:
         process = self.workers.pop(name)
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(WAIT)
+            process.wait(SLOW_WAIT)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGKILL)
-            process.wait(WAIT)
+            process.wait(SLOW_WAIT)
 
     def kill(self, pid: int) -> str:
         """SIGKILL the worker whose pid this is; its name."""
         for name, process in self.workers.items():
             if process.pid == pid:
                 process.send_signal(signal.SIGKILL)
-                process.wait(WAIT)
+                process.wait(SLOW_WAIT)
                 return name
         raise AssertionError(f"pid {pid} is not a worker of this cluster")
 
@@ -141,10 +147,10 @@ class Cluster:
                 process.send_signal(signal.SIGTERM)
         for process in self.workers.values():
             try:
-                process.wait(WAIT)
+                process.wait(SLOW_WAIT)
             except subprocess.TimeoutExpired:
                 process.send_signal(signal.SIGKILL)
-                process.wait(WAIT)
+                process.wait(SLOW_WAIT)
         self.workers.clear()
 
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from ..conftest import SLOW_WAIT, wait_until
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
-from .conftest import ROOT, WAIT, redis_base, wait_until
+from .conftest import ROOT, exit_of, redis_base
 
 requests = pytest.importorskip("requests")
 pytest.importorskip("django")
@@ -36,8 +37,14 @@ def _free_port() -> int:
         return port
 
 
+class Site(str):
+    """The example's base URL, and (``worker``) its Celery worker process."""
+
+    worker: subprocess.Popen[bytes]
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     redis_url = f"{redis_base()}/{1 + os.getpid() % 15}"
     dsn = postgres_dsn()
     schema = unique_schema()
@@ -76,17 +83,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return "ready" in (tmp / "worker.log").read_text(errors="replace")
 
     try:
-        wait_until(up, "the web process and the worker", 60.0)
-        yield url
+        wait_until(up, "the web process and the worker", wake=exit_of(processes[1]),
+                   timeout=60.0)
+        site = Site(url)
+        site.worker = processes[0]
+        yield site
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
         for process in processes:
             try:
-                process.wait(WAIT)
+                process.wait(SLOW_WAIT)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait(WAIT)
+                process.wait(SLOW_WAIT)
         drop_schema(dsn, schema)
 
 
@@ -95,7 +105,7 @@ def _stream(browser: Any, url: str, run_id: str, after: str | None = None,
     headers = {"Last-Event-ID": after} if after else {}
     out: list[tuple[str, str, dict[str, Any]]] = []
     with browser.get(f"{url}/events/{run_id}", headers=headers, stream=True,
-                     timeout=WAIT) as response:
+                     timeout=SLOW_WAIT) as response:
         assert response.status_code == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         fields: dict[str, str] = {}
@@ -121,9 +131,9 @@ def _final_text(events: list[tuple[str, str, dict[str, Any]]]) -> str:
 def test_two_browsers_chat_with_runs_on_the_worker(site: str) -> None:
     alice, bob = requests.Session(), requests.Session()
     for browser in (alice, bob):
-        assert browser.get(site, timeout=WAIT).status_code == 200
+        assert browser.get(site, timeout=SLOW_WAIT).status_code == 200
     assert alice.cookies["piagent_session"] != bob.cookies["piagent_session"]
-    runs = {name: b.post(f"{site}/chat", json={"message": f"count to {n}"}, timeout=WAIT)
+    runs = {name: b.post(f"{site}/chat", json={"message": f"count to {n}"}, timeout=SLOW_WAIT)
             .json()["run_id"] for name, b, n in (("alice", alice, 2), ("bob", bob, 3))}
     seen = {"alice": _stream(alice, site, runs["alice"]), "bob": _stream(bob, site, runs["bob"])}
     assert _final_text(seen["alice"]) == "Done: Counted to 2. Anything else?"
@@ -134,19 +144,19 @@ def test_two_browsers_chat_with_runs_on_the_worker(site: str) -> None:
     again = _stream(bob, site, runs["bob"], after=ids[2])
     assert [i for i, _, _ in again] == ids[3:]
     # bob's run is not alice's to read, and each page shows its own transcript
-    assert alice.get(f"{site}/events/{runs['bob']}", timeout=WAIT).status_code == 403
-    assert "count to 2" in alice.get(site, timeout=WAIT).text
-    assert "count to 2" not in bob.get(site, timeout=WAIT).text
+    assert alice.get(f"{site}/events/{runs['bob']}", timeout=SLOW_WAIT).status_code == 403
+    assert "count to 2" in alice.get(site, timeout=SLOW_WAIT).text
+    assert "count to 2" not in bob.get(site, timeout=SLOW_WAIT).text
 
 
-def test_stop_aborts_the_run_on_the_worker(site: str) -> None:
+def test_stop_aborts_the_run_on_the_worker(site: Site) -> None:
     carol = requests.Session()
-    carol.get(site, timeout=WAIT)
+    carol.get(site, timeout=SLOW_WAIT)
     run_id = carol.post(f"{site}/chat", json={"message": "count to 500"},
-                        timeout=WAIT).json()["run_id"]
+                        timeout=SLOW_WAIT).json()["run_id"]
     started = _stream(carol, site, run_id, stop_at="tool_execution_update")
     assert started[-1][1] == "tool_execution_update"
-    assert carol.post(f"{site}/stop", json={"run_id": run_id}, timeout=WAIT).json() == {
+    assert carol.post(f"{site}/stop", json={"run_id": run_id}, timeout=SLOW_WAIT).json() == {
         "ok": True}
     rest = _stream(carol, site, run_id, after=started[-1][0])
     assert rest[-1][1] == "agent_end"
@@ -154,10 +164,10 @@ def test_stop_aborts_the_run_on_the_worker(site: str) -> None:
     answers: list[Any] = []
 
     def started_again() -> bool:
-        answers.append(carol.post(f"{site}/chat", json={"message": "hi"}, timeout=WAIT))
+        answers.append(carol.post(f"{site}/chat", json={"message": "hi"}, timeout=SLOW_WAIT))
         return bool(answers[-1].status_code == 200)
 
-    wait_until(started_again, "a new run of the session")
+    wait_until(started_again, "a new run of the session", wake=exit_of(site.worker))
     assert {a.status_code for a in answers[:-1]} <= {409}
     _stream(carol, site, answers[-1].json()["run_id"])
 

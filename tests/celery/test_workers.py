@@ -1,4 +1,4 @@
-"""``CeleryRunner`` with real worker processes, a Redis broker and PostgreSQL (durable.md §4).
+"""``CeleryRunner`` with real worker processes, a Redis broker and PostgreSQL (docs/celery.md).
 
 Covers: a run started here executes on a worker and is streamed by another process, steered
 and aborted from a third; a worker killed with SIGKILL mid-tool has its run finished by the
@@ -24,7 +24,8 @@ from piagent.messages import ToolResultMessage
 from piagent.runs import QueuedRunner
 from piagent.sessions import PostgresStore
 
-from .conftest import ROOT, WAIT, Cluster, wait_until
+from ..conftest import SLOW_WAIT, wait_until
+from .conftest import ROOT, Cluster, exit_of, run_change
 
 
 def _client(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
@@ -34,7 +35,7 @@ def _client(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
 
 
 def _finish(process: subprocess.Popen[str]) -> str:
-    out, err = process.communicate(timeout=WAIT * 2)
+    out, err = process.communicate(timeout=SLOW_WAIT * 2)
     assert process.returncode == 0, err
     return out
 
@@ -54,7 +55,8 @@ def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Clust
     run_id = runner.start("block-1", "go")
     streamer = _client(cluster, "stream", run_id)
     entered = cluster.dir / "entered-block-1"
-    wait_until(entered.exists, "the block tool to start on a worker")
+    wait_until(entered.exists, "the block tool to start on a worker",
+               wake=run_change(runner, run_id))
     assert runner.status(run_id).state == "running"
     _finish(_client(cluster, "steer", "block-1", "steered"))
     (cluster.dir / "gate-block-1").touch()
@@ -62,7 +64,7 @@ def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Clust
     types = [line["type"] for line in lines if line["type"] != "idle"]
     assert types[0] == "agent_start" and types[-1] == "agent_end"
     assert types.count("agent_start") == 1
-    assert runner.wait(run_id, WAIT) and runner.status(run_id).state == "done"
+    assert runner.wait(run_id, SLOW_WAIT) and runner.status(run_id).state == "done"
     assert _users(cluster, "block-1") == ["go", "steered"]
     texts = [line["text"] for line in lines if line["type"] == "message_end"]
     assert texts[-1] == "echo steered"
@@ -71,12 +73,12 @@ def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Clust
     (cluster.dir / "expect-steer-block-1").unlink()
     entered.unlink()
     second = runner.start("block-1", "again")
-    wait_until(entered.exists, "the block tool to start again")
+    wait_until(entered.exists, "the block tool to start again", wake=run_change(runner, second))
     _finish(_client(cluster, "abort", second, "stopped from elsewhere"))
-    assert runner.wait(second, WAIT)
+    assert runner.wait(second, SLOW_WAIT)
     info = runner.status(second)
     assert (info.state, info.error_message) == ("aborted", "stopped from elsewhere")
-    assert [e.type for e in runner.events(second, timeout=WAIT)][-1] == "agent_end"
+    assert [e.type for e in runner.events(second, timeout=SLOW_WAIT)][-1] == "agent_end"
 
 
 def test_a_worker_killed_mid_tool_has_its_run_finished_by_the_other(cluster: Cluster) -> None:
@@ -85,20 +87,21 @@ def test_a_worker_killed_mid_tool_has_its_run_finished_by_the_other(cluster: Clu
     run_id = runner.start("kill-1", "do both")
     events: list[Any] = []
     reader = threading.Thread(target=lambda: events.extend(
-        e for e in runner.events(run_id, timeout=WAIT) if e is not None))
+        e for e in runner.events(run_id, timeout=SLOW_WAIT) if e is not None))
     reader.start()
     ran = cluster.dir / "ran-kill-1"
 
     def both_started() -> bool:
         return ran.exists() and len(ran.read_text().split("\n")) >= 3
 
-    wait_until(both_started, "look and charge to start on a worker")
+    wait_until(both_started, "look and charge to start on a worker",
+               wake=run_change(runner, run_id))
     victim = int(ran.read_text().split()[1])
     assert victim in _worker_pids(cluster)
     name = cluster.kill(victim)
-    assert runner.wait(run_id, WAIT * 3), f"not recovered; logs:\n{cluster.log('w1')}\n" \
+    assert runner.wait(run_id, SLOW_WAIT * 3), f"not recovered; logs:\n{cluster.log('w1')}\n" \
                                           f"{cluster.log('w2')}"
-    reader.join(WAIT)
+    reader.join(SLOW_WAIT)
     assert not reader.is_alive()
     info = runner.status(run_id)
     assert info.state == "done", info
@@ -125,8 +128,8 @@ def test_fifty_sessions_across_two_workers_lose_nothing(cluster: Cluster) -> Non
 
         def read(session: str) -> list[str]:
             texts = []
-            for item in runner.events(run_ids[session], timeout=WAIT):
-                assert item is not None, f"{session}: no event within {WAIT} s"
+            for item in runner.events(run_ids[session], timeout=SLOW_WAIT):
+                assert item is not None, f"{session}: no event within {SLOW_WAIT} s"
                 if item.type == "message_end":
                     message = item.event["message"]
                     texts.append("".join(b.get("text", "") for b in message["content"]))
@@ -135,7 +138,7 @@ def test_fifty_sessions_across_two_workers_lose_nothing(cluster: Cluster) -> Non
         with ThreadPoolExecutor(max_workers=10) as pool:
             seen = dict(zip(sessions, pool.map(read, sessions), strict=True))
         for s in sessions:
-            assert runner.wait(run_ids[s], WAIT) and runner.status(run_ids[s]).state == "done"
+            assert runner.wait(run_ids[s], SLOW_WAIT) and runner.status(run_ids[s]).state == "done"
         return seen
 
     first = one_round("one")
@@ -204,7 +207,7 @@ class _Proxy:
                     pass  # closed already
                 s.close()
         for thread in self.threads:
-            thread.join(WAIT)
+            thread.join(SLOW_WAIT)
 
 
 def test_a_store_that_goes_away_gives_the_reader_a_clear_error(cluster: Cluster) -> None:
@@ -216,7 +219,7 @@ def test_a_store_that_goes_away_gives_the_reader_a_clear_error(cluster: Cluster)
     reader = QueuedRunner(store, cluster.app.make_agent, lambda r, p: None)  # type: ignore[union-attr]
     (cluster.dir / "entered-block-gone").unlink(missing_ok=True)
     run_id = cluster.runner.start("block-gone", "go")
-    events = reader.events(run_id, timeout=WAIT)
+    events = reader.events(run_id, timeout=SLOW_WAIT)
     assert next(events) is not None
     proxy.cut()
     with pytest.raises(ConnectionError, match="PostgreSQL at .* is unavailable"):
@@ -224,7 +227,7 @@ def test_a_store_that_goes_away_gives_the_reader_a_clear_error(cluster: Cluster)
             pass
     store.close()  # (pytest-timeout fails a reader that hangs instead)
     cluster.runner.abort(run_id, "done with it")
-    assert cluster.runner.wait(run_id, WAIT)
+    assert cluster.runner.wait(run_id, SLOW_WAIT)
 
 
 def test_a_store_that_goes_away_from_the_worker_fails_the_run_clearly(
@@ -246,11 +249,13 @@ def test_a_store_that_goes_away_from_the_worker_fails_the_run_clearly(
                           queue=queue, lease_s=2.0)
     try:
         run_id = runner.start("block-cut", "go")
-        wait_until((cluster.dir / "entered-block-cut").exists, "the tool to start")
+        wait_until((cluster.dir / "entered-block-cut").exists, "the tool to start",
+                   wake=run_change(runner, run_id))
         proxy.cut()
-        wait_until(lambda: runner.status(run_id).state == "lost", "the run to read lost")
+        wait_until(lambda: runner.status(run_id).state == "lost", "the run to read lost",
+                   wake=run_change(runner, run_id))
         wait_until(lambda: "is unavailable" in cluster.log("w-cut"),
-                   "the worker to log the store's error")
+                   "the worker to log the store's error", wake=exit_of(worker))
         assert "PostgreSQL at" in cluster.log("w-cut")
         assert worker.poll() is None  # the worker is still up
     finally:
@@ -276,5 +281,5 @@ def test_a_broker_that_is_down_makes_start_fail_clearly(cluster: Cluster) -> Non
         runner.start("echo-down", "hello")
     # the failed run is recorded and frees the session
     run_id = cluster.runner.start("echo-down", "hello again")
-    assert cluster.runner.wait(run_id, WAIT)
+    assert cluster.runner.wait(run_id, SLOW_WAIT)
     assert cluster.runner.status(run_id).state == "done"

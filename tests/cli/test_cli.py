@@ -19,7 +19,7 @@ from piagent.cli._demo import evaluate, make_demo_tools
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import WAIT
 
-from .conftest import Tty, after, chat, when_idle
+from .conftest import Tty, after, chat, wait_forever_tool, when_idle
 
 # --- demo ----------------------------------------------------------------------------------
 
@@ -125,14 +125,7 @@ def test_chat_text_typed_during_a_run_becomes_a_steering_message():
 
 def test_chat_ctrl_c_aborts_the_run_not_the_program():
     started = threading.Event()
-
-    @tool
-    def wait_forever(signal) -> str:
-        """Wait until aborted."""
-        started.set()
-        signal.wait(WAIT)
-        return "stopped"
-
+    wait_forever = wait_forever_tool(started)
     scripted = ScriptedStreamFn([assistant_tool_calls(("wait_forever", {})),
                                  assistant_text("still here")])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[wait_forever])

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import threading
 
-from piagent import AbortSignal, Agent, UserMessage, tool
+from piagent import Agent, UserMessage
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from tests.conftest import WAIT
 
-from .conftest import after, chat, when_idle
+from .conftest import after, chat, wait_forever_tool, when_idle
 
 
 def test_clear_drops_steering_left_by_a_stopped_run() -> None:
     started = threading.Event()
-
-    @tool
-    def wait_forever(signal: AbortSignal) -> str:
-        """Wait until aborted."""
-        started.set()
-        signal.wait(WAIT)
-        return "stopped"
-
+    wait_forever = wait_forever_tool(started)
     scripted = ScriptedStreamFn([assistant_tool_calls(("wait_forever", {})),
                                  assistant_text("fresh answer")])
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[wait_forever])

@@ -9,77 +9,37 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .conftest import COMMAND_TIMEOUT, ChatServer, serving
+
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 60
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    bodies: list[dict[str, Any]]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.bodies.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        chunks: list[dict[str, Any]] = [
-            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello "}}]},
-            {"choices": [{"index": 0, "delta": {"content": "there."}}]},
-            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-            {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
-                                      "total_tokens": 15}},
-        ]
-        for chunk in chunks:
-            chunk.update(id="c1", object="chat.completion.chunk", model=body["model"])
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+def _hello(body: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    return "Hello there.", {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    srv = _Server(("127.0.0.1", 0), _Handler)
-    srv.bodies = []
-    thread = threading.Thread(target=srv.serve_forever, name="test-openai-server")
-    thread.start()
-    try:
+def server() -> Iterator[ChatServer]:
+    with serving(_hello) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(TIMEOUT)
 
 
 def _piagent(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
            "PIAGENT_HISTORY": os.devnull}
     return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=env, input=stdin,
+                          text=True, timeout=COMMAND_TIMEOUT, env=env, input=stdin,
                           stdin=None if stdin is not None else subprocess.DEVNULL)
 
 
-def _url(srv: _Server) -> str:
-    return f"http://127.0.0.1:{srv.server_address[1]}/v1"
-
-
-def test_one_shot_question_prints_the_answer_and_exits_zero(server: _Server) -> None:
-    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server),
+def test_one_shot_question_prints_the_answer_and_exits_zero(server: ChatServer) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", server.url,
                     "--temperature", "0.2", "--max-tokens", "50", "What", "is", "up?")
     assert proc.returncode == 0, proc.stderr
     assert "assistant> Hello there." in proc.stdout
@@ -91,8 +51,8 @@ def test_one_shot_question_prints_the_answer_and_exits_zero(server: _Server) -> 
     assert body.get("max_tokens", body.get("max_completion_tokens")) == 50
 
 
-def test_one_shot_from_stdin(server: _Server) -> None:
-    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server), "-",
+def test_one_shot_from_stdin(server: ChatServer) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", server.url, "-",
                     stdin="Summarise this\nplease\n")
     assert proc.returncode == 0, proc.stderr
     assert "assistant> Hello there." in proc.stdout
@@ -100,8 +60,8 @@ def test_one_shot_from_stdin(server: _Server) -> None:
     assert "Summarise this\nplease" in json.dumps(sent).replace("\\n", "\n")
 
 
-def test_piped_chat_prints_session_totals(server: _Server) -> None:
-    proc = _piagent("chat", "-m", "local/tiny", "--base-url", _url(server),
+def test_piped_chat_prints_session_totals(server: ChatServer) -> None:
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", server.url,
                     stdin="one\ntwo\n/quit\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("assistant> Hello there.") == 2

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +28,9 @@ from piagent.messages import (
 )
 from piagent.sessions import SQLiteStore
 
+from .conftest import COMMAND_TIMEOUT, ChatServer, serving
+
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 60
 
 
 def _text(content: Any) -> str:
@@ -41,56 +39,20 @@ def _text(content: Any) -> str:
     return "".join(part.get("text", "") for part in content or ())
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    bodies: list[dict[str, Any]]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Answers "reply N to: TEXT" (N: user messages the request holds, TEXT: the last one),
-    or "the tool said: RESULT" when the request ends in a tool result."""
-
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.bodies.append(body)
-        messages = body["messages"]
-        users = [m for m in messages if m["role"] == "user"]
-        if messages[-1]["role"] == "tool":
-            reply = f"the tool said: {_text(messages[-1]['content'])}"
-        else:
-            reply = f"reply {len(users)} to: {_text(users[-1]['content'])}"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        chunks: list[dict[str, Any]] = [
-            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": reply}}]},
-            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-        ]
-        for chunk in chunks:
-            chunk.update(id="c1", object="chat.completion.chunk", model=body["model"])
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+def _answer(body: dict[str, Any]) -> tuple[str, None]:
+    """"reply N to: TEXT" (N: user messages the request holds, TEXT: the last one), or "the
+    tool said: RESULT" when the request ends in a tool result."""
+    messages = body["messages"]
+    users = [m for m in messages if m["role"] == "user"]
+    if messages[-1]["role"] == "tool":
+        return f"the tool said: {_text(messages[-1]['content'])}", None
+    return f"reply {len(users)} to: {_text(users[-1]['content'])}", None
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    srv = _Server(("127.0.0.1", 0), _Handler)
-    srv.bodies = []
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="test-openai-server")
-    thread.start()
-    try:
+def server() -> Iterator[ChatServer]:
+    with serving(_answer) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(TIMEOUT)
 
 
 @pytest.fixture
@@ -110,7 +72,7 @@ def _piagent(*args: str, db: Path | None, stdin: str | None = None,
         if db is not None:
             child["PIAGENT_SESSIONS_DB"] = str(db)
         return subprocess.run([sys.executable, "-m", "piagent", *args], capture_output=True,
-                              text=True, timeout=TIMEOUT, env=child, input=stdin,
+                              text=True, timeout=COMMAND_TIMEOUT, env=child, input=stdin,
                               stdin=None if stdin is not None else subprocess.DEVNULL,
                               cwd=ROOT)
     saved_env, saved_stdin = dict(os.environ), sys.stdin
@@ -130,10 +92,10 @@ def _piagent(*args: str, db: Path | None, stdin: str | None = None,
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
-def _chat(srv: _Server, *args: str, db: Path | None, stdin: str | None = None,
+def _chat(srv: ChatServer, *args: str, db: Path | None, stdin: str | None = None,
           env: dict[str, str] | None = None, process: bool = False
           ) -> subprocess.CompletedProcess[str]:
-    url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    url = srv.url
     return _piagent("chat", "-m", "local/tiny", "--base-url", url, *args, db=db, stdin=stdin,
                     env=env, process=process)
 
@@ -153,7 +115,7 @@ def _roles_and_texts(path: Path, name: str) -> list[tuple[str, str]]:
     return shown
 
 
-def test_a_session_is_kept_and_resumed_by_the_next_process(server: _Server, db: Path) -> None:
+def test_a_session_is_kept_and_resumed_by_the_next_process(server: ChatServer, db: Path) -> None:
     first = _chat(server, "--session", "work", db=db, stdin="hello\nhow are you\n",
                   process=True)
     assert first.returncode == 0, first.stderr
@@ -182,7 +144,7 @@ def test_a_session_is_kept_and_resumed_by_the_next_process(server: _Server, db: 
 
 
 def test_sessions_are_separate_and_a_chat_without_session_keeps_nothing(
-        server: _Server, db: Path) -> None:
+        server: ChatServer, db: Path) -> None:
     assert _chat(server, "--session", "a", db=db, stdin="for a\n").returncode == 0
     assert _chat(server, "--session", "b", db=db, stdin="for b\n").returncode == 0
     plain = _chat(server, db=db, stdin="not kept\n")
@@ -195,7 +157,7 @@ def test_sessions_are_separate_and_a_chat_without_session_keeps_nothing(
 
 
 def test_one_shot_question_uses_the_session_and_keeps_stdout_for_the_answer(
-        server: _Server, db: Path) -> None:
+        server: ChatServer, db: Path) -> None:
     first = _chat(server, "--session", "q", "first", "question", db=db)
     assert first.returncode == 0, first.stderr
     assert "(new session q)" in first.stderr
@@ -208,7 +170,7 @@ def test_one_shot_question_uses_the_session_and_keeps_stdout_for_the_answer(
         "system", "user", "assistant", "user", "assistant"]
 
 
-def test_sessions_lists_and_deletes(server: _Server, db: Path) -> None:
+def test_sessions_lists_and_deletes(server: ChatServer, db: Path) -> None:
     empty = _piagent("sessions", db=db)
     assert empty.returncode == 0, empty.stderr
     assert empty.stdout == f"no sessions in {db}\n"
@@ -236,7 +198,7 @@ def test_sessions_lists_and_deletes(server: _Server, db: Path) -> None:
     assert _piagent("sessions", db=db).stdout == f"no sessions in {db}\n"
 
 
-def test_reset_clears_the_stored_session(server: _Server, db: Path) -> None:
+def test_reset_clears_the_stored_session(server: ChatServer, db: Path) -> None:
     proc = _chat(server, "--session", "r", db=db, stdin="remember this\n/help\n/reset\nfresh\n")
     assert proc.returncode == 0, proc.stderr
     assert "with --session it clears the stored session too" in proc.stdout
@@ -266,7 +228,7 @@ def test_a_bad_session_name_is_a_usage_error(db: Path, name: str, error: str) ->
 
 
 def test_the_flag_beats_the_environment_and_the_default_is_the_data_folder(
-        server: _Server, tmp_path: Path) -> None:
+        server: ChatServer, tmp_path: Path) -> None:
     env_db, flag_db, data = tmp_path / "env.db", tmp_path / "flag.db", tmp_path / "data"
     proc = _chat(server, "--session", "s", "--sessions-db", str(flag_db), db=env_db,
                  stdin="to the flag\n")
@@ -305,7 +267,7 @@ def test_a_named_database_in_a_missing_folder_or_not_sqlite_is_one_line(tmp_path
     assert "Traceback" not in proc.stderr
 
 
-def test_a_batch_a_crashed_process_left_is_finished_on_resume(server: _Server, db: Path) -> None:
+def test_a_batch_a_crashed_process_left_is_finished_on_resume(server: ChatServer, db: Path) -> None:
     """The transcript ends in a tool call without a result (the process died while it ran,
     before marking it started): the next chat runs it, then the model answers."""
     with SQLiteStore(db) as store:
@@ -334,7 +296,7 @@ def test_a_batch_a_crashed_process_left_is_finished_on_resume(server: _Server, d
 
 
 def test_an_explicit_system_prompt_does_not_change_a_resumed_session(
-        server: _Server, db: Path) -> None:
+        server: ChatServer, db: Path) -> None:
     assert _chat(server, "--session", "s", "--system", "Be brief.", db=db, stdin="hi\n"
                  ).returncode == 0
     proc = _chat(server, "--session", "s", "--system", "Be verbose.", db=db, stdin="again\n")
@@ -343,7 +305,7 @@ def test_an_explicit_system_prompt_does_not_change_a_resumed_session(
     assert server.bodies[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
 
 
-def test_an_unreadable_session_is_named_not_a_traceback(server: _Server, db: Path) -> None:
+def test_an_unreadable_session_is_named_not_a_traceback(server: ChatServer, db: Path) -> None:
     import sqlite3
 
     assert _chat(server, "--session", "bad", db=db, stdin="hi\n").returncode == 0
@@ -364,15 +326,15 @@ def test_an_unreadable_session_is_named_not_a_traceback(server: _Server, db: Pat
     assert lines[2].startswith("good  2 messages  20")
 
 
-def test_an_interactive_chat_resumes_on_a_terminal(server: _Server, db: Path) -> None:
+def test_an_interactive_chat_resumes_on_a_terminal(server: ChatServer, db: Path) -> None:
     pexpect = pytest.importorskip("pexpect", reason="pexpect runs the chat on a pty")
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    url = server.url
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
            "PIAGENT_HISTORY": os.devnull, "PIAGENT_SESSIONS_DB": str(db), "TERM": "dumb"}
     argv = ["-m", "piagent", "chat", "-m", "local/tiny", "--base-url", url, "--session", "tty"]
     for typed, expected in [("first", "(new session tty)"),
                             ("second", "(resumed session tty: 2 messages)")]:
-        child = pexpect.spawn(sys.executable, argv, env=env, encoding="utf-8", timeout=TIMEOUT,
+        child = pexpect.spawn(sys.executable, argv, env=env, encoding="utf-8", timeout=COMMAND_TIMEOUT,
                               cwd=str(ROOT))
         try:
             child.expect_exact(expected)

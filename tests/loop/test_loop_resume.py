@@ -1,5 +1,5 @@
 """``run_agent_loop_resume``: the loop finishes a batch a stopped process left, by each tool's
-``replay``, and ``on_tool_execute`` runs just before each ``execute`` (durable.md §2)."""
+``replay``, and ``on_tool_execute`` runs just before each ``execute`` (docs/sessions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fixtures for provider tests: ``sse_server`` (a ``ScriptedServer``). The server and its
+"""Fixtures for provider tests: ``sse_server`` (a ``ScriptedServer``) and ``other_server``
+(a second one: another origin). The server and its
 script helpers are documented in ``sse_script.py``; the proxy-free environment,
 ``no_piagent_threads`` and ``WAIT`` are the whole suite's (``tests/conftest.py``)."""
 
@@ -11,10 +12,19 @@ import pytest
 from .sse_script import ScriptedServer
 
 
-@pytest.fixture
-def sse_server() -> Iterator[ScriptedServer]:
+def _scripted_server() -> Iterator[ScriptedServer]:
     server = ScriptedServer()
     try:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def sse_server() -> Iterator[ScriptedServer]:
+    yield from _scripted_server()
+
+
+@pytest.fixture
+def other_server() -> Iterator[ScriptedServer]:
+    yield from _scripted_server()

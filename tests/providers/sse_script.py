@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.conftest import WAIT
+from tests.conftest import WAIT, StreamingHandler
 
 
 @dataclass
@@ -143,16 +143,9 @@ class ScriptedServer:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
+        class Handler(StreamingHandler):
             def setup(self) -> None:
                 super().setup()
-                # like real servers: no Nagle delay between the small event writes
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with server._lock:
                     server._sockets.add(self.connection)
 

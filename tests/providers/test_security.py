@@ -4,8 +4,6 @@ followed, redaction happens before any truncation, and only whole tokens are red
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from piagent.messages import UserMessage
@@ -24,15 +22,6 @@ ADAPTERS = [  # (api, provider, path under the server for base_url, the key's he
     ("openai-completions", "openai", "/v1", "authorization"),
     ("openai-responses", "openai", "/v1", "authorization"),
 ]
-
-
-@pytest.fixture
-def other_server() -> Iterator[ScriptedServer]:
-    server = ScriptedServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.mark.parametrize(("api", "provider", "path", "key_header"), ADAPTERS,

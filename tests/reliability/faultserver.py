@@ -35,7 +35,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.conftest import WAIT
+from tests.conftest import WAIT, StreamingHandler
 
 APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 PROVIDER = {"openai-completions": "openai", "openai-responses": "openai",
@@ -352,16 +352,7 @@ class FaultServer:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class Handler(StreamingHandler):
             def do_POST(self) -> None:
                 server._handle(self)
 

@@ -49,10 +49,10 @@ from piagent.providers import stream_simple
 from piagent.proxy import ProxyStreamOptions, stream_proxy
 from piagent.tools import validate_tool_arguments
 
+from ..conftest import WAIT
 from .conftest import FIGURES, fuzz_settings, scaled
 from .faultserver import APIS, PROVIDER, Fault, FaultServer, Writer, good, sse
 
-WAIT = 5.0
 pytestmark = pytest.mark.timeout(scaled(60, 1500))  # a full-mode target runs minutes
 
 # --- strategies --------------------------------------------------------------------------------

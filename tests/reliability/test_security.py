@@ -23,11 +23,11 @@ from piagent import Context, Model, StreamOptions, UserMessage
 from piagent.providers import stream_simple
 from piagent.proxy import ProxyStreamOptions, stream_proxy
 
+from ..conftest import WAIT
 from .conftest import FIGURES
 from .faultserver import APIS, KEY_HEADER, PROVIDER, Fault, FaultServer, Writer, error_body, sse
 
 KEY = "sk-sec-SECRET-0123456789abcdefghijklmn"
-WAIT = 5.0
 
 
 def assert_no_key_prefix(text: str, key: str = KEY) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable
 
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, tool
 from piagent.runs import LocalRunner
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.runs.conftest import WatchedAgent
 
 BOUND = 60.0  # seconds: the longest any tool here waits
 
@@ -27,18 +27,14 @@ def say(line: str) -> None:
     os.write(1, (line + "\n").encode())  # one write: whole lines, unbuffered
 
 
-def build_tools(agents: list[Agent]) -> list[AgentTool]:
+def build_tools(agents: list[WatchedAgent]) -> list[AgentTool]:
     """The worker's tools (the same declarations in every process, so no system update)."""
 
     @tool
     def wait_for_steer() -> str:
         """Wait until a steering message reached the agent."""
-        ticker = threading.Event()
-        for _ in range(int(BOUND / 0.01)):
-            if agents[-1].has_queued_messages():
-                return "steered"
-            ticker.wait(0.01)
-        return "no steer came"
+        steered = agents[-1].wait_queued(lambda agent: agent.has_queued_messages(), BOUND)
+        return "steered" if steered else "no steer came"
 
     @tool
     def wait_for_abort(signal: AbortSignal) -> str:
@@ -57,7 +53,7 @@ def build_tools(agents: list[Agent]) -> list[AgentTool]:
 
 
 def make_factory(scenario: str) -> Callable[[str], Agent]:
-    agents: list[Agent] = []
+    agents: list[WatchedAgent] = []
     tools = build_tools(agents)
     if scenario == "steer_abort":
         responses = [assistant_tool_calls(("wait_for_steer", {})),
@@ -69,8 +65,8 @@ def make_factory(scenario: str) -> Callable[[str], Agent]:
     scripted = ScriptedStreamFn(responses)
 
     def make_agent(session_id: str) -> Agent:
-        agent = Agent(model=scripted.model, stream_fn=scripted, system_prompt="worker",
-                      tools=tools)
+        agent = WatchedAgent(model=scripted.model, stream_fn=scripted, system_prompt="worker",
+                             tools=tools)
         agents.append(agent)
         return agent
 

@@ -3,53 +3,29 @@ same session in that moment waits for the end (bounded) instead of failing as bu
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from types import FrameType
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from piagent import Agent, AgentBusyError
 from piagent.runs import LocalRunner
-from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
+from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
-WAIT = 10.0  # seconds: the bound on every wait in this file
-Tracer = Callable[[FrameType, str, Any], Any]
+from ..conftest import WAIT, hold_new_threads
+from .conftest import store_fixture
 
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-    else:
-        with SQLiteStore(tmp_path / "runs.db") as sqlite:
-            yield sqlite
+store = store_fixture("memory", "sqlite")
 
 
 @pytest.fixture
 def held_end() -> Iterator[tuple[threading.Event, threading.Event]]:
     """Hold each new runner thread as it starts recording its run's end (``agent_end`` is
     stored by then) until ``release`` is set; ``reached`` is set when one is held there."""
-    reached, release = threading.Event(), threading.Event()
-
-    def on_call(frame: FrameType, event: str, arg: Any) -> Tracer | None:
-        if event == "call" and frame.f_code.co_name == "_end" \
-                and frame.f_code.co_filename.endswith("_runner.py"):
-            reached.set()
-            release.wait(WAIT)
-        return None
-
-    threading.settrace(on_call)
-    try:
-        yield reached, release
-    finally:
-        threading.settrace(None)
-        release.set()
-        sys.settrace(None)
+    with hold_new_threads("_end", file_suffix="_runner.py") as events:
+        yield events
 
 
 def make_runner(store: SessionStore) -> LocalRunner:

@@ -3,26 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from piagent import Agent
 from piagent.runs import LocalRunner
-from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
+from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
-WAIT = 10.0  # seconds: the bound on every wait in this file
+from ..conftest import WAIT
+from .conftest import store_fixture
 
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-    else:
-        with SQLiteStore(tmp_path / "runs.db") as sqlite:
-            yield sqlite
+store = store_fixture("memory", "sqlite")
 
 
 def test_an_id_the_run_never_stored_is_refused(store: SessionStore) -> None:

@@ -1,4 +1,4 @@
-"""``LocalRunner`` on an ``SQLiteStore`` across real processes (durable.md §3).
+"""``LocalRunner`` on an ``SQLiteStore`` across real processes (docs/sessions.md).
 
 A run starts in one child process; this process streams its events by id; other children
 steer and abort it. A child killed with SIGKILL leaves its run to lose its lease (``lost``),
@@ -8,12 +8,9 @@ and the next start of the session, here, recovers the transcript with ``agent.re
 from __future__ import annotations
 
 import os
-import select
 import signal as signals
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,9 +20,9 @@ from piagent.runs import LocalRunner
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
+from ..conftest import SLOW_WAIT, read_child_line
 from ._worker import build_tools
 
-WAIT = 20.0  # seconds: the bound on every wait in this file
 WORKER = Path(__file__).with_name("_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -40,36 +37,17 @@ def spawn(*args: str) -> subprocess.Popen[bytes]:
 
 def run_worker(*args: str) -> None:
     done = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, env=ENV,
-                          timeout=WAIT, check=False)
+                          timeout=SLOW_WAIT, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-
-
-def read_line(proc: subprocess.Popen[bytes]) -> str:
-    """The child's next stdout line, read until a deadline (one byte at a time: no buffer
-    keeps a later line from the next call)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + WAIT
-    data = b""
-    while not data.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
-        chunk = os.read(fd, 1) if ready else b""
-        if not chunk:
-            proc.kill()
-            _, err = proc.communicate(timeout=WAIT)
-            pytest.fail(f"the child printed {data!r}, then {'ended' if ready else 'nothing'}; "
-                        f"stderr: {err.decode(errors='replace')}")
-        data += chunk
-    return data.decode().strip()
 
 
 def finish(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
     try:
-        out, err = proc.communicate(timeout=WAIT)
+        out, err = proc.communicate(timeout=SLOW_WAIT)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate(timeout=WAIT)
+            proc.communicate(timeout=SLOW_WAIT)
     return out.decode(), err.decode(errors="replace")
 
 
@@ -77,13 +55,13 @@ def test_stream_steer_and_abort_a_run_in_another_process(tmp_path: Path) -> None
     db = str(tmp_path / "runs.db")
     proc = spawn("start", db, "s1", "30", "steer_abort")
     try:
-        run_id = read_line(proc)
+        run_id = read_child_line(proc)
         runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
         with pytest.raises(AgentBusyError):  # the child holds the session
             runner.start("s1", "me too")
         events = []
-        for item in runner.events(run_id, timeout=WAIT):
-            assert item is not None, f"no event for {WAIT} s after {events[-1:]}"
+        for item in runner.events(run_id, timeout=SLOW_WAIT):
+            assert item is not None, f"no event for {SLOW_WAIT} s after {events[-1:]}"
             events.append(item)
             if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_steer":
                 run_worker("steer", db, "s1", "steer from afar")
@@ -96,7 +74,7 @@ def test_stream_steer_and_abort_a_run_in_another_process(tmp_path: Path) -> None
     assert out.splitlines()[-1] == "aborted", err
     assert events[0].type == "agent_start" and events[-1].type == "agent_end"
     assert [e.id for e in events] == [f"{i:010d}" for i in range(len(events))]
-    assert runner.wait(run_id, WAIT)
+    assert runner.wait(run_id, SLOW_WAIT)
     info = runner.status(run_id)
     assert info.state == "aborted" and info.session_id == "s1"
     users = [m.text for m in SQLiteStore(db).load("s1") if m.role == "user"]  # type: ignore[union-attr]
@@ -112,10 +90,10 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
     db = str(tmp_path / "runs.db")
     proc = spawn("start", db, "s1", "1", "hang")
     try:
-        run_id = read_line(proc)
-        assert read_line(proc) == "executing"  # marked started, then executing: kill it
+        run_id = read_child_line(proc)
+        assert read_child_line(proc) == "executing"  # marked started, then executing: kill it
         os.kill(proc.pid, signals.SIGKILL)
-        assert proc.wait(WAIT) == -signals.SIGKILL
+        assert proc.wait(SLOW_WAIT) == -signals.SIGKILL
     finally:
         finish(proc)
 
@@ -124,24 +102,20 @@ def test_a_killed_process_loses_its_run_and_the_next_start_recovers_it(tmp_path:
     runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
                                                   system_prompt="worker",
                                                   tools=build_tools([])))
-    ticker = threading.Event()  # never set: its wait() is the poll interval
-    deadline = time.monotonic() + WAIT
-    while runner.status(run_id).state != "lost":
-        assert runner.status(run_id).state == "running"
-        assert time.monotonic() < deadline, "the run never lost its lease"
-        ticker.wait(0.05)
-    assert runner.wait(run_id, WAIT)  # lost is final
+    assert runner.status(run_id).state in ("running", "lost")
+    assert runner.wait(run_id, SLOW_WAIT), "the run never lost its lease"  # lost is final
+    assert runner.status(run_id).state == "lost"
     # a reader of the lost run gets what was stored and stops: no agent_end will come
-    stored = [e for e in runner.events(run_id, timeout=WAIT)]
+    stored = [e for e in runner.events(run_id, timeout=SLOW_WAIT)]
     assert None not in stored
     types = [e.type for e in stored if e is not None]
     assert types[0] == "agent_start"
     assert "tool_execution_end" not in types and "agent_end" not in types
 
     again = runner.start("s1", "are you there?")
-    events = [e for e in runner.events(again, timeout=WAIT)]
+    events = [e for e in runner.events(again, timeout=SLOW_WAIT)]
     assert None not in events
-    assert runner.wait(again, WAIT) and runner.status(again).state == "done"
+    assert runner.wait(again, SLOW_WAIT) and runner.status(again).state == "done"
     assert runner.status(run_id).state == "lost"
     messages = store.load("s1")
     assert [m.role for m in messages] == ["system", "user", "assistant", "toolResult",
@@ -160,17 +134,17 @@ def test_processes_racing_to_start_one_session_get_one_run(tmp_path: Path) -> No
     SQLiteStore(db).session_ids()  # the file exists before the race
     procs = [spawn("start", db, "s1", "30", "hang") for _ in range(3)]
     try:
-        firsts = [read_line(p) for p in procs]
+        firsts = [read_child_line(p) for p in procs]
         winners = [p for p, line in zip(procs, firsts, strict=True)
                    if not line.startswith("busy:")]
         assert len(winners) == 1, firsts
         assert sum(line.startswith("busy: Session 's1' already has a live run") for line in firsts) == 2
-        assert read_line(winners[0]) == "executing"
+        assert read_child_line(winners[0]) == "executing"
         runner = LocalRunner(SQLiteStore(db), lambda sid: Agent())
         run_id = next(line for line in firsts if not line.startswith("busy:"))
         assert runner.status(run_id).state == "running"
         runner.abort(run_id, "the test is over")  # the hang tool watches its signal
-        assert runner.wait(run_id, WAIT)
+        assert runner.wait(run_id, SLOW_WAIT)
         assert runner.status(run_id).state == "aborted"
     finally:
         for p in procs:

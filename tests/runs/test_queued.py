@@ -10,36 +10,21 @@ recorded; the errors bad arguments raise.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from piagent import AbortSignal, Agent, AgentBusyError, message_from_dict, tool
-from piagent.runs import QueuedRunner, RunEvent
+from piagent.runs import QueuedRunner
 from piagent.runs._runner import backend_for
-from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore
-from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
+from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from ..conftest import WAIT
+from .conftest import WatchedAgent, charge_and_look, collect, echo, store_fixture
 
-WAIT = 10.0
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "postgres":
-        dsn = postgres_dsn()
-        schema = unique_schema()
-        pg = PostgresStore(dsn, schema=schema, max_connections=8)
-        yield pg
-        pg.close()
-        drop_schema(dsn, schema)
-    else:
-        sqlite = SQLiteStore(tmp_path / "runs.db")
-        yield sqlite
-        sqlite.close()
+store = store_fixture("sqlite", "postgres")
 
 
 class Queue:
@@ -73,18 +58,15 @@ class Queue:
             assert not thread.is_alive()
 
 
-def _echo(context: Any, options: Any) -> Any:
-    return assistant_text(f"echo {getattr(context.messages[-1], 'text', '')}")
-
-
 def _runner(store: SessionStore, responses: list[Any], tools: list[Any] = (),  # type: ignore[assignment]
-            agents: list[Agent] | None = None, **options: Any) -> tuple[QueuedRunner, Queue]:
+            agents: list[WatchedAgent] | None = None,
+            **options: Any) -> tuple[QueuedRunner, Queue]:
     scripted = ScriptedStreamFn(responses)
     queue = Queue()
 
     def make_agent(session_id: str) -> Agent:
-        agent = Agent(model=scripted.model, stream_fn=scripted, tools=list(tools),
-                      system_prompt="test")
+        agent = WatchedAgent(model=scripted.model, stream_fn=scripted, tools=list(tools),
+                             system_prompt="test")
         if agents is not None:
             agents.append(agent)
         return agent
@@ -93,27 +75,10 @@ def _runner(store: SessionStore, responses: list[Any], tools: list[Any] = (),  #
     return queue.runner, queue
 
 
-def _wait_until(predicate: Any, what: str) -> None:
-    ticker = threading.Event()  # never set: its wait() is the poll interval
-    for _ in range(int(WAIT / 0.01)):
-        if predicate():
-            return
-        ticker.wait(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _collect(runner: QueuedRunner, run_id: str) -> list[RunEvent]:
-    out = []
-    for item in runner.events(run_id, timeout=WAIT):
-        assert item is not None, "no event within the wait"
-        out.append(item)
-    return out
-
-
 def test_a_submitted_run_executes_and_streams(store: SessionStore) -> None:
-    runner, queue = _runner(store, [_echo])
+    runner, queue = _runner(store, [echo])
     run_id = runner.start("s1", "hello")
-    events = _collect(runner, run_id)
+    events = collect(runner, run_id)
     assert runner.wait(run_id, WAIT)
     queue.join()
     assert events[0].type == "agent_start" and events[-1].type == "agent_end"
@@ -138,14 +103,14 @@ def test_steer_and_abort_reach_the_executor(store: SessionStore) -> None:
             signal.wait(0.01)
         raise TimeoutError("neither the gate nor the abort came")
 
-    agents: list[Agent] = []
-    runner, queue = _runner(store, [assistant_tool_calls(("block", {})), _echo,
-                                    assistant_tool_calls(("block", {})), _echo], [block],
+    agents: list[WatchedAgent] = []
+    runner, queue = _runner(store, [assistant_tool_calls(("block", {})), echo,
+                                    assistant_tool_calls(("block", {})), echo], [block],
                             agents)
     run_id = runner.start("s1", "go")
     assert entered.wait(WAIT)
     runner.steer("s1", "steered")
-    _wait_until(lambda: agents[-1].has_queued_messages(), "the steer to reach the Agent")
+    assert agents[-1].wait_queued(lambda a: a.has_queued_messages()), "the steer never came"
     with pytest.raises(AgentBusyError):
         runner.start("s1", "again")
     gate.set()
@@ -162,7 +127,7 @@ def test_steer_and_abort_reach_the_executor(store: SessionStore) -> None:
     queue.join()
     info = runner.status(second)
     assert info.state == "aborted" and info.error_message == "stop now"
-    assert [e.type for e in _collect(runner, second)][-1] == "agent_end"
+    assert [e.type for e in collect(runner, second)][-1] == "agent_end"
 
 
 def test_a_payload_delivered_twice_runs_once(store: SessionStore) -> None:
@@ -175,7 +140,7 @@ def test_a_payload_delivered_twice_runs_once(store: SessionStore) -> None:
         assert gate.wait(WAIT)
         return "unblocked"
 
-    runner, queue = _runner(store, [assistant_tool_calls(("block", {})), _echo], [block])
+    runner, queue = _runner(store, [assistant_tool_calls(("block", {})), echo], [block])
     run_id = runner.start("s1", "go")
     assert entered.wait(WAIT)
     queue.deliver(*queue.payloads[0])  # a redelivery while the first executor holds the lease
@@ -190,21 +155,10 @@ def test_a_payload_delivered_twice_runs_once(store: SessionStore) -> None:
 def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
         store: SessionStore) -> None:
     ran: list[str] = []
-
-    @tool(replay="never")
-    def charge() -> str:
-        """Charge a card."""
-        ran.append("charge")
-        return "charged"
-
-    @tool(replay="safe")
-    def look() -> str:
-        """Look something up."""
-        ran.append("look")
-        return "looked"
+    charge, look = charge_and_look(ran)
 
     delivered: list[tuple[str, dict[str, Any]]] = []
-    scripted = ScriptedStreamFn([_echo])
+    scripted = ScriptedStreamFn([echo])
     runner = QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
                                                    tools=[charge, look]),
                           lambda run_id, payload: delivered.append((run_id, payload)),
@@ -226,7 +180,7 @@ def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
     assert [m.role for m in messages] == ["user", "assistant", "toolResult", "toolResult",
                                           "assistant"]
     assert messages[2].is_error and "not run again" in messages[2].text  # type: ignore[union-attr]
-    events = _collect(runner, run_id)
+    events = collect(runner, run_id)
     assert events[0].id == "0000000000" and events[1].id == "0000000001"
     assert events[-1].type == "agent_end"
 
@@ -234,7 +188,7 @@ def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
 def test_an_executor_that_died_before_storing_the_input_has_it_run(
         store: SessionStore) -> None:
     delivered: list[tuple[str, dict[str, Any]]] = []
-    scripted = ScriptedStreamFn([_echo])
+    scripted = ScriptedStreamFn([echo])
     runner = QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted),
                           lambda run_id, payload: delivered.append((run_id, payload)),
                           lease_s=0.3, redelivery_grace=WAIT)
@@ -253,7 +207,7 @@ def test_a_failing_submit_is_recorded(store: SessionStore) -> None:
     def submit(run_id: str, payload: dict[str, Any]) -> None:
         raise ConnectionError("broker down")
 
-    scripted = ScriptedStreamFn([_echo])
+    scripted = ScriptedStreamFn([echo])
     runner = QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted),
                           submit)
     with pytest.raises(ConnectionError, match="broker down"):

@@ -1,6 +1,6 @@
 """``LocalRunner`` in one process, on a ``MemoryStore`` and on an ``SQLiteStore``.
 
-Covers durable.md §3: the events of a run by id (order, ids, resuming after an id, ``None``
+Covers docs/sessions.md: the events of a run by id (order, ids, resuming after an id, ``None``
 when idle), one live run per session (``AgentBusyError``), ``RunNotFoundError``, steer /
 follow-up / abort delivered exactly once and in order (also to the session's next run),
 the final states, the thread count after a run, and the errors bad arguments raise.
@@ -9,7 +9,6 @@ the final states, the thread count after a run, and the errors bad arguments rai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +16,14 @@ import pytest
 
 from piagent import Agent, AgentBusyError, UserMessage, event_to_dict, tool
 from piagent.messages import AgentMessage, ToolResultMessage
-from piagent.runs import LocalRunner, RunEvent, RunInfo, RunNotFoundError
-from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from piagent.runs import LocalRunner, RunInfo, RunNotFoundError
+from piagent.sessions import JsonlStore, SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from ..conftest import WAIT
+from .conftest import WatchedAgent, charge_and_look, collect, echo, store_fixture
 
-WAIT = 10.0  # seconds: the bound on every wait in this file
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "postgres":
-        dsn = postgres_dsn()
-        schema = unique_schema()
-        pg = PostgresStore(dsn, schema=schema, max_connections=8)
-        yield pg
-        pg.close()
-        drop_schema(dsn, schema)
-    else:
-        sqlite = SQLiteStore(tmp_path / "runs.db")
-        yield sqlite
-        sqlite.close()
+store = store_fixture("memory", "sqlite", "postgres")
 
 
 class Harness:
@@ -50,7 +33,7 @@ class Harness:
         self.scripted = ScriptedStreamFn(responses)
         self.gate = threading.Event()  # the block tool returns once the test sets it
         self.entered = threading.Event()  # set when the block tool starts
-        self.agents: list[Agent] = []
+        self.agents: list[WatchedAgent] = []
         gate, entered = self.gate, self.entered
 
         @tool
@@ -62,8 +45,8 @@ class Harness:
             return "unblocked"
 
         def make_agent(session_id: str) -> Agent:
-            agent = Agent(model=self.scripted.model, stream_fn=self.scripted, tools=[block],
-                          system_prompt="test", **agent_options)
+            agent = WatchedAgent(model=self.scripted.model, stream_fn=self.scripted,
+                                 tools=[block], system_prompt="test", **agent_options)
             self.agents.append(agent)
             return agent
 
@@ -74,33 +57,11 @@ class Harness:
         return [m.text for m in self.store.load(session_id) if isinstance(m, UserMessage)]
 
 
-def _echo(context: Any, options: Any) -> Any:
-    last = context.messages[-1]
-    return assistant_text(f"echo {getattr(last, 'text', '')}")
-
-
-def _wait_until(predicate: Callable[[], bool], what: str) -> None:
-    ticker = threading.Event()  # never set: its wait() is the poll interval
-    for _ in range(int(WAIT / 0.01)):
-        if predicate():
-            return
-        ticker.wait(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _collect(runner: LocalRunner, run_id: str, after: str | None = None) -> list[RunEvent]:
-    out = []
-    for item in runner.events(run_id, after=after, timeout=WAIT):
-        assert item is not None, "the run went idle for the whole bound"
-        out.append(item)
-    return out
-
-
 def test_events_in_order_with_ordered_ids(store: SessionStore) -> None:
     """Every event from agent_start to agent_end, ids increasing as strings, pi-JSON dicts."""
     h = Harness(store, [assistant_text("hello there")])
     run_id = h.runner.start("s1", "hi")
-    events = _collect(h.runner, run_id)
+    events = collect(h.runner, run_id)
     # the same sequence an Agent's own listener sees
     scripted = ScriptedStreamFn([assistant_text("hello there")])
     reference = Agent(model=scripted.model, stream_fn=scripted, system_prompt="test")
@@ -122,16 +83,16 @@ def test_events_in_order_with_ordered_ids(store: SessionStore) -> None:
         run_id, "s1", "done", None)
     assert info.created_at <= (info.started_at or 0) <= (info.ended_at or 0)
     # read again after the end: the same events
-    assert _collect(h.runner, run_id) == events
+    assert collect(h.runner, run_id) == events
     assert [m.role for m in store.load("s1")] == ["system", "user", "assistant"]
 
 
 def test_events_after_an_id_resume_just_after_it(store: SessionStore) -> None:
     h = Harness(store, [assistant_text("one two three")])
     run_id = h.runner.start("s1", "hi")
-    events = _collect(h.runner, run_id)
-    assert _collect(h.runner, run_id, after=events[4].id) == events[5:]
-    assert _collect(h.runner, run_id, after=events[-1].id) == []
+    events = collect(h.runner, run_id)
+    assert collect(h.runner, run_id, after=events[4].id) == events[5:]
+    assert collect(h.runner, run_id, after=events[-1].id) == []
 
 
 def test_idle_yields_none_then_the_run_goes_on(store: SessionStore) -> None:
@@ -180,18 +141,18 @@ def test_unknown_run_id(store: SessionStore) -> None:
 
 
 def test_steer_and_follow_up_reach_the_run_once_in_order(store: SessionStore) -> None:
-    h = Harness(store, [assistant_tool_calls(("block", {})), _echo, _echo, _echo, _echo],
+    h = Harness(store, [assistant_tool_calls(("block", {})), echo, echo, echo, echo],
                 steering_mode="all", follow_up_mode="all")
     run_id = h.runner.start("s1", "go")
     assert h.entered.wait(WAIT)
     agent = h.agents[-1]
     h.runner.follow_up("s1", "c")
-    _wait_until(lambda: [m.text for m in agent.peek_queued_messages()] == ["c"], "follow-up")
+    assert agent.wait_queued(lambda a: [m.text for m in a.peek_queued_messages()] == ["c"])
     h.runner.steer("s1", "a")
     h.runner.steer("s1", UserMessage(content="b"))
-    _wait_until(lambda: [m.text for m in agent.peek_queued_messages()] == ["a", "b"], "steering")
+    assert agent.wait_queued(lambda a: [m.text for m in a.peek_queued_messages()] == ["a", "b"])
     h.gate.set()
-    events = _collect(h.runner, run_id)
+    events = collect(h.runner, run_id)
     assert h.runner.wait(run_id, WAIT) and h.runner.status(run_id).state == "done"
     assert h.user_texts("s1") == ["go", "a", "b", "c"]
     ended = [e.event["message"]["content"] for e in events
@@ -204,7 +165,7 @@ def test_steer_and_follow_up_reach_the_run_once_in_order(store: SessionStore) ->
 
 
 def test_steer_without_a_live_run_waits_for_the_next_run(store: SessionStore) -> None:
-    h = Harness(store, [_echo, _echo, _echo])
+    h = Harness(store, [echo, echo, echo])
     h.runner.steer("s1", "early")
     h.runner.follow_up("s1", "later")
     run_id = h.runner.start("s1", "go")
@@ -247,12 +208,12 @@ def test_a_failed_run_reads_error(store: SessionStore) -> None:
 
 def test_steering_left_unused_goes_to_the_next_run(store: SessionStore) -> None:
     """A steer the Agent took but never used (the run was aborted first) is not lost."""
-    h = Harness(store, [assistant_tool_calls(("block", {})), _echo, _echo, _echo])
+    h = Harness(store, [assistant_tool_calls(("block", {})), echo, echo, echo])
     run_id = h.runner.start("s1", "go")
     assert h.entered.wait(WAIT)
     agent = h.agents[-1]
     h.runner.steer("s1", "keep me")
-    _wait_until(lambda: agent.has_queued_messages(), "the steer to reach the Agent")
+    assert agent.wait_queued(lambda a: a.has_queued_messages()), "the steer to reach the Agent"
     h.runner.abort(run_id, "stop")
     h.gate.set()
     assert h.runner.wait(run_id, WAIT)
@@ -331,26 +292,15 @@ def test_two_runners_on_one_store_share_runs(store: SessionStore) -> None:
     assert other.status(run_id).state == "running"
     h.gate.set()
     assert other.wait(run_id, WAIT)
-    assert [e.type for e in _collect(other, run_id)][-1] == "agent_end"
+    assert [e.type for e in collect(other, run_id)][-1] == "agent_end"
 
 
 def test_start_recovers_a_transcript_left_mid_batch(store: SessionStore) -> None:
     """Tool calls left without results: the run finishes them (replay policy), then the input."""
     ran: list[str] = []
+    charge, look = charge_and_look(ran)
 
-    @tool(replay="never")
-    def charge() -> str:
-        """Charge a card."""
-        ran.append("charge")
-        return "charged"
-
-    @tool(replay="safe")
-    def look() -> str:
-        """Look something up."""
-        ran.append("look")
-        return "looked"
-
-    scripted = ScriptedStreamFn([_echo, _echo])
+    scripted = ScriptedStreamFn([echo, echo])
     store.append("s1", [UserMessage("do both"),
                         assistant_tool_calls(("charge", {}, "c1"), ("look", {}, "c2"))])
     store.mark_started("s1", "c1")
@@ -358,7 +308,7 @@ def test_start_recovers_a_transcript_left_mid_batch(store: SessionStore) -> None
     runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted,
                                                   tools=[charge, look]))
     run_id = runner.start("s1", "and now?")
-    events = _collect(runner, run_id)
+    events = collect(runner, run_id)
     assert runner.wait(run_id, WAIT) and runner.status(run_id).state == "done"
     assert ran == ["look"]  # "never" was not repeated, "safe" was
     assert [e.type for e in events].count("agent_start") == 1
@@ -371,7 +321,7 @@ def test_start_recovers_a_transcript_left_mid_batch(store: SessionStore) -> None
 
 
 def test_start_after_a_user_tail_answers_it_first(store: SessionStore) -> None:
-    scripted = ScriptedStreamFn([_echo, _echo])
+    scripted = ScriptedStreamFn([echo, echo])
     store.append("s1", [UserMessage("are you there?")])  # the process died before the answer
     runner = LocalRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted))
     run_id = runner.start("s1", "hello?")

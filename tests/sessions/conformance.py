@@ -1,4 +1,4 @@
-"""The behaviour every ``SessionStore`` keeps (durable.md §1, §2), for any store to reuse.
+"""The behaviour every ``SessionStore`` keeps (docs/sessions.md), for any store to reuse.
 
 Subclass ``SessionStoreConformance`` in a ``Test…`` class and define ``make_store`` (and
 ``reopen`` for a durable store: a fresh store object over the same data)::

@@ -8,8 +8,7 @@ with a reason (never a traceback), a raising ``get_api_key`` becomes an error ev
 ``close()`` returns within its bound with stuck clients connected. Every test ends with
 the thread count back where it started.
 
-Standalone on purpose: no conftest or ``__init__`` of this folder is needed (nothing is
-imported from ``tests``); the waits are socket timeouts and Events, never sleeps.
+The waits are socket timeouts and Events bounded by the suite's ``WAIT``, never sleeps.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from piagent.proxy import ProxyApp, ProxyServer, ProxyStreamOptions, serve_proxy
 from piagent.proxy._protocol import context_to_dict, model_to_dict
 from piagent.stream import Context
 from piagent.testing import ScriptedStreamFn, assistant_text
+from tests.conftest import WAIT
 
-WAIT = 5.0  # the bound of every wait here (seconds)
 TOKEN = "reliability-token-1"
 FAST = 0.3  # header/body deadlines in tests that expect a 408
 

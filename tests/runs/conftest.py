@@ -1,0 +1,108 @@
+"""What the runner tests share (``tests/runs/``). ``WAIT`` is the suite's (``tests/conftest.py``).
+
+* ``store_fixture(*kinds)``: a ``store`` fixture over the named kinds ("memory", "sqlite",
+  "postgres"); a test file picks the stores its runner supports:
+  ``store = store_fixture("sqlite", "postgres")``.
+* ``echo``: a scripted response that answers ``echo <the last message's text>``.
+* ``collect(runner, run_id)``: every event of a run up to its end (each read bounded).
+* ``charge_and_look(ran)``: a ``replay="never"`` tool ``charge`` and a ``replay="safe"``
+  tool ``look``; each appends its name to ``ran`` when it executes.
+* ``WatchedAgent``: an ``Agent`` whose ``wait_queued(predicate)`` blocks until a steering or
+  follow-up message handed to it makes ``predicate(agent)`` true (bounded; False if not).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent import Agent, AgentTool, tool
+from piagent.messages import AgentMessage
+from piagent.runs import RunEvent
+from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from piagent.testing import assistant_text
+
+from ..conftest import WAIT
+from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+
+
+def store_fixture(*kinds: str) -> Any:
+    """A ``store`` fixture, parametrised over ``kinds``; each store closed (and a PostgreSQL
+    schema dropped) after its test."""
+
+    @pytest.fixture(params=kinds)
+    def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+        if request.param == "memory":
+            yield MemoryStore()
+        elif request.param == "postgres":
+            dsn = postgres_dsn()
+            schema = unique_schema()
+            pg = PostgresStore(dsn, schema=schema, max_connections=8)
+            yield pg
+            pg.close()
+            drop_schema(dsn, schema)
+        else:
+            with SQLiteStore(tmp_path / "runs.db") as sqlite:
+                yield sqlite
+
+    return store
+
+
+def echo(context: Any, options: Any) -> Any:
+    """A scripted response: ``echo <text of the last message>``."""
+    return assistant_text(f"echo {getattr(context.messages[-1], 'text', '')}")
+
+
+def collect(runner: Any, run_id: str, after: str | None = None) -> list[RunEvent]:
+    """The run's events (after ``after``) until it ends; fails if it goes idle for ``WAIT``."""
+    out = []
+    for item in runner.events(run_id, after=after, timeout=WAIT):
+        assert item is not None, "the run went idle for the whole bound"
+        out.append(item)
+    return out
+
+
+def charge_and_look(ran: list[str]) -> tuple[AgentTool, AgentTool]:
+    """``charge`` (never repeated) and ``look`` (safe to repeat), recording runs in ``ran``."""
+
+    @tool(replay="never")
+    def charge() -> str:
+        """Charge a card."""
+        ran.append("charge")
+        return "charged"
+
+    @tool(replay="safe")
+    def look() -> str:
+        """Look something up."""
+        ran.append("look")
+        return "looked"
+
+    return charge, look
+
+
+class WatchedAgent(Agent):
+    """An ``Agent`` that wakes ``wait_queued`` each time a steering or follow-up message is
+    queued on it (as a runner hands them over from its inbox)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._queued = threading.Condition()  # notified after each steer / follow_up
+
+    def steer(self, message: str | AgentMessage) -> None:
+        super().steer(message)
+        with self._queued:
+            self._queued.notify_all()
+
+    def follow_up(self, message: str | AgentMessage) -> None:
+        super().follow_up(message)
+        with self._queued:
+            self._queued.notify_all()
+
+    def wait_queued(self, predicate: Callable[[Agent], bool], timeout: float = WAIT) -> bool:
+        """Block until ``predicate(self)`` holds (True), or ``timeout`` seconds (False)."""
+        with self._queued:
+            return self._queued.wait_for(lambda: predicate(self), timeout)
