@@ -153,7 +153,7 @@ class HttpTransport:
                     if event.id:
                         last_id = event.id
                     if event.retry is not None:
-                        retry_ms = event.retry
+                        retry_ms = _int(event.retry)
                     if not event.data.strip():
                         continue  # a priming event
                     answer = _find_answer(_json(event.data), message["id"], self._on_message)
@@ -211,6 +211,13 @@ class HttpTransport:
 
 def _events(response: requests.Response) -> Iterator[Any]:
     return iter(sseclient.SSEClient(response.iter_content(chunk_size=None)).events())
+
+
+def _int(text: Any) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def _json(text: str) -> Any:
