@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"tools", "providers", "testing"},
     {"events", "proxy"},
     {"loop"},
-    {"agent"},
+    {"agent", "mcp"},
     {"runs"},
     {"web", "cli", "celery"},
     {"__init__", "__main__"},  # the facade and the command entry point

@@ -305,3 +305,26 @@ def test_a_missing_command_says_so() -> None:
         server.tools()
     server.close()
 
+
+
+def test_one_connection_serves_concurrent_runs(sdk_command: list[str]) -> None:
+    """Eight threads share one server: each gets its own answer, one process serves all."""
+    with MCPServer.stdio(sdk_command, stderr=subprocess.DEVNULL) as server:
+        tools = server.tools()
+        results: dict[int, str] = {}
+        barrier = threading.Barrier(8, timeout=WAIT)
+
+        def run(n: int) -> None:
+            scripted = ScriptedStreamFn([assistant_tool_calls(("add", {"a": n, "b": 1000})),
+                                         assistant_text("done")])
+            agent = Agent(model=scripted.model, tools=tools, stream_fn=scripted)
+            barrier.wait()
+            agent.prompt("add", timeout=WAIT * 6)
+            results[n] = agent.state.messages[-2].text  # type: ignore[union-attr]
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT * 6)
+        assert results == {n: str(n + 1000) for n in range(8)}
