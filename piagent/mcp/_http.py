@@ -61,11 +61,16 @@ class HttpTransport:
     def send(self, message: dict[str, Any], *, timeout: float,
              signal: AbortSignal | None) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        response = self._post(message, deadline, signal)
         try:
-            return self._answer(response, message, deadline, signal)
-        finally:
-            response.close()
+            response = self._post(message, deadline, signal)
+            try:
+                return self._answer(response, message, deadline, signal)
+            finally:
+                response.close()
+        except MCPTimeoutError as exc:
+            msg = (f"The MCP server {self.label} did not answer {message['method']} within "
+                   f"{timeout:g} s.")
+            raise MCPTimeoutError(msg) from exc
 
     def notify(self, message: dict[str, Any]) -> None:
         response = self._post(message, time.monotonic() + _CONNECT_TIMEOUT_S, None)
