@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -328,3 +329,17 @@ def test_one_connection_serves_concurrent_runs(sdk_command: list[str]) -> None:
         for thread in threads:
             thread.join(WAIT * 6)
         assert results == {n: str(n + 1000) for n in range(8)}
+
+
+def test_a_server_killed_between_calls_is_started_again(everything_stdio: list[str]) -> None:
+    with MCPServer.stdio(everything_stdio, stderr=subprocess.DEVNULL) as server:
+        assert "Echo: one" in server.call_tool("echo", {"message": "one"}).content[0].text  # type: ignore[union-attr]
+        transport = server._session._transport
+        assert transport is not None
+        first = transport.pid  # type: ignore[attr-defined]
+        os.killpg(first, signal.SIGKILL)
+        transport._reader.join(WAIT)  # type: ignore[attr-defined]  # it saw the end
+        assert not transport.alive
+        again = server.call_tool("echo", {"message": "two"})
+        assert "Echo: two" in again.content[0].text  # type: ignore[union-attr]
+        assert server._session._transport.pid != first  # type: ignore[union-attr]
