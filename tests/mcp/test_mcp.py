@@ -216,6 +216,7 @@ def _children() -> set[int]:
     return found
 
 
+@pytest.mark.timeout(600)  # 1,000 process starts: about 20 s on a quiet machine
 def test_a_thousand_open_close_cycles_leave_nothing_behind() -> None:
     with MCPServer.stdio(TINY) as warm:  # imports and first-use caches
         warm.tools()
