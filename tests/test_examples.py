@@ -35,6 +35,9 @@ EXPECTED = {
     "save_resume.py": ["saved 5 messages", "system prompt after loading: You remember things.",
                        "So far you said: My name is Linh. | I like green tea. | What do you "
                        "know about me?"],
+    "mcp_tools.py": ["connected to mcp-time (2026-07-28)",
+                     "tools: get_current_time, convert_time",
+                     "[tool] get_current_time -> error=False", "final answer: In Tokyo it is "],
     "session_store.py": ["stored 5 messages in chat.db",
                          "So far you said: My name is Linh. | I like green tea. | What do you "
                          "know about me?", "sessions: ['user-42']"],

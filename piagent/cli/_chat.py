@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..models import Model
 
+from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
+from ._mcp import close_all, first_duplicate, open_mcp_servers
 from ._output import CliError, EventPrinter, Style, cli_words
 from ._sessions import (
     attach_session,
@@ -230,6 +232,24 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._demo import make_demo_tools
 
         tools = make_demo_tools(Path.cwd())
+    try:
+        servers = open_mcp_servers(args.mcp)
+    except CliError as exc:
+        err.write(f"piagent chat: {exc}\n")
+        return 1
+    try:
+        mcp_tools = [tool for server in servers for tool in server.tools()]
+    except MCPError as exc:
+        close_all(servers)
+        err.write(f"piagent chat: --mcp: {exc}\n")
+        return 1
+    clash = first_duplicate([t.name for t in (*tools, *mcp_tools)])
+    if clash is not None:
+        close_all(servers)
+        err.write(f"piagent chat: --mcp: two tools are named {clash!r}; give each server "
+                  f"once, or leave --tools out.\n")
+        return _EXIT_USAGE
+    tools = [*tools, *mcp_tools]
     question = " ".join(args.question)
     if question == "-":
         question = sys.stdin.read().strip()
@@ -248,7 +268,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   model=model, tools=tools,
                   thinking_level=args.thinking, temperature=args.temperature,
                   max_tokens=args.max_tokens,
-                  get_api_key=(lambda provider: api_key) if api_key else None)
+                  get_api_key=(lambda provider: api_key) if api_key else None,
+                  prepare_next_turn=refresh_tools(*servers) if servers else None)
     style = Style.for_stream(out)
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
@@ -270,6 +291,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     finally:
         hide_notices()
+        close_all(servers)
         if store is not None:
             store.close()
 
@@ -304,8 +326,8 @@ def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
             _join_session(agent, store, args, notes, recap=False)
         return _one_shot(agent, question, printer, err)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
-    printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}"
-                           f"{' (tools: read_file, list_folder, calculator, current_time)' if tools else ''}"
+    names = f" (tools: {', '.join(t.name for t in tools)})" if tools else ""
+    printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}{names}"
                            ". /help for commands, /quit to leave."))
     if store is not None:
         _join_session(agent, store, args, printer, recap=True)

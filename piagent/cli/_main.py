@@ -161,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--tools", action="store_true",
                       help="give the model read_file, list_folder (current folder), "
                            "calculator and current_time")
+    chat.add_argument("--mcp", action="append", default=[], metavar="COMMAND|URL",
+                      help="give the model an MCP server's tools: a command line run as a "
+                           "stdio server, or an http(s):// URL (repeatable)")
     chat.add_argument("--system", metavar="TEXT",
                       help=f"the system prompt (default {DEFAULT_SYSTEM_PROMPT!r}; a resumed "
                            "session keeps its own)")

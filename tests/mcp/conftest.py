@@ -1,0 +1,202 @@
+"""Real MCP servers for piagent.mcp's tests, started on 127.0.0.1 or as subprocesses.
+
+* ``mcp_node``: ``tests/mcp/node_modules`` (``npm ci`` from the lock when missing):
+  ``@modelcontextprotocol/server-everything`` and ``@modelcontextprotocol/conformance``.
+* ``everything_stdio``: the command that runs server-everything over stdio.
+* ``SDK_SERVER``: ``sdk_server.py``, a server built with the ``mcp`` 2.3.0 SDK (both protocol
+  generations); ``time_server_command``: ``mcp-server-time`` from PyPI.
+* ``start_http(command, ready)``: a server process whose output says ``ready`` once it
+  listens; stopped (and reaped) when the test ends.
+* ``stderr_pipe``: where a stdio server's stderr goes, read line by line (the SDK server
+  prints ``MARK <name>`` lines there).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+HERE = Path(__file__).parent
+SDK_SERVER = HERE / "sdk_server.py"
+START_TIMEOUT_S = 60.0  # a Python MCP server takes seconds to import on a loaded machine
+NPM_CI_TIMEOUT_S = 300
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("PIAGENT_REQUIRE_ALL") == "1":
+        pytest.fail(f"{reason} (PIAGENT_REQUIRE_ALL=1: the MCP tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def mcp_node() -> Path:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        _unavailable("node and npm are needed for the MCP test servers")
+    marker = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything"
+    if not marker.exists():
+        try:
+            done = subprocess.run([str(npm), "ci", "--no-audit", "--no-fund"], cwd=HERE,
+                                  capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _unavailable(f"npm ci did not finish within {NPM_CI_TIMEOUT_S} s")
+        if done.returncode != 0 or not marker.exists():
+            _unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
+    return HERE / "node_modules"
+
+
+@pytest.fixture(scope="session")
+def everything_stdio(mcp_node: Path) -> list[str]:
+    main = mcp_node / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    return [str(shutil.which("node")), str(main), "stdio"]
+
+
+@pytest.fixture(scope="session")
+def time_server_command() -> list[str]:
+    if importlib.util.find_spec("mcp_server_time") is None:
+        _unavailable("mcp-server-time is not installed (pip install '.[test]')")
+    return [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+@pytest.fixture(scope="session")
+def sdk_command() -> list[str]:
+    if importlib.util.find_spec("mcp") is None:
+        _unavailable("the mcp SDK is not installed (pip install '.[test]')")
+    return [sys.executable, str(SDK_SERVER)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class OutputLines:
+    """The lines of a text stream, read by a thread; ``wait_for`` a line holding some text."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        with stream:
+            for line in stream:
+                self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        """Whether a line holding ``text`` arrives within ``timeout`` (lines seen count too)."""
+        if any(text in line for line in self.seen):
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._next(left):
+                return False
+            if text in self.seen[-1]:
+                return True
+
+    def wait_count(self, text: str, count: int, timeout: float) -> bool:
+        """Whether ``count`` lines holding ``text`` have arrived within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while sum(text in line for line in self.seen) < count:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._next(left):
+                return False
+        return True
+
+    def _next(self, timeout: float) -> bool:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        if line is None:
+            return False
+        self.seen.append(line)
+        return True
+
+    def join(self, timeout: float) -> None:
+        self._reader.join(timeout)
+
+
+@pytest.fixture
+def stderr_pipe() -> Iterator[tuple[int, OutputLines]]:
+    """A pipe for a stdio server's stderr: its write end, and its lines as they come."""
+    read_fd, write_fd = os.pipe()
+    lines = OutputLines(os.fdopen(read_fd, "r"))
+    try:
+        yield write_fd, lines
+    finally:
+        os.close(write_fd)
+        lines.join(10)
+
+
+class ServerProcess:
+    """A server subprocess; its output (stdout and stderr) as ``OutputLines``."""
+
+    def __init__(self, command: Sequence[str], env: dict[str, str] | None) -> None:
+        self.process = subprocess.Popen(list(command), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, text=True, start_new_session=True)
+        assert self.process.stdout is not None
+        self.output = OutputLines(self.process.stdout)
+
+    def wait_ready(self, text: str, timeout: float) -> None:
+        if not self.output.wait_for(text, timeout):
+            self.stop()
+            raise AssertionError(f"server did not print {text!r}: {''.join(self.output.seen)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+        self.process.wait(10)
+        self.output.join(10)
+
+
+@pytest.fixture
+def start_http() -> Iterator[Callable[..., ServerProcess]]:
+    started: list[ServerProcess] = []
+
+    def start(command: Sequence[str], ready: str, env: dict[str, str] | None = None
+              ) -> ServerProcess:
+        server = ServerProcess(command, {**os.environ, **(env or {})})
+        started.append(server)
+        server.wait_ready(ready, START_TIMEOUT_S)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def everything_http(start_http: Callable[..., ServerProcess], mcp_node: Path) -> str:
+    port = free_port()
+    main = mcp_node / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    start_http([str(shutil.which("node")), str(main), "streamableHttp"],
+               f"listening on port {port}", env={"PORT": str(port)})
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture
+def sdk_http(start_http: Callable[..., ServerProcess], sdk_command: list[str]
+             ) -> tuple[str, ServerProcess]:
+    """The SDK server over HTTP: its URL, and its process (whose output has the marks)."""
+    port = free_port()
+    server = start_http([*sdk_command, "http", str(port)], "Uvicorn running")
+    return f"http://127.0.0.1:{port}/mcp", server
