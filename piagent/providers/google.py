@@ -34,8 +34,6 @@ from ._transform import leading_system_text, system_update_text, transform_messa
 from .kit import (
     HttpClient,
     ProviderCall,
-    SSERequest,
-    parse_event_json,
     start_stream,
 )
 
@@ -263,8 +261,8 @@ def _tool_result_parts(result: ToolResultMessage, with_ids: bool,
 def _run(call: ProviderCall) -> Iterator[None]:
     options = call.options
     model = call.model
-    api_key = resolve_api_key("google", options.api_key)
-    headers: dict[str, str] = {}
+    api_key = resolve_api_key("google", options.api_key, options.env)
+    headers: dict[str, str | None] = {}
     if api_key:
         call.add_secret(api_key)
         headers["x-goog-api-key"] = api_key  # a header, never ?key=, so URLs stay key-free
@@ -275,9 +273,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
     body = build_google_request(model, call.messages, options)
     url = f"{model.base_url.rstrip('/')}/models/{model.id}:streamGenerateContent?alt=sse"
     state = GoogleStreamState(call.out)
-    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+    parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
+    with call.open_sse(call.request(url, body, headers)) as sse:
         for event in sse.events():
-            state.handle(parse_event_json(event, call.label))
+            state.handle(parse(event, call.label))
             yield  # hand the queued events to the consumer
         tail = sse.trailing_text
     state.finish(tail)

@@ -45,9 +45,7 @@ from ._wire import PrefixEncoder
 from .kit import (
     HttpClient,
     ProviderCall,
-    SSERequest,
     arguments_json,
-    parse_event_json,
     start_stream,
 )
 
@@ -297,8 +295,9 @@ def stream_openai_completions(model: Model | None, context: Context,
 
 def _run(call: ProviderCall) -> Iterator[None]:
     model = call.model
-    api_key = resolve_api_key(model.provider, call.options.api_key)
-    headers: dict[str, str] = {}
+    options = call.options
+    api_key = resolve_api_key(model.provider, options.api_key, options.env)
+    headers: dict[str, str | None] = {}
     if api_key:
         call.add_secret(api_key)
         headers["Authorization"] = f"Bearer {api_key}"
@@ -307,14 +306,15 @@ def _run(call: ProviderCall) -> Iterator[None]:
             and not is_local_url(model.base_url):
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
-    headers.update(call.options.headers or {})
+    headers.update(options.headers or {})
     compat = get_compat(model)
-    body = build_completions_request(model, call.messages, call.options, compat,
+    body = build_completions_request(model, call.messages, options, compat,
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
     state = CompletionsStreamState(call.out, call.label)
-    encoded = _BODIES.encode(body, "messages")  # old messages' JSON reused
-    with call.open_sse(SSERequest(url=url, body=encoded, headers=headers)) as sse:
+    parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
+    # _BODIES: the old messages' JSON reused
+    with call.open_sse(call.request(url, body, headers, encoder=_BODIES)) as sse:
         for event in sse.events():
             if event.data.strip() == "[DONE]":
                 state.done = True
@@ -322,6 +322,6 @@ def _run(call: ProviderCall) -> Iterator[None]:
             if event.event == "error":  # Groq sends these mid-stream
                 raise ProviderError(f"{call.label} stream error: {event_error(event.data)}",
                                     provider=model.provider)
-            state.handle(parse_event_json(event, call.label))
+            state.handle(parse(event, call.label))
             yield  # hand the queued events to the consumer
     state.finish(compat)
