@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -55,7 +55,13 @@ from ..messages import (
 )
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
-from ..stream import StreamFn, get_default_stream_fn
+from ..stream import (
+    ClientIdentity,
+    ProviderResponse,
+    StreamFn,
+    StreamOptions,
+    get_default_stream_fn,
+)
 from ..tools import AgentTool, ToolExecutionMode
 from ..transcript import (
     create_initial_system_message,
@@ -193,8 +199,18 @@ class Agent:
         max_tokens: int | None = None,
         temperature: float | None = None,
         max_retry_delay_ms: int | None = None,
+        on_payload: Callable[[Any, Model], Any] | None = None,
+        on_response: Callable[[ProviderResponse, Model], None] | None = None,
+        on_provider_stream_event: Callable[[Any, Model], None] | None = None,
+        identity: ClientIdentity | None = None,
+        timeout_ms: float | None = None,
+        env: Mapping[str, str] | None = None,
         store: SessionStore | None = None,
     ) -> None:
+        # the request options are checked here, as StreamOptions checks them
+        StreamOptions(on_payload=on_payload, on_response=on_response, identity=identity,
+                      on_provider_stream_event=on_provider_stream_event,
+                      timeout_ms=timeout_ms, env=env)
         tools = list(tools)
         if store is not None:
             _check_store(store, session_id, "Agent()")
@@ -237,6 +253,12 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_retry_delay_ms = max_retry_delay_ms
+        self.on_payload = on_payload
+        self.on_response = on_response
+        self.on_provider_stream_event = on_provider_stream_event
+        self.identity = identity
+        self.timeout_ms = timeout_ms
+        self.env = env
         self._queues = QueueLedger(steering_mode, follow_up_mode)
         # guards changes to _listeners, a tuple replaced on each change, so emitting reads it
         # without a lock and listeners may (un)subscribe while an event is delivered
@@ -650,6 +672,12 @@ class Agent:
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             max_retry_delay_ms=self.max_retry_delay_ms,
+            on_payload=self.on_payload,
+            on_response=self.on_response,
+            on_provider_stream_event=self.on_provider_stream_event,
+            identity=self.identity,
+            timeout_ms=self.timeout_ms,
+            env=self.env,
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,
             finish_turn=self.finish_turn,

@@ -188,6 +188,7 @@ class AgentLoopConfig(StreamOptions):
     loop (docs/threading.md); ``max_parallel_tools`` still caps one batch."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the stream options' checks
         _check_tool_executor(self.tool_executor)
 
 

@@ -11,19 +11,20 @@ import logging
 import random
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
+from typing import Any
 
 import requests
 import sseclient
 import urllib3.exceptions
+import urllib3.util
 
-from .._version import __version__
 from ..abort import AbortSignal
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
 from ..messages import Message
 from ..models import Model
-from ..stream import Context, StreamOptions
+from ..stream import Context, ProviderResponse, StreamOptions
 from ._builder import MessageBuilder
 from ._errors import (
     MESSAGE_BODY_LIMIT,
@@ -38,9 +39,18 @@ from ._errors import (
     redact,
     retry_delay_s,
 )
+from ._identity import DEFAULT_USER_AGENT, identity_headers
 from ._pool import HttpClient
 from ._sockets import SocketTracker, current, post
-from ._wire import ChunkSource, SSEEvent, SSERequest, json_dumps
+from ._wire import (
+    DEFAULT_TIMEOUT,
+    ChunkSource,
+    PrefixEncoder,
+    SSEEvent,
+    SSERequest,
+    json_dumps,
+    parse_event_json,
+)
 
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_MAX_RETRY_DELAY_MS", "ProviderCall", "SSEResponse"]
 
@@ -55,7 +65,7 @@ DEFAULT_MAX_RETRY_DELAY_MS = 60_000
 _ERROR_BODY_LIMIT = 65536  # bytes of an HTTP error body read for its message
 _DRAIN_TIMEOUT_S = 0.05  # longest wait for the end of a body after the terminal event
 _DRAIN_MAX_CHUNKS = 16  # chunks read after the terminal event before the connection is dropped
-_USER_AGENT = f"piagent/{__version__}"
+_USER_AGENT = DEFAULT_USER_AGENT
 
 
 class ProviderCall:
@@ -97,6 +107,69 @@ class ProviderCall:
         if self.signal is not None and self.signal.aborted:
             raise Aborted
 
+    def request(self, url: str, body: Any, headers: Mapping[str, str | None], *,
+                encoder: PrefixEncoder | None = None,
+                replaced: Mapping[str, Any] | None = None) -> SSERequest:
+        """The ``SSERequest`` of this call, with the stream options applied.
+
+        ``on_payload`` sees ``body`` and may replace it (``replaced``: keys set over a
+        replacement dict, e.g. Anthropic's ``stream: true``); without it, ``encoder`` (if
+        given) encodes the body, reusing its old messages' JSON. ``identity`` headers sit
+        below ``headers``; ``timeout_ms`` bounds each wait; ``on_response`` is wired.
+        """
+        options = self.options
+        data: Any = body
+        if options.on_payload is not None:
+            data = self._payload(options.on_payload, body, replaced)
+        elif encoder is not None:
+            data = encoder.encode(body, "messages")
+        if options.identity is not None:
+            headers = {**identity_headers(self.model, options.identity), **headers}
+        timeout = DEFAULT_TIMEOUT
+        if options.timeout_ms is not None:
+            timeout = (options.timeout_ms / 1000, options.timeout_ms / 1000)
+        on_response = None
+        if options.on_response is not None:
+            on_response = _with_model(options.on_response, self.model)
+        return SSERequest(url=url, body=data, headers=headers, timeout=timeout,
+                          on_response=on_response)
+
+    def _payload(self, hook: Callable[[Any, Model], Any], body: Any,
+                 replaced: Mapping[str, Any] | None) -> bytes:
+        try:
+            result = hook(body, self.model)
+        except Exception as exc:
+            raise _hook_error("on_payload", exc) from exc
+        if result is None:
+            result = body  # kept, with what the hook changed in place
+        elif replaced and isinstance(result, Mapping):
+            result = {**result, **replaced}
+        try:
+            return json_dumps(result)
+        except (TypeError, ValueError) as exc:
+            msg = (f"StreamOptions.on_payload returned a request body that cannot be sent as "
+                   f"JSON ({type(exc).__name__}: {exc}).")
+            raise ProviderError(msg, provider=self.model.provider) from exc
+
+    def event_parser(self) -> Callable[[SSEEvent, str], Any]:
+        """``parse_event_json``, or with ``on_provider_stream_event`` a parser that also hands
+        it each parsed event (but ``event: error``). Take it once, before the event loop."""
+        hook = self.options.on_provider_stream_event
+        if hook is None:
+            return parse_event_json
+        model = self.model
+
+        def parse(event: SSEEvent, label: str) -> Any:
+            data = parse_event_json(event, label)
+            if event.event != "error":
+                try:
+                    hook(data, model)
+                except Exception as exc:
+                    raise _hook_error("on_provider_stream_event", exc) from exc
+            return data
+
+        return parse
+
     def open_sse(self, request: SSERequest) -> SSEResponse:
         """POST ``request`` and return the accepted event stream; pushes ``start``.
 
@@ -107,9 +180,12 @@ class ProviderCall:
         The wait is ``signal.wait(delay)``, so an abort ends it immediately.
         """
         body = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                   "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
+        headers: dict[str, str | None] = {
+            "Content-Type": "application/json", "Accept": "text/event-stream",
+            "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
         headers.update(request.headers)
+        if None in headers.values():
+            headers = _merged(headers)
         max_retries = request.max_retries
         if max_retries is None:
             max_retries = self.options.max_retries
@@ -125,6 +201,8 @@ class ProviderCall:
             self.raise_if_aborted()
             outcome = self._attempt(request, body, headers)
             if isinstance(outcome, SSEResponse):
+                if request.on_response is not None:
+                    _respond(request.on_response, outcome)
                 self.out.start()
                 return outcome
             error = outcome.error
@@ -151,7 +229,7 @@ class ProviderCall:
                 raise Aborted
 
     def _attempt(self, request: SSERequest, body: bytes,
-                 headers: Mapping[str, str]) -> SSEResponse | Failure:
+                 headers: Mapping[str, str | None]) -> SSEResponse | Failure:
         """One POST: the accepted stream, or why it failed and whether to retry."""
         assert self._session is not None
         provider = self.model.provider
@@ -233,6 +311,45 @@ class ProviderCall:
     def abort_transport(self) -> None:
         """Wake a blocked read: shut the in-flight socket down (any thread)."""
         self.tracker.shutdown()
+
+
+def _merged(headers: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``headers`` with one entry per name (compared case-insensitively, the last wins); a
+    name whose last value is ``None`` stays ``None``, so requests drops its session default
+    too, and urllib3 is told to skip its own ``User-Agent`` / ``Accept-Encoding``."""
+    last: dict[str, tuple[str, str | None]] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        last.pop(key, None)
+        last[key] = (name, value)
+    merged: dict[str, str | None] = {}
+    for key, (name, value) in last.items():
+        if value is None and key in ("user-agent", "accept-encoding"):
+            value = urllib3.util.SKIP_HEADER
+        merged[name] = value
+    return merged
+
+
+def _with_model(hook: Callable[[ProviderResponse, Model], None],
+                model: Model) -> Callable[[ProviderResponse], None]:
+    def on_response(response: ProviderResponse) -> None:
+        hook(response, model)
+
+    return on_response
+
+
+def _hook_error(name: str, exc: Exception) -> ProviderError:
+    return ProviderError(f"StreamOptions.{name} raised {type(exc).__name__}: {exc}")
+
+
+def _respond(hook: Callable[[ProviderResponse], None], sse: SSEResponse) -> None:
+    """Hand the accepted response's status and headers to ``on_response``."""
+    headers = {name.lower(): value for name, value in sse.headers.items()}
+    try:
+        hook(ProviderResponse(sse.status, headers))
+    except Exception as exc:
+        sse.close()
+        raise _hook_error("on_response", exc) from exc
 
 
 class SSEResponse:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["ENV_VARS", "is_local_url", "missing_key_message", "provider_label", "resolve_api_key"]
+__all__ = ["ENV_VARS", "env_value", "is_local_url", "missing_key_message", "provider_label",
+           "resolve_api_key"]
 
 ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -46,12 +48,19 @@ def is_local_url(url: str) -> bool:
     return host in _LOCAL_HOSTS or host.endswith(".local") or host.startswith(("192.168.", "10."))
 
 
-def resolve_api_key(provider: str, explicit: str | None) -> str | None:
-    """``explicit``, else the provider's environment variable, else ``None``."""
+def env_value(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """``env[name]``, else ``os.environ[name]`` (an empty value counts as unset), else ``None``."""
+    return (env.get(name) if env is not None else None) or os.environ.get(name) or None
+
+
+def resolve_api_key(provider: str, explicit: str | None,
+                    env: Mapping[str, str] | None = None) -> str | None:
+    """``explicit``, else the provider's variable from ``env`` (``StreamOptions.env``) or the
+    environment, else ``None``."""
     if explicit:
         return explicit
     for name in ENV_VARS.get(provider, ()):
-        value = os.environ.get(name)
+        value = env_value(name, env)
         if value:
             return value
     return None

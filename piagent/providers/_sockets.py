@@ -155,7 +155,7 @@ class _Session(requests.Session):
         self.headers = _Headers(self.headers)
         # (url, headers items) -> (the prepared request, where its Cookie header goes, the
         # session headers' version when it was prepared)
-        self.prepared: dict[tuple[str, tuple[tuple[str, str], ...]],
+        self.prepared: dict[tuple[str, tuple[tuple[str, str | None], ...]],
                             tuple[requests.PreparedRequest, int, int]] = {}
 
 
@@ -170,9 +170,9 @@ def new_session() -> requests.Session:
     return session
 
 
-def post(session: requests.Session, url: str, body: bytes, headers: Mapping[str, str], *,
-         timeout: tuple[float, float], proxies: dict[str, str],
-         verify: bool | str) -> requests.Response:
+def post(session: requests.Session, url: str, body: bytes,
+         headers: Mapping[str, str | None], *, timeout: tuple[float, float],
+         proxies: dict[str, str], verify: bool | str) -> requests.Response:
     """``session.post(url, data=body, headers=headers, stream=True, timeout=timeout,
     proxies=proxies, verify=verify, allow_redirects=False)``: the same request on the wire."""
     session_headers = session.headers
@@ -196,7 +196,7 @@ def post(session: requests.Session, url: str, body: bytes, headers: Mapping[str,
 
 
 def _prepare(session: _Session, url: str,
-             headers: Mapping[str, str]) -> tuple[requests.PreparedRequest, int, int]:
+             headers: Mapping[str, str | None]) -> tuple[requests.PreparedRequest, int, int]:
     """What ``session.post`` prepares, less the body (Content-Length "0") and the cookies;
     with how many headers precede where the Cookie header goes, and the headers' version."""
     if len(session.prepared) >= _PREPARED_LIMIT:

@@ -19,6 +19,7 @@ from typing import Any
 import urllib3.response
 
 from ..errors import ProviderResponseError
+from ..stream import ProviderResponse
 from ._errors import clip
 
 __all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
@@ -36,10 +37,14 @@ class SSERequest:
 
     url: str
     body: Mapping[str, Any] | bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str | None] = field(default_factory=dict)
+    """Over the transport's defaults; a ``None`` value removes the header of that name."""
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     max_retries: int | None = None
     """``None``: ``StreamOptions.max_retries`` if set, else ``DEFAULT_MAX_RETRIES`` (2)."""
+    on_response: Callable[[ProviderResponse], None] | None = None
+    """Called with the accepted response's status and headers before ``start`` is pushed
+    (``ProviderCall.request`` sets it from ``StreamOptions.on_response``)."""
 
 
 @dataclass(slots=True)

@@ -11,9 +11,8 @@ replay rules (skipped errored turns, orphan tool calls, cross-model thinking) in
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -34,7 +33,7 @@ from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._errors import clip
-from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -50,7 +49,6 @@ from .kit import (
     MessageBuilder,
     ProviderCall,
     SSEEvent,
-    SSERequest,
     parse_event_json,
     start_stream,
 )
@@ -130,7 +128,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
-    retention = options.cache_retention or os.environ.get("PI_CACHE_RETENTION") or "short"
+    retention = options.cache_retention or env_value("PI_CACHE_RETENTION", options.env) or "short"
     if retention == "none":
         return None
     if retention == "long" and "api.anthropic.com" in model.base_url:
@@ -322,9 +320,9 @@ def _tool_result_block(result: ToolResultMessage) -> dict[str, Any]:
 
 
 def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str | None,
-                            body: dict[str, Any]) -> dict[str, str]:
+                            body: dict[str, Any]) -> dict[str, str | None]:
     """The request headers: key, API version, betas, then model and option headers."""
-    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    headers: dict[str, str | None] = {"anthropic-version": ANTHROPIC_VERSION}
     if api_key:
         headers["x-api-key"] = api_key
     thinking = body.get("thinking")
@@ -340,7 +338,7 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
 
 
 def _run(call: ProviderCall) -> Iterator[None]:
-    api_key = resolve_api_key("anthropic", call.options.api_key)
+    api_key = resolve_api_key("anthropic", call.options.api_key, call.options.env)
     if api_key:
         call.add_secret(api_key)
     elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
@@ -348,9 +346,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
     body = build_anthropic_request(call.model, call.messages, call.options)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"
-    state = _StreamState(call.out, call.label)
-    encoded = _BODIES.encode(body, "messages")  # old messages' JSON reused
-    with call.open_sse(SSERequest(url=url, body=encoded, headers=headers)) as sse:
+    # the parser: parse_event_json unless on_provider_stream_event is set
+    state = _StreamState(call.out, call.label, call.event_parser())
+    request = call.request(url, body, headers, encoder=_BODIES, replaced={"stream": True})
+    with call.open_sse(request) as sse:  # _BODIES: the old messages' JSON reused
         for event in sse.events():
             state.handle(event)
             if state.stopped:
@@ -369,9 +368,11 @@ class _StreamState:
     Thread safety: used only by the worker thread running ``_run``.
     """
 
-    def __init__(self, out: MessageBuilder, label: str) -> None:
+    def __init__(self, out: MessageBuilder, label: str,
+                 parse: Callable[[SSEEvent, str], Any] = parse_event_json) -> None:
         self.out = out
         self.label = label
+        self.parse = parse
         self.blocks: dict[int, int] = {}  # provider block index → content index
         self.started = False
         self.stopped = False
@@ -383,7 +384,7 @@ class _StreamState:
         """Apply one event."""
         if event.event == "ping":
             return
-        data = parse_event_json(event, self.label)
+        data = self.parse(event, self.label)
         if not isinstance(data, dict):
             return
         kind = data.get("type") or event.event

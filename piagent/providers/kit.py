@@ -14,9 +14,11 @@ is here, shared by the built-in adapters. A complete, runnable example is in
 
     def run(call: ProviderCall) -> Iterator[None]:  # runs on the consumer's thread
         body = {"model": call.model.id, "messages": [...]}      # from call.messages
-        with call.open_sse(SSERequest(url=..., body=body, headers=...)) as sse:
+        parse = call.event_parser()                 # on_provider_stream_event, if set
+        # call.request: the SSERequest with on_payload, identity, timeout_ms, on_response
+        with call.open_sse(call.request(url, body, headers)) as sse:
             for event in sse.events():              # SSEEvent(event, data, truncated)
-                chunk = parse_event_json(event, call.label)
+                chunk = parse(event, call.label)
                 i = call.out.open_text()            # MessageBuilder: pushes text_start
                 call.out.add_text(i, "...")         # text_delta
                 call.out.set_usage(input=..., output=...)   # cost recomputed
@@ -39,8 +41,12 @@ Rules for ``run``:
 * Errors before the response body (HTTP status, content type, connection) are retried:
   ``SSERequest.max_retries``, else ``StreamOptions.max_retries``, else 2. Nothing is retried
   once the body has started.
-* Read the key with ``resolve_api_key(model.provider, options.api_key)``; say what to set with
-  ``missing_key_message``; ``call.add_secret(key)`` redacts a key from every message.
+* Read the key with ``resolve_api_key(model.provider, options.api_key, options.env)``; say
+  what to set with ``missing_key_message``; ``call.add_secret(key)`` redacts a key from
+  every message.
+* Build the request with ``call.request(url, body, headers)`` and parse events with
+  ``call.event_parser()``: then ``on_payload``, ``on_response``,
+  ``on_provider_stream_event``, ``identity`` and ``timeout_ms`` work on your adapter too.
 
 Thread safety: ``HttpClient`` and ``start_stream`` may be used from any thread. A
 ``ProviderCall`` and its ``MessageBuilder`` belong to the thread running ``run``; only the

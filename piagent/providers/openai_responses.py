@@ -35,9 +35,7 @@ from .kit import (
     HttpClient,
     MessageBuilder,
     ProviderCall,
-    SSERequest,
     arguments_json,
-    parse_event_json,
     start_stream,
 )
 
@@ -170,8 +168,8 @@ def stream_openai_responses(model: Model | None, context: Context,
 
 def _run(call: ProviderCall) -> Iterator[None]:
     model = call.model
-    api_key = resolve_api_key(model.provider, call.options.api_key)
-    headers: dict[str, str] = {}
+    api_key = resolve_api_key(model.provider, call.options.api_key, call.options.env)
+    headers: dict[str, str | None] = {}
     if api_key:
         call.add_secret(api_key)
         headers["Authorization"] = f"Bearer {api_key}"
@@ -183,9 +181,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
     body = build_responses_request(model, messages, call.options)
     url = model.base_url.rstrip("/") + "/responses"
     state = _StreamState(call.out, call.label)
-    with call.open_sse(SSERequest(url=url, body=body, headers=headers)) as sse:
+    parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
+    with call.open_sse(call.request(url, body, headers)) as sse:
         for event in sse.events():
-            data = parse_event_json(event, call.label)
+            data = parse(event, call.label)
             if isinstance(data, dict) and state.handle(data):
                 break
             yield  # hand the queued events to the consumer

@@ -74,6 +74,8 @@ API key, the proxy URL or the auth token (pi #3512, #7568)."""
 _NUMBER = {"type": "number"}
 _STRING = {"type": "string"}
 _STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+# request headers: a null value removes a default header (pi-ai's ProviderHeaders)
+_HEADER_MAP = {"type": ["object", "null"], "additionalProperties": {"type": ["string", "null"]}}
 _OBJECT_OR_NULL = {"type": ["object", "null"]}
 
 REQUEST_SCHEMA: dict[str, Any] = {
@@ -131,7 +133,7 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "reasoning": {"type": ["string", "null"]},
                 "cacheRetention": {"type": ["string", "null"]},
                 "sessionId": {"type": ["string", "null"]},
-                "headers": _STRING_MAP,
+                "headers": _HEADER_MAP,
                 "metadata": _OBJECT_OR_NULL,
                 "transport": {"type": ["string", "null"]},
                 "thinkingBudgets": {"type": ["object", "null"],

@@ -4,7 +4,8 @@
   producer thread or pulled by the consumer's thread; ``AssistantMessageEventStream`` is the
   one a stream function returns, complete on ``done`` or ``error``.
 - The assistant events (``StartEvent`` … ``ErrorEvent``), each with pi's ``type`` string.
-- ``Context``, ``StreamOptions``, ``StreamFn`` and the process-wide default stream function.
+- ``Context``, ``StreamOptions`` (with ``ClientIdentity``, ``ClientAttribution`` and
+  ``ProviderResponse``), ``StreamFn`` and the process-wide default stream function.
 - ``parse_streaming_json``: incomplete JSON (tool arguments as they stream) to a dict.
 """
 
@@ -28,7 +29,10 @@ from ._events import (
 )
 from ._eventstream import EventStream
 from ._options import (
+    ClientAttribution,
+    ClientIdentity,
     Context,
+    ProviderResponse,
     StreamFn,
     StreamOptions,
     get_default_stream_fn,
@@ -40,10 +44,13 @@ from ._partial_json import parse_streaming_json
 __all__ = [
     "AssistantMessageEvent",
     "AssistantMessageEventStream",
+    "ClientAttribution",
+    "ClientIdentity",
     "Context",
     "DoneEvent",
     "ErrorEvent",
     "EventStream",
+    "ProviderResponse",
     "StartEvent",
     "StreamFn",
     "StreamOptions",

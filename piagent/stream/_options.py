@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from ..models import Model
 
 __all__ = [
+    "ClientAttribution",
+    "ClientIdentity",
     "Context",
+    "ProviderResponse",
     "StreamFn",
     "StreamOptions",
     "get_default_stream_fn",
@@ -41,6 +44,73 @@ class Context:
     messages: list[Message] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ClientAttribution:
+    """Who requests are attributed to (pi-ai's ``ClientAttribution``).
+
+    The built-in adapters send it as OpenRouter's ``HTTP-Referer`` (``url``),
+    ``X-OpenRouter-Title`` (``name``) and ``X-OpenRouter-Categories`` (``categories``, joined
+    by commas), NVIDIA NIM's ``X-BILLING-INVOKE-ORIGIN`` (``name``, first letter upper-cased)
+    and OpenCode's ``x-opencode-client`` (``name``); other providers get no attribution.
+    """
+
+    name: str
+    url: str
+    categories: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for label in ("name", "url"):
+            if not isinstance(getattr(self, label), str):
+                msg = (f"ClientAttribution.{label} must be a str, got "
+                       f"{type(getattr(self, label)).__name__}.")
+                raise TypeError(msg)
+        categories = self.categories
+        if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
+            msg = ("ClientAttribution.categories must be a sequence of str, e.g. "
+                   f"('cli-agent',), got {categories!r}.")
+            raise TypeError(msg)
+        object.__setattr__(self, "categories", tuple(categories))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientIdentity:
+    """How requests identify the calling app: ``User-Agent`` and attribution headers.
+
+    ``user_agent``: ``"detailed"`` (the default: ``piagent/<version> (<platform>;
+    python/<version>; <machine>)``), ``"short"`` (``piagent``) or any other string, sent as
+    it is. ``version`` replaces the version in the detailed form. ``attribution``: see
+    ``ClientAttribution``; ``None`` sends none. Identity headers sit below the adapter's,
+    the model's and the request's headers: a header of the same name overrides them and a
+    ``None`` header value removes them.
+    """
+
+    user_agent: str = "detailed"
+    attribution: ClientAttribution | None = None
+    version: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user_agent, str) or not self.user_agent:
+            msg = ("ClientIdentity.user_agent must be 'detailed', 'short' or a non-empty "
+                   f"User-Agent string, got {self.user_agent!r}.")
+            raise TypeError(msg)
+        if self.attribution is not None and not isinstance(self.attribution, ClientAttribution):
+            msg = ("ClientIdentity.attribution must be a ClientAttribution or None, got "
+                   f"{type(self.attribution).__name__}.")
+            raise TypeError(msg)
+        if self.version is not None and not isinstance(self.version, str):
+            msg = f"ClientIdentity.version must be a str or None, got {self.version!r}."
+            raise TypeError(msg)
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    """What ``StreamOptions.on_response`` receives: the accepted response's HTTP status and
+    headers (names lower-cased, as pi-ai gives them), before its body is read."""
+
+    status: int
+    headers: Mapping[str, str]
+
+
 @dataclass(kw_only=True)
 class StreamOptions:
     """Options a stream function receives (pi's serialisable options plus the signal)."""
@@ -52,7 +122,10 @@ class StreamOptions:
     session_id: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
-    headers: Mapping[str, str] | None = None
+    headers: Mapping[str, str | None] | None = None
+    """Extra request headers over the adapter's and the model's (a header of the same name,
+    compared case-insensitively, is replaced); a ``None`` value removes that header,
+    a default one (``User-Agent``, ``Accept``, …) included."""
     max_retries: int | None = None
     """Retries of a failed request before its response starts; ``None``: the adapter's
     default (2 for the built-in providers)."""
@@ -63,6 +136,61 @@ class StreamOptions:
     thinking_budgets: Mapping[str, int] | None = None
     transport: str | None = None
     sampling_params: Mapping[str, Any] | None = None
+    on_payload: Callable[[Any, Model], Any] | None = None
+    """``on_payload(body, model)``: called with the request body (the JSON-ready dict) just
+    before it is sent; return a replacement body, or ``None`` to send ``body`` (edits made
+    to it in place included). Called once per request (not again on a retry)."""
+    on_response: Callable[[ProviderResponse, Model], None] | None = None
+    """``on_response(response, model)``: called with the accepted response's status and
+    headers (rate-limit headers, request ids) after the retries, before any event."""
+    on_provider_stream_event: Callable[[Any, Model], None] | None = None
+    """``on_provider_stream_event(data, model)``: called with each parsed provider event (the
+    JSON of one server-sent event) before piagent maps it; read it, do not change it."""
+    identity: ClientIdentity | None = None
+    """How requests identify the app (``User-Agent``, attribution); ``None``: a detailed
+    ``User-Agent`` and no attribution."""
+    timeout_ms: float | None = None
+    """The longest wait for the server, in milliseconds: connecting, the response head, and
+    each read of the body (a stalled stream fails after it); ``None``: 10 s to connect and
+    600 s per read."""
+    env: Mapping[str, str] | None = None
+    """Variables read before ``os.environ`` for this request: the provider's API key variable
+    (``OPENAI_API_KEY``, …) and ``PI_CACHE_RETENTION``."""
+
+    def __post_init__(self) -> None:
+        if (self.on_payload is not None or self.on_response is not None
+                or self.on_provider_stream_event is not None or self.identity is not None
+                or self.timeout_ms is not None or self.env is not None):
+            _check_request_options(self)
+
+
+def _check_request_options(options: StreamOptions) -> None:
+    """``TypeError``/``ValueError`` naming the first wrong request option."""
+    for name in ("on_payload", "on_response", "on_provider_stream_event"):
+        value = getattr(options, name)
+        if value is not None and not callable(value):
+            msg = (f"StreamOptions.{name} must be a callable or None, got "
+                   f"{type(value).__name__}.")
+            raise TypeError(msg)
+    if options.identity is not None and not isinstance(options.identity, ClientIdentity):
+        msg = ("StreamOptions.identity must be a ClientIdentity (e.g. "
+               f"ClientIdentity(user_agent='short')) or None, got "
+               f"{type(options.identity).__name__}.")
+        raise TypeError(msg)
+    timeout = options.timeout_ms
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                or not timeout > 0 or timeout == float("inf")):
+        msg = (f"StreamOptions.timeout_ms must be a positive, finite number of milliseconds, "
+               f"got {timeout!r}.")
+        raise ValueError(msg)
+    env = options.env
+    if env is not None and (not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        bad = type(env).__name__ if not isinstance(env, Mapping) else "a mapping with " + next(
+            f"{type(v).__name__} value for {k!r}" if isinstance(k, str) else f"key {k!r}"
+            for k, v in env.items() if not (isinstance(k, str) and isinstance(v, str)))
+        msg = f"StreamOptions.env must be a mapping of str to str (names to values), got {bad}."
+        raise TypeError(msg)
 
 
 StreamFn: TypeAlias = Callable[["Model | None", Context, StreamOptions], AssistantMessageEventStream]

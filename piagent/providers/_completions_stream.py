@@ -1,0 +1,215 @@
+"""Chat Completions chunks onto pi's assistant events (``openai-completions``).
+
+Text, thinking (the ``reasoning_*`` fields, OpenRouter's ``reasoning_details``, Mistral's
+typed parts), tool calls by index or id, usage, finish reasons and the error shapes of
+the compatible servers. The request side and the stream function are in
+``openai_completions``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ProviderError
+from ..messages import StopReason
+from ._compat import OpenAICompat
+from ._errors import MESSAGE_BODY_LIMIT, clip
+from .kit import MessageBuilder
+
+__all__ = ["CompletionsStreamState", "event_error"]
+
+_STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
+                                        "tool_calls": "toolUse", "function_call": "toolUse"}
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_REASONING_KEYS = frozenset((*_REASONING_FIELDS, "reasoning_details"))
+
+
+
+class CompletionsStreamState:
+    """Maps chunks onto the builder (pi new: blocks stay open until the stream ends).
+
+    Thread safety: used only by the worker thread.
+    """
+
+    def __init__(self, out: MessageBuilder, label: str) -> None:
+        self.out = out
+        self.label = label
+        self.text: int | None = None
+        self.thinking: int | None = None
+        self.tools_by_index: dict[int, int] = {}
+        self.tools_by_id: dict[str, int] = {}
+        self.details: list[Any] = []
+        self.finish_reason: str | None = None
+        self.done = False  # the server sent ``data: [DONE]``
+
+    def handle(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        error = chunk.get("error")
+        if error or chunk.get("object") == "error":
+            # OpenRouter sends the error object in a chunk that also has ``choices``
+            usage = self._usage_of(chunk)
+            if usage:
+                self._usage(usage, chunk)  # what the failed request was billed
+            raise ProviderError(f"{self.label} stream error: {_error_text(error or chunk)}")
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        for choice in chunk.get("choices") or ():
+            usage = usage or choice.get("usage")
+            delta = choice.get("delta")
+            if delta:
+                self._delta(delta)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish_reason = reason
+            break  # only the first choice is used
+        if usage and isinstance(usage, dict):
+            self._usage(usage, chunk)
+
+    def _usage_of(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        for choice in chunk.get("choices") or ():
+            usage = usage or choice.get("usage")
+            break
+        return usage if isinstance(usage, dict) else None
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        content = delta.get("content")
+        if content:
+            if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
+                for part in content:
+                    self._content_part(part)
+            else:
+                self._add_text(str(content))
+        if not _REASONING_KEYS.isdisjoint(delta):  # one test for the rare fields
+            for name in _REASONING_FIELDS:
+                piece = delta.get(name)
+                if piece:
+                    self._add_thinking(piece, name)
+                    break
+            details = delta.get("reasoning_details")
+            if isinstance(details, list):
+                self.details.extend(details)
+        tools = delta.get("tool_calls")
+        if tools:
+            for tool in tools:
+                self._tool_delta(tool)
+
+    def _add_text(self, piece: str) -> None:
+        if self.text is None:
+            self.text = self.out.open_text()
+        self.out.add_text(self.text, piece)
+
+    def _add_thinking(self, piece: str, field: str | None) -> None:
+        if self.thinking is None:
+            self.thinking = self.out.open_thinking(signature=field)
+        self.out.add_thinking(self.thinking, piece)
+
+    def _content_part(self, part: Any) -> None:
+        if isinstance(part, str):
+            if part:
+                self._add_text(part)
+            return
+        if not isinstance(part, dict):
+            return
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            self._add_text(str(part["text"]))
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            pieces = [inner] if isinstance(inner, str) else [
+                p.get("text") for p in inner or () if isinstance(p, dict)]
+            for piece in pieces:
+                if piece:
+                    self._add_thinking(str(piece), None)
+
+    def _tool_delta(self, tool: dict[str, Any]) -> None:
+        out = self.out
+        call_id = tool.get("id") or ""
+        function = tool.get("function") or {}
+        name = function.get("name") or ""
+        fragment = function.get("arguments") or ""
+        if not isinstance(fragment, str):
+            fragment = json.dumps(fragment)  # some servers send the object itself
+        position = tool.get("index")
+        block = self.tools_by_id.get(call_id) if call_id else None
+        if block is None and isinstance(position, int):
+            block = self.tools_by_index.get(position)
+            if block is not None and call_id:
+                existing = out.block(block).id
+                if existing and existing != call_id:
+                    block = None  # same index, new id: a server numbering parallel calls badly
+        if block is None:
+            block = out.open_tool_call(call_id, name)  # with this id and name
+            if isinstance(position, int):
+                self.tools_by_index[position] = block
+        elif call_id or name:
+            current = out.block(block)
+            if call_id and not current.id:
+                current.id = call_id
+            if name and not current.name:
+                current.name = name
+        if call_id:
+            self.tools_by_id[call_id] = block
+        out.add_tool_arguments(block, fragment)
+
+    def _usage(self, usage: dict[str, Any], chunk: dict[str, Any]) -> None:
+        details = usage.get("prompt_tokens_details") or {}
+        cache_read = int(details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens")
+                         or usage.get("cached_tokens") or chunk.get("cached_tokens") or 0)
+        cache_write = int(details.get("cache_write_tokens") or 0)
+        prompt = int(usage.get("prompt_tokens") or 0)
+        output = int(usage.get("completion_tokens") or 0)
+        reasoning = int((usage.get("completion_tokens_details") or {})
+                        .get("reasoning_tokens") or 0)
+        if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
+            output += reasoning  # xAI bills reasoning tokens outside completion_tokens
+        self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
+                           cache_read=cache_read, cache_write=cache_write)
+
+    def finish(self, compat: OpenAICompat) -> None:
+        out = self.out
+        if self.details:
+            signature = json.dumps(self.details)
+            if self.thinking is None:
+                self.thinking = out.open_thinking()
+            out.block(self.thinking).thinking_signature = signature
+        has_tools = bool(self.tools_by_index or self.tools_by_id)
+        reason = self.finish_reason
+        if reason is None:
+            # ``[DONE]`` is the end of a complete answer even without a finish_reason
+            # (Snowflake Cortex never sends one); without it the connection closed early
+            if compat.supports_finish_reason and not self.done:
+                msg = (f"The {self.label} stream ended without finish_reason (the connection "
+                       "closed early). Retry the request.")
+                raise ProviderError(msg)
+            reason = "tool_calls" if has_tools else "stop"
+        stop = _STOP_REASONS.get(reason)
+        if stop is None:
+            raise ProviderError(f"Provider finish_reason: {reason}")
+        if stop == "stop" and has_tools:
+            stop = "toolUse"  # some servers say "stop" after tool calls
+        out.close_open_blocks()
+        out.finish(stop)
+
+
+def event_error(data: str) -> str:
+    """The readable text of an ``event: error`` body (JSON with an ``error`` object)."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return clip(data, MESSAGE_BODY_LIMIT)
+    if isinstance(payload, dict):
+        return _error_text(payload.get("error") or payload)
+    return clip(data, MESSAGE_BODY_LIMIT)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        message = str(error.get("message") or json.dumps(error))
+        code = error.get("code") or error.get("type")
+        metadata = error.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("raw"):
+            message = f"{message} ({metadata['raw']})"
+        return f"{message} ({code})" if code and str(code) not in message else message
+    return str(error)
