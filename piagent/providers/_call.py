@@ -246,7 +246,9 @@ class ProviderCall:
             reason = "timed out" if isinstance(exc, requests.Timeout) else connection_reason(exc)
             msg = (f"Could not connect to {self.label} at {parts.netloc} ({reason}) for "
                    f"{request.url}; is the server running? Check base_url.")
-            return Failure(ProviderConnectionError(self.redact(msg), provider=provider))
+            refused = ProviderConnectionError(self.redact(msg), provider=provider)
+            refused.__cause__ = exc  # why, for a caller that words it its own way (the proxy)
+            return Failure(refused)
         finally:
             current.tracker = None
         self._responses.append(response)

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from ._builder import MessageBuilder
 from ._call import DEFAULT_MAX_RETRIES, DEFAULT_MAX_RETRY_DELAY_MS, ProviderCall, SSEResponse
-from ._errors import format_http_error, redact
+from ._errors import connection_reason, format_http_error, redact
 from ._keys import ENV_VARS, is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._pool import HttpClient
 from ._start import start_stream
@@ -82,6 +82,7 @@ __all__ = [
     "SSERequest",
     "SSEResponse",
     "arguments_json",
+    "connection_reason",
     "format_http_error",
     "is_local_url",
     "json_dumps",

@@ -117,25 +117,10 @@ class ProxyApp:
 
     def __call__(self, environ: Mapping[str, Any],
                  start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO") or "/"
-        method = environ.get("REQUEST_METHOD", "GET").upper()
-        if path.rstrip("/") != ENDPOINT:
-            return _json(start_response, "404 Not Found",
-                         f"Not found: {path!r}. The proxy serves only POST {ENDPOINT}.")
-        if method != "POST":
-            return _json(start_response, "405 Method Not Allowed",
-                         f"Method {method} is not allowed: use POST {ENDPOINT}.",
-                         [("Allow", "POST")])
-        if not self._authorised(environ.get("HTTP_AUTHORIZATION", "")):
-            return _json(start_response, "401 Unauthorized", self._auth_problem(environ),
-                         [("WWW-Authenticate", 'Bearer realm="piagent-proxy"')])
-        if self._closed:
-            return _json(start_response, "503 Service Unavailable",
-                         "The proxy is shutting down; retry on another instance.")
-        problem = _content_type_problem(str(environ.get("CONTENT_TYPE") or ""))
-        if problem is not None:
-            return _json(start_response, "415 Unsupported Media Type", problem,
-                         [("Accept-Post", "application/json")])
+        verdict = self.header_verdict(environ)
+        if verdict is not None:
+            status, error, headers = verdict
+            return _json(start_response, status, error, headers)
         try:
             body = self._read_body(environ)
         except TimeoutError:
@@ -154,6 +139,43 @@ class ProxyApp:
             ("X-Accel-Buffering", "no"),  # nginx: do not buffer the stream
         ])
         return stream
+
+    def header_verdict(self, environ: Mapping[str, Any]
+                       ) -> tuple[str, str, list[tuple[str, str]]] | None:
+        """What the request line and headers alone decide, before any body byte is read:
+        ``(status, error, extra headers)`` for 404, 405, 401, 503, 415, 411 and a declared
+        length over ``max_body_bytes`` (413); ``None`` when the body is to be read.
+
+        ``ProxyServer`` asks this as soon as the headers are in, so a client without the
+        token never holds a connection while it sends (or pretends to send) a body; any other
+        WSGI server gets the same answers from calling the app.
+        """
+        path = environ.get("PATH_INFO") or "/"
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        if path.rstrip("/") != ENDPOINT:
+            return "404 Not Found", (f"Not found: {path!r}. The proxy serves only "
+                                     f"POST {ENDPOINT}."), []
+        if method != "POST":
+            return ("405 Method Not Allowed", f"Method {method} is not allowed: use POST "
+                    f"{ENDPOINT}.", [("Allow", "POST")])
+        if not self._authorised(environ.get("HTTP_AUTHORIZATION", "")):
+            return ("401 Unauthorized", self._auth_problem(environ),
+                    [("WWW-Authenticate", 'Bearer realm="piagent-proxy"')])
+        if self._closed:
+            return ("503 Service Unavailable",
+                    "The proxy is shutting down; retry on another instance.", [])
+        problem = _content_type_problem(str(environ.get("CONTENT_TYPE") or ""))
+        if problem is not None:
+            return "415 Unsupported Media Type", problem, [("Accept-Post", "application/json")]
+        raw_length = str(environ.get("CONTENT_LENGTH") or "").strip()
+        if not raw_length and "chunked" not in str(environ.get("HTTP_TRANSFER_ENCODING") or ""
+                                                   ).lower():
+            return ("411 Length Required", "The request has no body length: send the JSON "
+                    "body with Content-Length (or Transfer-Encoding: chunked).", [])
+        if raw_length.isdigit() and int(raw_length) > self.max_body_bytes:
+            return ("413 Content Too Large", f"Request body is {raw_length} bytes; the limit "
+                    f"is {self.max_body_bytes} bytes (ProxyApp max_body_bytes).", [])
+        return None
 
     def _authorised(self, header: str) -> bool:
         scheme, _, token = header.strip().partition(" ")
@@ -183,9 +205,6 @@ class ProxyApp:
             length = int(raw_length) if raw_length.strip() else None
         except ValueError:
             length = None
-        if length is not None and length > limit:
-            return (f"Request body is {length} bytes; the limit is {limit} bytes "
-                    "(ProxyApp max_body_bytes).")
         if length is not None:
             data: bytes = stream.read(length) if length > 0 else b""
             return data

@@ -22,7 +22,14 @@ from typing import Any
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
 from ..messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
 from ..models import Model
-from ..providers.kit import HttpClient, MessageBuilder, ProviderCall, SSERequest, start_stream
+from ..providers.kit import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSERequest,
+    connection_reason,
+    start_stream,
+)
 from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
 from ._protocol import context_to_dict, model_to_dict, options_to_dict, usage_from_dict
 
@@ -162,9 +169,9 @@ def _proxy_error(exc: ProviderError, url: str) -> ProviderError:
         return ProviderError(f"Proxy error: {detail}", status_code=status, body=exc.body)
     if isinstance(exc, ProviderConnectionError):
         cause = exc.__cause__
-        described = str(cause) if cause is not None else str(exc)
+        reason = connection_reason(cause) if cause is not None else str(exc)
         return ProviderConnectionError(
-            f"Could not reach the proxy server at {url} ({described}). Check proxy_url and "
+            f"Could not reach the proxy server at {url} ({reason}). Check proxy_url and "
             "that the proxy server is running.")
     if isinstance(exc, ProviderResponseError):
         return ProviderResponseError(

@@ -123,6 +123,8 @@ class _Handler(wsgiref.simple_server.WSGIRequestHandler):
         except _BadRequest as bad:
             self._answer(bad.status, bad.reason)
             return
+        if self._app_verdict():
+            return
         self._reader.deadline = time.monotonic() + server.body_timeout
         try:
             body = self._read_body(length)
@@ -188,6 +190,22 @@ class _Handler(wsgiref.simple_server.WSGIRequestHandler):
                 f"Request body is {length} bytes; the limit is {server.max_body_bytes} "
                 f"bytes ({server.max_body_source})."))
         return length
+
+    def _app_verdict(self) -> bool:
+        """Ask the application's ``header_verdict(environ)``, if it has one, before the body
+        is read; True once it has answered (the connection then closes, its body unread)."""
+        check = getattr(self.server.get_app(), "header_verdict", None)
+        if check is None:
+            return False
+        environ = self.get_environ()
+        if self.headers.get("Content-Type") is None:
+            environ["CONTENT_TYPE"] = ""  # wsgiref would say text/plain
+        verdict = check(environ)
+        if verdict is None:
+            return False
+        status, reason, headers = verdict
+        self._answer(status, reason, tuple(headers))
+        return True
 
     def _read_body(self, length: int | None) -> bytes | None:
         """The whole body (``length`` bytes, or chunked when None), None if the client

@@ -45,6 +45,8 @@ def _call(app: ProxyApp, body: bytes | None = b"", *, method: str = "POST",
         environ["CONTENT_TYPE"] = content_type
     if length and body is not None:
         environ["CONTENT_LENGTH"] = str(len(body))
+    elif body is not None:
+        environ["HTTP_TRANSFER_ENCODING"] = "chunked"  # what a server says of a chunked body
     if auth is not None:
         environ["HTTP_AUTHORIZATION"] = auth
     captured: dict[str, Any] = {}
@@ -220,6 +222,70 @@ def test_bad_input_over_http(serve, fn):
         assert answer.status_code == 413
         assert session.get(server.url + "/", timeout=WAIT).status_code == 404
         assert session.get(url, timeout=WAIT).status_code == 405
+    assert fn.call_count == 0
+
+
+def test_header_only_verdicts_need_no_body(app, fn):
+    """401, 415, 411 and a declared 413 come from the request line and headers alone."""
+    unread = _Unreadable()
+    for auth, content_type, length, status in [
+            (None, "application/json", "15000000", "401 Unauthorized"),
+            (f"Bearer {TOKEN}", "text/plain", "10", "415 Unsupported Media Type"),
+            (f"Bearer {TOKEN}", "application/json", None, "411 Length Required"),
+            (f"Bearer {TOKEN}", "application/json", "15000000", "413 Content Too Large")]:
+        environ: dict[str, Any] = {"REQUEST_METHOD": "POST", "PATH_INFO": ENDPOINT,
+                                   "CONTENT_TYPE": content_type, "wsgi.input": unread}
+        if auth is not None:
+            environ["HTTP_AUTHORIZATION"] = auth
+        if length is not None:
+            environ["CONTENT_LENGTH"] = length
+        verdict = app.header_verdict(environ)
+        assert verdict is not None and verdict[0] == status
+        status_of = _call_environ(app, environ)
+        assert status_of == status
+    assert app.header_verdict({"REQUEST_METHOD": "POST", "PATH_INFO": ENDPOINT,
+                               "HTTP_AUTHORIZATION": f"Bearer {TOKEN}",
+                               "CONTENT_TYPE": "application/json",
+                               "CONTENT_LENGTH": "10"}) is None
+    assert app.header_verdict({"REQUEST_METHOD": "POST", "PATH_INFO": ENDPOINT,
+                               "HTTP_AUTHORIZATION": f"Bearer {TOKEN}",
+                               "HTTP_TRANSFER_ENCODING": "chunked",
+                               "CONTENT_TYPE": "application/json"}) is None
+    assert fn.call_count == 0
+
+
+def _call_environ(app: ProxyApp, environ: dict[str, Any]) -> str:
+    answered: list[str] = []
+    b"".join(app(environ, lambda status, headers: answered.append(status)))
+    return answered[0]
+
+
+class _Unreadable(io.RawIOBase):
+    def read(self, size: int = -1) -> bytes:
+        raise AssertionError("the body was read")
+
+
+def test_a_stranger_declaring_a_huge_body_is_answered_401_at_once(serve, fn):
+    """No token, 15 MB declared, nothing sent: 401 from the headers within 1 s, then closed."""
+    import socket
+    import time
+
+    server = serve(fn)
+    with socket.create_connection((server.host, server.port), timeout=WAIT) as sock:
+        started = time.monotonic()
+        sock.sendall(b"POST /api/stream HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 15000000\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(4096)
+            assert chunk, answer
+            answer += chunk
+        took = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+        assert b"Connection: close" in answer
+        assert took < 1.0
+        while sock.recv(4096):  # the server closes the connection (after a bounded linger)
+            pass
     assert fn.call_count == 0
 
 
