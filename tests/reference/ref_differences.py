@@ -84,9 +84,11 @@ def queued_input_kept(out: Json, scenario: dict[str, Any]) -> Json:
             out[key] = [m for m in out[key] if not kept(m)]
     if "queues" in out:
         out["queues"]["steering"] = moved + out["queues"]["steering"]
-    if "state" in out and moved:
+    if "state" in out and moved:  # the Agent's peek: one message, or all in "all" mode
+        steering = moved + out["state"]["peekQueuedMessages"]
+        all_mode = scenario.get("config", {}).get("steeringMode") == "all"
         out["state"]["hasQueuedMessages"] = True
-        out["state"]["peekQueuedMessages"] = moved[:1]
+        out["state"]["peekQueuedMessages"] = steering if all_mode else steering[:1]
     return out
 
 
@@ -153,6 +155,41 @@ def tool_error_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def prompt_images_refused(out: Json, scenario: dict[str, Any]) -> Json:
+    """``prompt(message_or_list, images)`` raises TypeError at the call: no run happens.
+
+    pi drops the images and runs the prompt: that run's log entries and its messages
+    disappear, and the step's outcome is piagent's TypeError. (A refused step must be the
+    scenario's last run: later requests would carry pi's extra messages.)
+    """
+    out = copy.deepcopy(out)
+    steps = scenario.get("steps", [])
+    refused = {i for i, step in enumerate(steps)
+               if step.get("images") and not isinstance(step.get("prompt", ""), str)}
+    log: list[Json] = []
+    segment: list[Json] = []
+    step_index = 0
+    for entry in out["log"]:
+        if entry.get("kind") != "step":
+            segment.append(entry)
+            continue
+        if step_index in refused:
+            prompt = steps[step_index]["prompt"]
+            kind = "list" if isinstance(prompt, list) else {
+                "user": "UserMessage", "assistant": "AssistantMessage",
+                "toolResult": "ToolResultMessage", "system": "SystemMessage"}[prompt["role"]]
+            for event in segment:
+                if event.get("kind") == "event" and event.get("type") == "message_end":
+                    out["transcript"].remove(event["message"])
+            entry = {**entry, "error": f"prompt(): images= goes with a str input, not {kind}."}
+            segment = []
+        log += [*segment, entry]
+        segment = []
+        step_index += 1
+    out["log"] = log + segment
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
     Difference("tool-error-names-its-type",
                "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
@@ -184,6 +221,10 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "A hook that raises under agent_loop ends the stream with AgentLoopError; pi's "
                "agentLoop leaves an unhandled rejection and a stream that never ends (api.md §6).",
                agent_loop_error_not_hang),
+    Difference("prompt-images-refused",
+               "prompt(message_or_list, images=...) raises TypeError at the call; pi drops the "
+               "images silently and runs the prompt without them (api.md §11).",
+               prompt_images_refused),
     Difference("python-names",
                "Error texts name the Python methods (follow_up(), continue_()) (api.md §7).",
                python_names),
