@@ -614,6 +614,17 @@ add("tool_images_parallel", description="Two parallel calls, each returning its 
                                "c2": {"content": [{"type": "text", "text": "gif"}, IMAGE2]}})],
     responses=[calls(("read", {"path": "a.png"}, "c1"), ("read", {"path": "b.gif"}, "c2")),
                text("Both.")])
+add("continue_from_tool_result_with_image", description="continue() from a tool result "
+    "carrying an image (a transcript saved mid-turn).", tools=[READ],
+    messages=earlier({"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c0", "name": "read", "arguments": {"path": "p.png"}}],
+        "api": "scripted", "provider": "scripted", "model": "scripted", "stopReason": "toolUse",
+        "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                           "total": 0}}},
+        {"role": "toolResult", "toolCallId": "c0", "toolName": "read",
+         "content": [{"type": "text", "text": "see"}, IMAGE], "details": {}, "isError": False}),
+    steps=[{"continue": True}], responses=[text("A pixel.")], entries=["agent"])
 add("after_replaces_with_image", description="after_tool_call replaces the content with text "
     "and an image.", tools=[READ],
     hooks={"afterToolCall": [{"content": [{"type": "text", "text": "rendered"}, IMAGE]}]},
@@ -808,6 +819,22 @@ add("transform_context_edit_results_in_place", description="transform_context ed
     tools=[tool(READ, default={"content": [IMAGE]})],
     hooks={"transformContext": {"*": {"editToolResultsInPlace": "[image omitted]"}}},
     responses=[calls(("read", {"path": "a.png"}, "c1")), text("ok")])
+add("transform_context_clear_tools_in_place", description="transform_context deletes the "
+    "first system message's tool declarations, editing the message object: the next turn "
+    "must declare the tools again.", tools=[READ],
+    hooks={"transformContext": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
+add("prepare_next_turn_clear_tools_in_place", description="prepare_next_turn deletes the "
+    "first system message's tool declarations in place before turn 2.", tools=[READ],
+    hooks={"prepareNextTurn": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
+add("prepare_request_clear_tools_in_place", description="prepare_request deletes the first "
+    "system message's tool declarations in place before request 1.", tools=[READ],
+    hooks={"prepareRequest": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
 add("convert_to_llm_drop_in_place", description="convert_to_llm removes the system message "
     "from the list it received, in place, at request 1.", systemPrompt="Sys.", tools=[READ],
     hooks={"convertToLlm": {"1": {"dropRolesInPlace": ["system"]}}},

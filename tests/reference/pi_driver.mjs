@@ -78,6 +78,15 @@ function removeInPlace(array, unwanted) {
     for (let i = array.length - 1; i >= 0; i--) if (unwanted(array[i])) array.splice(i, 1);
 }
 
+/** Delete the tool declarations of the first system message, editing the message object. */
+function clearToolsInPlace(messages) {
+    const first = messages.find((m) => m.role === "system");
+    if (first) {
+        delete first.toolsAdded;
+        delete first.toolsRemoved;
+    }
+}
+
 function textBlock(text) {
     return [{ type: "text", text }];
 }
@@ -469,6 +478,7 @@ class Harness {
                 if (rule.replaceFirstSystem) ctx.context.messages[0] = asMessage(rule.replaceFirstSystem);
                 if (rule.appendInPlace !== undefined) ctx.context.messages.push(asMessage(rule.appendInPlace));
                 if (rule.toolsInPlace) replaceInPlace(ctx.context.tools, this.tools(rule.toolsInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(ctx.context.messages);
                 if (rule.tools) update.context = { ...ctx.context, messages: ctx.context.messages, tools: this.tools(rule.tools) };
                 if (rule.messages) update.messages = rule.messages.map(asMessage);
                 if (rule.thinkingLevel !== undefined) update.thinkingLevel = rule.thinkingLevel;
@@ -490,6 +500,7 @@ class Harness {
                 if (rule.dropLast) update.context = { ...(update.context ?? ctx.context), messages: ctx.context.messages.slice(0, -rule.dropLast) };
                 if (rule.dropLastInPlace) ctx.context.messages.splice(-rule.dropLastInPlace, rule.dropLastInPlace);
                 if (rule.toolsInPlace) replaceInPlace(ctx.context.tools, this.tools(rule.toolsInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(ctx.context.messages);
                 if (rule.abort) this.abort();
                 return Object.keys(update).length ? update : undefined;
             };
@@ -504,6 +515,7 @@ class Harness {
                 let out = messages;
                 if (rule.replaceFirstSystem) messages[0] = asMessage(rule.replaceFirstSystem);
                 if (rule.appendInPlace !== undefined) messages.push(asMessage(rule.appendInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(messages);
                 if (rule.dropRolesInPlace) removeInPlace(messages, (m) => rule.dropRolesInPlace.includes(m.role));
                 if (rule.editToolResultsInPlace !== undefined) {
                     for (const m of messages) if (m.role === "toolResult") replaceInPlace(m.content, textBlock(rule.editToolResultsInPlace));

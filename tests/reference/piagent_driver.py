@@ -104,6 +104,14 @@ def app_text(message: Any) -> str:
     return f"[{message.role}] {body}"
 
 
+def clear_tools_in_place(messages: list[AgentMessage]) -> None:
+    """Delete the tool declarations of the first system message, editing the message object."""
+    first = next((m for m in messages if m.role == "system"), None)
+    if first is not None:
+        first.tools_added = None  # type: ignore[union-attr]  # a SystemMessage by its role
+        first.tools_removed = None  # type: ignore[union-attr]
+
+
 def text_block(text: str) -> list[Any]:
     return [TextContent(text)]
 
@@ -409,6 +417,8 @@ class Harness:
                     ctx.context.messages.append(as_message(rule["appendInPlace"]))
                 if "toolsInPlace" in rule:
                     ctx.context.tools[:] = self.tools(rule["toolsInPlace"])
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(ctx.context.messages)
                 if "tools" in rule:
                     update.context = AgentContext(ctx.context.messages, self.tools(rule["tools"]))
                     changed = True
@@ -452,6 +462,8 @@ class Harness:
                     del ctx.context.messages[-rule["dropLastInPlace"]:]
                 if "toolsInPlace" in rule:
                     ctx.context.tools[:] = self.tools(rule["toolsInPlace"])
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(ctx.context.messages)
                 if rule.get("abort"):
                     self.abort()
                 return update if changed else None
@@ -471,6 +483,8 @@ class Harness:
                     messages[0] = as_message(rule["replaceFirstSystem"])
                 if "appendInPlace" in rule:
                     messages.append(as_message(rule["appendInPlace"]))
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(messages)
                 if "dropRolesInPlace" in rule:
                     messages[:] = [m for m in messages if m.role not in rule["dropRolesInPlace"]]
                 if "editToolResultsInPlace" in rule:

@@ -252,8 +252,10 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
                iserror_in_result),
     Difference("in-place-system-edit-drops-tools",
                "After prepare_next_turn/transform_context replaces context.messages[0] in place "
-               "with a system message that declares no tools, pi re-declares the tools in the "
-               "next request; piagent sends none (the model silently loses its tools).", None),
+               "with a system message that declares no tools, or transform_context/"
+               "prepare_request deletes the tool declarations of the system message object in "
+               "place, pi re-declares the tools in the next request; piagent sends none (the "
+               "model silently loses its tools).", None),
     Difference("coercion-optional-null",
                "For {\"limit\": null} on an optional number pi-ai removes the key "
                "(normalizeOptionalNulls); piagent passes 0.", None),
