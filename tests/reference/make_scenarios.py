@@ -534,11 +534,11 @@ add("clear_queues_between_runs", description="clear_all_queues() drops queued in
 
 # --- application messages (custom roles) through convert_to_llm -----------------------------
 # pi: a custom role by declaration merging; piagent: a dataclass registered with
-# register_message_type (the driver registers "note" and "bashExecution").
+# register_message_type (the driver registers "appNote" and "bashExecution").
 
-NOTE = {"role": "note", "text": "The user prefers short answers."}
+NOTE = {"role": "appNote", "text": "The user prefers short answers."}
 BASH = {"role": "bashExecution", "command": "ls", "output": "a.txt b.txt", "exitCode": 0}
-MAP_APPS = {"convertToLlm": {"*": {"mapRoles": ["note", "bashExecution"]}}}
+MAP_APPS = {"convertToLlm": {"*": {"mapRoles": ["appNote", "bashExecution"]}}}
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 IMAGE2 = {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "image/gif"}
 TAG = {"name": "tag", "description": "Tag things", "parameters": {
@@ -595,7 +595,7 @@ add("app_message_continue_from_app_tail", description="continue() with an applic
                  "agent_loop": ["caller-list-not-mutated"]})
 add("app_message_map_one_drop_other", description="convert_to_llm maps one application role "
     "and drops the other.", messages=earlier(NOTE, BASH),
-    hooks={"convertToLlm": {"*": {"mapRoles": ["note"], "dropRoles": ["bashExecution"]}}},
+    hooks={"convertToLlm": {"*": {"mapRoles": ["appNote"], "dropRoles": ["bashExecution"]}}},
     responses=[text("ok")])
 
 # --- images in tool results -----------------------------------------------------------------

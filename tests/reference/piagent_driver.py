@@ -74,11 +74,14 @@ MODEL = Model(id="scripted", api="scripted", provider="scripted",
 
 @dataclasses.dataclass
 class NoteMessage:
-    """An application message (role ``note``): pi's declaration merging, piagent's registry."""
+    """An application message (role ``appNote``): pi's declaration merging, piagent's registry.
+
+    The roles are the driver's own (``appNote``, ``bashExecution``): a registration replaces
+    an earlier one of the same role process-wide, and other tests register ``note``."""
 
     text: str
     timestamp: int = 0
-    role: str = "note"
+    role: str = "appNote"
 
 
 @dataclasses.dataclass
@@ -92,7 +95,7 @@ class BashExecutionMessage:
     role: str = "bashExecution"
 
 
-register_message_type("note", NoteMessage)
+register_message_type("appNote", NoteMessage)
 register_message_type("bashExecution", BashExecutionMessage)
 
 

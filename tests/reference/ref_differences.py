@@ -223,7 +223,7 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                agent_loop_error_not_hang),
     Difference("prompt-images-refused",
                "prompt(message_or_list, images=...) raises TypeError at the call; pi drops the "
-               "images silently and runs the prompt without them (api.md §11).",
+               "images silently and runs the prompt without them.",
                prompt_images_refused),
     Difference("python-names",
                "Error texts name the Python methods (follow_up(), continue_()) (api.md §7).",
