@@ -927,7 +927,8 @@ def with_stream_entry(scenario: dict[str, Any]) -> dict[str, Any]:
     """
     entries = scenario.get("entries", ["agent", "run_loop"])
     # a hook editing message objects in place changes what a reader behind the loop sees
-    edits_shared = "editToolResultsInPlace" in json.dumps(scenario.get("hooks", {}))
+    hooks = json.dumps(scenario.get("hooks", {}))
+    edits_shared = "editToolResultsInPlace" in hooks or "clearToolsInPlace" in hooks
     eligible = (
         not edits_shared and "run_loop" in entries and "agent_loop" not in entries and "agent" in entries
         and not scenario.get("actions") and not scenario.get("finishOrder")
