@@ -1,6 +1,6 @@
 """How piagent is expected to differ from pi, as transforms of pi's normalised output.
 
-``DELIBERATE`` are the documented choices (api.md §6 and §11): a scenario that declares one
+``DELIBERATE`` are the documented choices (docs/reference.md, "Deliberate differences"): a scenario that declares one
 asserts that piagent differs from pi and that applying the transform to pi's output gives
 piagent's exactly. ``DEFECTS`` are undeclared differences found by this suite; a scenario that
 names one is an ``xfail(strict=True)`` whose reason is the defect's text, and the suite still
@@ -198,35 +198,35 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                tool_error_names_its_type),
     Difference("no-request-when-aborted",
                "A provider request is never started with an aborted signal; the turn ends with a "
-               "synthetic aborted assistant message instead (api.md §6, §11).",
+               "synthetic aborted assistant message instead.",
                no_request_when_aborted),
     Difference("no-hooks-after-abort",
                "Once the signal is aborted no further hook runs (finish_turn, prepare_next_turn, "
-               "prepare_request, transform_context, convert_to_llm, after_tool_call) (api.md §11).",
+               "prepare_request, transform_context, convert_to_llm, after_tool_call).",
                no_hooks_after_abort),
     Difference("queued-input-kept",
                "Once aborted, no queue is polled: queued input stays queued for the next run "
-               "instead of being taken into the aborted run (api.md §6, §11).",
+               "instead of being taken into the aborted run.",
                queued_input_kept),
     Difference("caller-list-not-mutated",
                "None of the loop entry points mutates the caller's context.messages; pi's "
-               "agentLoopContinue appends to it (api.md §6, §11).",
+               "agentLoopContinue appends to it.",
                caller_list_not_mutated),
     Difference("agent-end-run-messages",
                "agent_end.messages after a failure are all the messages the run added, "
                "including the synthetic failure message; pi's handleRunFailure sends only the "
-               "failure message (api.md §11).",
+               "failure message.",
                agent_end_run_messages),
     Difference("agent-loop-error-not-hang",
                "A hook that raises under agent_loop ends the stream with AgentLoopError; pi's "
-               "agentLoop leaves an unhandled rejection and a stream that never ends (api.md §6).",
+               "agentLoop leaves an unhandled rejection and a stream that never ends.",
                agent_loop_error_not_hang),
     Difference("prompt-images-refused",
                "prompt(message_or_list, images=...) raises TypeError at the call; pi drops the "
                "images silently and runs the prompt without them.",
                prompt_images_refused),
     Difference("python-names",
-               "Error texts name the Python methods (follow_up(), continue_()) (api.md §7).",
+               "Error texts name the Python methods (follow_up(), continue_()).",
                python_names),
 ]}
 
