@@ -532,6 +532,369 @@ add("clear_queues_between_runs", description="clear_all_queues() drops queued in
     responses=[text("1")], entries=["agent"])
 
 
+# --- application messages (custom roles) through convert_to_llm -----------------------------
+# pi: a custom role by declaration merging; piagent: a dataclass registered with
+# register_message_type (the driver registers "appNote" and "bashExecution").
+
+NOTE = {"role": "appNote", "text": "The user prefers short answers."}
+BASH = {"role": "bashExecution", "command": "ls", "output": "a.txt b.txt", "exitCode": 0}
+MAP_APPS = {"convertToLlm": {"*": {"mapRoles": ["appNote", "bashExecution"]}}}
+IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+IMAGE2 = {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "image/gif"}
+TAG = {"name": "tag", "description": "Tag things", "parameters": {
+    "type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["tags"]}}
+
+
+def earlier(*extra: Json) -> list[Json]:
+    """A short earlier conversation (user, assistant), then ``extra`` messages."""
+    return [{"role": "user", "content": [{"type": "text", "text": "Earlier question"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Earlier answer"}],
+             "api": "scripted", "provider": "scripted", "model": "scripted",
+             "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                       "totalTokens": 2, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                  "cacheWrite": 0, "total": 0}},
+             "stopReason": "stop"}, *extra]
+
+
+add("app_message_in_transcript_dropped", description="An application message in the "
+    "transcript: convert_to_llm's default filter leaves it out of the request.",
+    messages=earlier(NOTE), hooks={"convertToLlm": {}}, responses=[text("ok")])
+add("app_message_mapped_to_user", description="convert_to_llm maps application messages "
+    "(note, bashExecution) to user messages; the transcript keeps them as they are.",
+    messages=earlier(NOTE, BASH), hooks=MAP_APPS, responses=[text("ok")])
+add("app_message_default_convert_agent", description="The Agent's own default convert_to_llm "
+    "(none given) drops application messages.", defaultConvert=True,
+    messages=earlier(NOTE, BASH), responses=[text("ok")], entries=["agent"])
+add("app_message_prompted", description="prompt() with an application message.",
+    steps=[{"prompt": NOTE}], hooks=MAP_APPS, responses=[text("Noted.")])
+add("app_message_prompt_list", description="prompt() with a list: a user message and an "
+    "application message.",
+    steps=[{"prompt": [{"role": "user", "content": [{"type": "text", "text": "Run it"}]}, BASH]}],
+    hooks=MAP_APPS, responses=[text("Ran.")])
+add("app_message_steered", description="An application message steered while a tool runs.",
+    tools=[READ], hooks=MAP_APPS,
+    actions=[{"on": {"type": "tool_execution_start"}, "do": [{"steer": NOTE}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("app_message_follow_up", description="An application message as a follow-up.",
+    hooks=MAP_APPS,
+    actions=[{"on": {"type": "message_end", "role": "assistant"}, "do": [{"followUp": BASH}]}],
+    responses=[text("One."), text("Two.")])
+add("app_message_from_prepare_next_turn", description="prepare_next_turn adds an application "
+    "message to the next turn.", tools=[READ],
+    hooks={**MAP_APPS, "prepareNextTurn": {"1": {"messages": [NOTE]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("app_message_from_transform_context", description="transform_context appends an "
+    "application message to the request only; convert_to_llm maps it.",
+    hooks={**MAP_APPS, "transformContext": {"*": {"append": NOTE}}}, responses=[text("ok")])
+add("app_message_continue_from_app_tail", description="continue() with an application message "
+    "at the end of the transcript.", messages=earlier(NOTE), hooks=MAP_APPS,
+    steps=[{"continue": True}], responses=[text("Answer.")],
+    entries=["agent", "run_loop", "agent_loop"],
+    differences={"run_loop": ["caller-list-not-mutated"],
+                 "agent_loop": ["caller-list-not-mutated"]})
+add("app_message_map_one_drop_other", description="convert_to_llm maps one application role "
+    "and drops the other.", messages=earlier(NOTE, BASH),
+    hooks={"convertToLlm": {"*": {"mapRoles": ["appNote"], "dropRoles": ["bashExecution"]}}},
+    responses=[text("ok")])
+
+# --- images in tool results -----------------------------------------------------------------
+
+add("tool_image_only_result", description="A tool result whose content is one image.",
+    tools=[tool(READ, default={"content": [IMAGE]})],
+    responses=[calls(("read", {"path": "p.png"}, "c1")), text("An image.")])
+add("tool_image_in_updates", description="A tool streams partial results carrying images.",
+    tools=[tool(READ, default={"updates": [
+        {"content": [{"type": "text", "text": "frame 1"}, IMAGE], "details": {"f": 1}},
+        {"content": [IMAGE2], "details": {"f": 2}}],
+        "content": [IMAGE, IMAGE2]})],
+    responses=[calls(("read", {"path": "v.gif"}, "c1")), text("Two frames.")])
+add("tool_images_parallel", description="Two parallel calls, each returning its own image.",
+    tools=[tool(READ, results={"c1": {"content": [IMAGE]},
+                               "c2": {"content": [{"type": "text", "text": "gif"}, IMAGE2]}})],
+    responses=[calls(("read", {"path": "a.png"}, "c1"), ("read", {"path": "b.gif"}, "c2")),
+               text("Both.")])
+add("continue_from_tool_result_with_image", description="continue() from a tool result "
+    "carrying an image (a transcript saved mid-turn).", tools=[READ],
+    messages=earlier({"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c0", "name": "read", "arguments": {"path": "p.png"}}],
+        "api": "scripted", "provider": "scripted", "model": "scripted", "stopReason": "toolUse",
+        "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                           "total": 0}}},
+        {"role": "toolResult", "toolCallId": "c0", "toolName": "read",
+         "content": [{"type": "text", "text": "see"}, IMAGE], "details": {}, "isError": False}),
+    steps=[{"continue": True}], responses=[text("A pixel.")], entries=["agent"])
+add("after_replaces_with_image", description="after_tool_call replaces the content with text "
+    "and an image.", tools=[READ],
+    hooks={"afterToolCall": [{"content": [{"type": "text", "text": "rendered"}, IMAGE]}]},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("steer_with_image", description="A steered user message with an image while a tool runs.",
+    tools=[READ],
+    actions=[{"on": {"type": "tool_execution_start"}, "do": [{"steer": {
+        "role": "user", "content": [{"type": "text", "text": "Also this:"}, IMAGE]}}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+
+# --- redacted thinking ----------------------------------------------------------------------
+
+REDACTED = {"type": "thinking", "thinking": "[Reasoning redacted]",
+            "thinkingSignature": "EqQBCkgIARABGAIiQL", "redacted": True}
+add("redacted_thinking_before_tool_call", description="Redacted thinking before a tool call: "
+    "the next request replays the block with its signature.", tools=[READ],
+    responses=[{"role": "assistant", "content": [
+        REDACTED, {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}}],
+        "stopReason": "toolUse"}, text("ok")])
+add("redacted_thinking_in_transcript", description="An earlier assistant message with "
+    "redacted thinking is sent back as it was.",
+    messages=[{"role": "user", "content": [{"type": "text", "text": "Q"}]},
+              {"role": "assistant", "content": [REDACTED, {"type": "text", "text": "A"}],
+               "api": "scripted", "provider": "scripted", "model": "scripted",
+               "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                         "totalTokens": 2, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                    "cacheWrite": 0, "total": 0}},
+               "stopReason": "stop"}],
+    responses=[text("ok")])
+add("redacted_thinking_error_stop", description="Redacted thinking, some text, then an error.",
+    responses=[{"role": "assistant", "content": [REDACTED, {"type": "text", "text": "Part"}],
+                "stopReason": "error", "errorMessage": "Overloaded"}])
+add("redacted_thinking_only", description="A response that is only a redacted thinking block.",
+    responses=[{"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "", "thinkingSignature": "opaque-2", "redacted": True}],
+        "stopReason": "stop"}], entries=["agent", "run_loop", "agent_loop"])
+
+# --- an error stop in the middle of a tool call's arguments ---------------------------------
+
+add("stop_error_mid_tool_arguments", description="The stream fails inside a tool call's "
+    "arguments: no toolcall_end, no tool runs, the run ends with the error.", tools=[READ],
+    hooks={"finishTurn": {}}, cutToolCall={"1": '{"path": "/tmp/very/long/na'},
+    responses=[calls(("read", {"path": "/tmp/very/long/na"}, "c1"), stop="error",
+                     lead="Reading.") | {"errorMessage": "Connection reset"}])
+add("stop_error_mid_second_tool_call", description="The first call is complete, the second "
+    "is cut: neither runs.", tools=[READ], cutToolCall={"1": '{"pa'},
+    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {}, "c2"), stop="error")
+               | {"errorMessage": "Upstream 502"}])
+add("stop_aborted_mid_tool_arguments", description="The provider reports aborted inside a tool "
+    "call's arguments.", tools=[READ], cutToolCall={"1": '{"path": "a'},
+    responses=[calls(("read", {"path": "a"}, "c1"), stop="aborted")
+               | {"errorMessage": "Request was aborted"}])
+add("stop_error_mid_tool_arguments_follow_up_queued", description="A follow-up queued while "
+    "the arguments stream; the error ends the run and the follow-up stays queued.",
+    tools=[READ], cutToolCall={"1": '{"path": "a'},
+    actions=[{"on": {"type": "message_update", "event": "toolcall_start"},
+              "do": [{"followUp": "later"}]}],
+    responses=[calls(("read", {"path": "a"}, "c1"), stop="error")
+               | {"errorMessage": "Connection reset"}])
+add("retry_after_cut_tool_call", description="The cut response is dropped and continue() "
+    "retries: the full call runs.", tools=[READ], cutToolCall={"1": '{"path": "a'},
+    steps=[{"prompt": "Go"}, {"dropLastMessages": 1}, {"continue": True}],
+    responses=[calls(("read", {"path": "a"}, "c1"), stop="error")
+               | {"errorMessage": "Connection reset"},
+               calls(("read", {"path": "a"}, "c2")), text("Read.")], entries=["agent"])
+
+# --- queues under abort and under finish_turn -----------------------------------------------
+
+for mode in ("one-at-a-time", "all"):
+    slug = mode.replace("-", "_")
+    add(f"abort_queued_steers_{slug}", description=f"Two steers queued ({mode}), then the run "
+        "aborts in a tool.", hooks=OBSERVE, config={"steeringMode": mode},
+        tools=[tool(READ, default={"waitAbort": True})],
+        actions=[{"on": {"type": "tool_execution_start"},
+                  "do": [{"steer": "s1"}, {"steer": "s2"}, {"abort": True}]}],
+        responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
+        differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"],
+        keptOnAbort=["s1"] if mode == "one-at-a-time" else ["s1", "s2"],
+        defects=["iserror-in-result"])
+    add(f"abort_queued_follow_ups_{slug}", description=f"Two follow-ups queued ({mode}), then "
+        "the run aborts in a tool: neither side polls them.", config={"followUpMode": mode},
+        tools=[tool(READ, default={"waitAbort": True})],
+        actions=[{"on": {"type": "tool_execution_start"},
+                  "do": [{"followUp": "f1"}, {"followUp": "f2"}, {"abort": True}]}],
+        responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
+        differences=["no-request-when-aborted"], defects=["iserror-in-result"])
+    add(f"abort_text_stream_queued_steers_{slug}", description=f"Two steers queued ({mode}) "
+        "at message_start, abort at the first text delta.", config={"steeringMode": mode},
+        actions=[{"on": {"type": "message_start", "role": "assistant"},
+                  "do": [{"steer": "s1"}, {"steer": "s2"}]},
+                 {"on": {"type": "message_update", "event": "text_delta"},
+                  "do": [{"abort": True}]}],
+        responses=[text("A long answer that will be cut.")])
+    add(f"abort_text_stream_queued_follow_ups_{slug}", description=f"Two follow-ups queued "
+        f"({mode}), abort at the first text delta.", config={"followUpMode": mode},
+        actions=[{"on": {"type": "message_start", "role": "assistant"},
+                  "do": [{"followUp": "f1"}, {"followUp": "f2"}]},
+                 {"on": {"type": "message_update", "event": "text_delta"},
+                  "do": [{"abort": True}]}],
+        responses=[text("A long answer that will be cut.")])
+    add(f"finish_turn_end_queued_steers_{slug}", description=f"finish_turn 'end' with two "
+        f"steers queued ({mode}): they stay queued.", config={"steeringMode": mode},
+        hooks={"finishTurn": {"1": "end"}},
+        actions=[{"on": {"type": "message_end", "role": "assistant"},
+                  "do": [{"steer": "s1"}, {"steer": "s2"}]}],
+        responses=[text("One."), text("unused")])
+    add(f"finish_turn_end_queued_follow_ups_{slug}", description=f"finish_turn 'end' after a "
+        f"tool turn with two follow-ups queued ({mode}).", config={"followUpMode": mode},
+        tools=[READ], hooks={"finishTurn": {"1": "end"}},
+        actions=[{"on": {"type": "tool_execution_start"},
+                  "do": [{"followUp": "f1"}, {"followUp": "f2"}]}],
+        responses=[calls(("read", {"path": "a"}, "c1")), text("unused")])
+    add(f"finish_turn_continue_queued_steers_{slug}", description=f"finish_turn 'continue' "
+        f"with two steers queued ({mode}): the steering turn satisfies it.",
+        config={"steeringMode": mode}, hooks={"finishTurn": {"1": "continue"}},
+        actions=[{"on": {"type": "message_end", "role": "assistant"},
+                  "do": [{"steer": "s1"}, {"steer": "s2"}]}],
+        responses=[text("One."), text("Two."), text("Three.")])
+    add(f"finish_turn_continue_queued_follow_ups_{slug}", description=f"finish_turn "
+        f"'continue' with two follow-ups queued ({mode}).", config={"followUpMode": mode},
+        hooks={"finishTurn": {"1": "continue"}},
+        actions=[{"on": {"type": "message_end", "role": "assistant"},
+                  "do": [{"followUp": "f1"}, {"followUp": "f2"}]}],
+        responses=[text("One."), text("Two."), text("Three.")])
+
+# --- tool-set changes while input is queued -------------------------------------------------
+
+add("set_tools_with_queued_steer_then_continue", description="A steer queued between runs, "
+    "the tool set changed, then continue(): the change is declared before the steer.",
+    systemPrompt="Sys.", tools=[READ, tool(CALC, hidden=True)],
+    steps=[{"prompt": "First"}, {"steer": "Use calc now"}, {"setTools": ["read", "calc"]},
+           {"continue": True}],
+    responses=[text("1"), text("2")], entries=["agent"])
+add("set_tools_with_queued_follow_up_then_continue", description="A follow-up queued, the tool "
+    "set changed, then continue().", systemPrompt="Sys.", tools=[READ, tool(CALC, hidden=True)],
+    steps=[{"prompt": "First"}, {"followUp": "Later, with calc"}, {"setTools": ["calc"]},
+           {"continue": True}],
+    responses=[text("1"), text("2")], entries=["agent"])
+add("set_tools_during_run_with_queued_steer", description="A listener assigns state.tools and "
+    "steers while a tool runs: the steer goes out with the old tools, the next run has the "
+    "new ones.", tools=[READ, tool(CALC, hidden=True)],
+    actions=[{"on": {"type": "tool_execution_start"},
+              "do": [{"setTools": ["calc"]}, {"steer": "now"}]}],
+    steps=[{"prompt": "First"}, {"prompt": "Second"}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("1"), text("2")], entries=["agent"])
+add("prepare_next_turn_tools_with_queued_steer", description="prepare_next_turn swaps the "
+    "tools while a steer is queued: the declaring system message comes before the steer.",
+    tools=[READ, tool(WRITE, hidden=True)], hooks={"prepareNextTurn": {"1": {"tools": ["write"]}}},
+    actions=[{"on": {"type": "turn_end"}, "do": [{"steer": "write it"}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("prepare_next_turn_system_and_tools_with_queued_steer", description="prepare_next_turn "
+    "adds a system message and swaps the tools while a steer is queued: the pending system "
+    "message carries the tool change.", tools=[READ, tool(WRITE, hidden=True)],
+    hooks={"prepareNextTurn": {"1": {"tools": ["write"], "messages": [
+        {"role": "system", "content": "Now write only."}]}}},
+    actions=[{"on": {"type": "turn_end"}, "do": [{"steer": "write it"}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("queued_steer_with_undeclared_tools", description="The transcript declares read; the tool "
+    "set is read and calc; a steer is queued before the run.",
+    messages=[{"role": "system", "content": "Base.", "toolsAdded": [
+        {"name": "read", "description": "Read a file", "parameters": READ["parameters"]}]}],
+    tools=[READ, CALC], queued={"steering": ["early steer"]}, responses=[text("ok")])
+add("prepare_request_tools_with_queued_steer", description="prepare_request removes the tools "
+    "for request 1; a steer queued at turn_end makes turn 2.", tools=[READ],
+    hooks={"prepareRequest": {"1": {"tools": []}}},
+    actions=[{"on": {"type": "turn_end"}, "do": [{"steer": "and now?"}]}],
+    responses=[text("1"), text("2")])
+
+# --- hooks that replace a list versus edit it in place --------------------------------------
+
+add("transform_context_append_in_place", description="transform_context appends to the list "
+    "it received (the context's own) and returns it: the message stays for later turns.",
+    tools=[READ], hooks={"transformContext": {"1": {"appendInPlace": "(reminder)"}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("transform_context_drop_system_in_place", description="transform_context removes the "
+    "system message from its list in place at request 2; request 3 follows.", tools=[READ],
+    hooks={"transformContext": {"2": {"dropRolesInPlace": ["system"]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), calls(("read", {"path": "b"}, "c2")),
+               text("ok")])
+add("transform_context_drop_system_replace", description="transform_context returns a new "
+    "list without the system message at request 2 only.", tools=[READ],
+    hooks={"transformContext": {"2": {"dropRoles": ["system"]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), calls(("read", {"path": "b"}, "c2")),
+               text("ok")])
+add("transform_context_edit_results_replace", description="transform_context returns copies "
+    "of the tool results with their images replaced; the transcript keeps the images.",
+    tools=[tool(READ, default={"content": [IMAGE]})],
+    hooks={"transformContext": {"*": {"editToolResults": "[image omitted]"}}},
+    responses=[calls(("read", {"path": "a.png"}, "c1")), text("ok")])
+add("transform_context_edit_results_in_place", description="transform_context edits the tool "
+    "results' content lists in place (dropping their images).",
+    tools=[tool(READ, default={"content": [IMAGE]})],
+    hooks={"transformContext": {"*": {"editToolResultsInPlace": "[image omitted]"}}},
+    responses=[calls(("read", {"path": "a.png"}, "c1")), text("ok")])
+add("transform_context_clear_tools_in_place", description="transform_context deletes the "
+    "first system message's tool declarations, editing the message object: the next turn "
+    "must declare the tools again.", tools=[READ],
+    hooks={"transformContext": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
+add("prepare_next_turn_clear_tools_in_place", description="prepare_next_turn deletes the "
+    "first system message's tool declarations in place before turn 2.", tools=[READ],
+    hooks={"prepareNextTurn": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
+add("prepare_request_clear_tools_in_place", description="prepare_request deletes the first "
+    "system message's tool declarations in place before request 1.", tools=[READ],
+    hooks={"prepareRequest": {"1": {"clearToolsInPlace": True}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
+    defects=["in-place-system-edit-drops-tools"])
+add("convert_to_llm_drop_in_place", description="convert_to_llm removes the system message "
+    "from the list it received, in place, at request 1.", systemPrompt="Sys.", tools=[READ],
+    hooks={"convertToLlm": {"1": {"dropRolesInPlace": ["system"]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), calls(("read", {"path": "b"}, "c2")),
+               text("ok")])
+add("prepare_next_turn_append_in_place", description="prepare_next_turn appends to "
+    "context.messages in place instead of returning messages.", tools=[READ],
+    hooks={"prepareNextTurn": {"1": {"appendInPlace": "Note: be brief"}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("Brief.")])
+add("prepare_next_turn_tools_in_place", description="prepare_next_turn replaces the contents "
+    "of context.tools in place (read -> write) and returns nothing.",
+    tools=[READ, tool(WRITE, hidden=True)],
+    hooks={"prepareNextTurn": {"1": {"toolsInPlace": ["write"]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")),
+               calls(("write", {"path": "b", "text": "t"}, "c2")), text("Done.")])
+add("prepare_next_turn_tools_in_place_same_last", description="prepare_next_turn edits "
+    "context.tools in place keeping its length and last element (read, calc -> write, calc).",
+    tools=[READ, CALC, tool(WRITE, hidden=True)],
+    hooks={"prepareNextTurn": {"1": {"toolsInPlace": ["write", "calc"]}}},
+    responses=[calls(("read", {"path": "a"}, "c1")),
+               calls(("write", {"path": "b", "text": "t"}, "c2")), text("Done.")])
+add("prepare_request_drop_last_in_place", description="prepare_request deletes the last "
+    "message from context.messages in place at request 2.", tools=[READ],
+    hooks={"prepareRequest": {"2": {"dropLastInPlace": 1}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("prepare_request_tools_in_place", description="prepare_request empties context.tools in "
+    "place at request 2; a steer makes request 3.", tools=[READ],
+    hooks={"prepareRequest": {"2": {"toolsInPlace": []}}},
+    actions=[{"on": {"type": "turn_end"}, "nth": 2, "do": [{"steer": "again"}]}],
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok"), text("again ok")])
+add("finish_turn_edit_results_in_place", description="finish_turn edits the turn's tool "
+    "results in place (their content lists).", tools=[READ],
+    hooks={"finishTurn": {"1": {"editToolResultsInPlace": "[compacted]"}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("finish_turn_append_in_place", description="finish_turn appends to the turn's "
+    "context.messages in place.", tools=[READ],
+    hooks={"finishTurn": {"1": {"appendInPlace": "(finish note)"}}},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("after_append_content_in_place", description="after_tool_call appends an image to the "
+    "result's content list in place and returns nothing.", tools=[READ],
+    hooks={"afterToolCall": [{"appendContentInPlace": [IMAGE]}]},
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
+add("before_append_arg_in_place", description="before_tool_call appends to a list argument in "
+    "place: the tool sees it; what does the transcript's tool call keep?", tools=[TAG],
+    hooks={"beforeToolCall": [{"appendArgInPlace": {"tags": ["checked"]}}]},
+    responses=[calls(("tag", {"tags": ["solo"]}, "c1")), text("ok")])
+
+# --- prompt(message, images) ----------------------------------------------------------------
+
+add("prompt_message_with_images_refused", description="prompt(message, images) and "
+    "prompt([message], images): pi drops the images and runs; piagent refuses with TypeError.",
+    steps=[{"prompt": "Plain"},
+           {"prompt": {"role": "user", "content": [{"type": "text", "text": "What is this?"}]},
+            "images": [IMAGE]},
+           {"prompt": [{"role": "user", "content": [{"type": "text", "text": "And this?"}]}],
+            "images": [IMAGE2]}],
+    responses=[text("Seen."), text("unused"), text("unused")], entries=["agent"],
+    differences=["prompt-images-refused"])
+
+
 def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
     """Give every parallel batch of two or more calls a finish order (source order by default).
 
@@ -563,8 +926,11 @@ def with_stream_entry(scenario: dict[str, Any]) -> dict[str, Any]:
     released by events would race; scenarios without them run there too.
     """
     entries = scenario.get("entries", ["agent", "run_loop"])
+    # a hook editing message objects in place changes what a reader behind the loop sees
+    hooks = json.dumps(scenario.get("hooks", {}))
+    edits_shared = "editToolResultsInPlace" in hooks or "clearToolsInPlace" in hooks
     eligible = (
-        "run_loop" in entries and "agent_loop" not in entries and "agent" in entries
+        not edits_shared and "run_loop" in entries and "agent_loop" not in entries and "agent" in entries
         and not scenario.get("actions") and not scenario.get("finishOrder")
         and not scenario.get("listenerThrows") and not scenario.get("timedStream")
         and len(scenario.get("steps", [])) == 1)

@@ -63,6 +63,34 @@ function asMessage(spec) {
     return { timestamp: Date.now(), ...clone(spec) };
 }
 
+/** The text an application message (a custom role) shows when convertToLlm maps it to a user message. */
+function appText(message) {
+    return `[${message.role}] ${message.text ?? message.command ?? ""}`;
+}
+
+/** Replace the contents of an array in place (its identity stays). */
+function replaceInPlace(array, items) {
+    array.splice(0, array.length, ...items);
+}
+
+/** Remove the entries of an array in place. */
+function removeInPlace(array, unwanted) {
+    for (let i = array.length - 1; i >= 0; i--) if (unwanted(array[i])) array.splice(i, 1);
+}
+
+/** Delete the tool declarations of the first system message, editing the message object. */
+function clearToolsInPlace(messages) {
+    const first = messages.find((m) => m.role === "system");
+    if (first) {
+        delete first.toolsAdded;
+        delete first.toolsRemoved;
+    }
+}
+
+function textBlock(text) {
+    return [{ type: "text", text }];
+}
+
 function abortText(reason) {
     if (reason === undefined || reason === null) return "Operation aborted";
     if (typeof reason === "object" && reason.name === "AbortError") return "Operation aborted";
@@ -92,7 +120,7 @@ function snapshot(partial) {
 }
 
 /** The events of one scripted response, built block by block (as piagent.testing does). */
-function* scriptedEvents(final) {
+function* scriptedEvents(final, cut) {
     if ((final.stopReason === "error" || final.stopReason === "aborted") && final.content.length === 0) {
         yield [final, { type: "error", reason: final.stopReason, error: final }];
         return;
@@ -128,11 +156,13 @@ function* scriptedEvents(final) {
             partial = snapshot(partial);
             partial.content.push({ ...block, arguments: {} });
             yield [partial, { type: "toolcall_start", contentIndex: index, partial }];
-            const text = JSON.stringify(block.arguments);
+            const isCut = cut !== undefined && index === final.content.length - 1;
+            const text = isCut ? cut : JSON.stringify(block.arguments);
             for (let start = 0; start < text.length; start += 16) {
                 partial = snapshot(partial);
                 yield [partial, { type: "toolcall_delta", contentIndex: index, delta: text.slice(start, start + 16), partial }];
             }
+            if (isCut) break; // the stream fails inside this call's arguments: no toolcall_end
             partial = snapshot(partial);
             partial.content[index] = { ...block };
             yield [partial, { type: "toolcall_end", contentIndex: index, toolCall: block, partial }];
@@ -150,15 +180,16 @@ function* scriptedEvents(final) {
 
 /** A lazily produced stream: the next event is built only when the loop asks for it. */
 class LazyStream {
-    constructor(final, signal) {
+    constructor(final, signal, cut) {
         this.final = final;
         this.signal = signal;
+        this.cut = cut;
         this.promise = new Promise((resolve) => {
             this.resolve = resolve;
         });
     }
     async *[Symbol.asyncIterator]() {
-        const source = scriptedEvents(this.final);
+        const source = scriptedEvents(this.final, this.cut);
         let partial = { ...this.final, content: [] };
         while (true) {
             if (this.signal?.aborted) {
@@ -372,7 +403,7 @@ class Harness {
                 stream.end();
                 return stream;
             }
-            return new LazyStream(final, options.signal);
+            return new LazyStream(final, options.signal, this.s.cutToolCall?.[String(number)]);
         };
     }
 
@@ -393,6 +424,7 @@ class Harness {
                 const rule = h.beforeToolCall.find((r) => this.matches(r, ctx.toolCall));
                 if (!rule) return undefined;
                 if (rule.setArgs) Object.assign(ctx.args, clone(rule.setArgs));
+                for (const [key, values] of Object.entries(rule.appendArgInPlace ?? {})) ctx.args[key].push(...clone(values));
                 if (rule.abort) this.abort();
                 if (rule.throw) throw new Error(rule.throw);
                 if (rule.block) {
@@ -410,6 +442,7 @@ class Harness {
                 const rule = h.afterToolCall.find((r) => this.matches(r, ctx.toolCall));
                 if (!rule) return undefined;
                 if (rule.throw) throw new Error(rule.throw);
+                if (rule.appendContentInPlace) ctx.result.content.push(...clone(rule.appendContentInPlace));
                 const result = {};
                 for (const key of ["content", "details", "isError", "terminate", "structuredContent", "usage"]) {
                     if (key in rule) result[key] = clone(rule[key]);
@@ -421,7 +454,14 @@ class Harness {
             out.finishTurn = async (turn, signal) => {
                 const n = this.hookCall("finishTurn");
                 this.record({ kind: "hook", hook: "finishTurn", n, stopReason: turn.message.stopReason, toolResults: turn.toolResults.length, newMessages: turn.newMessages.length, aborted: signal?.aborted === true });
-                const rule = h.finishTurn[String(n)] ?? h.finishTurn["*"];
+                let rule = h.finishTurn[String(n)] ?? h.finishTurn["*"];
+                if (rule !== null && typeof rule === "object") {
+                    if (rule.editToolResultsInPlace !== undefined) {
+                        for (const m of turn.toolResults) replaceInPlace(m.content, textBlock(rule.editToolResultsInPlace));
+                    }
+                    if (rule.appendInPlace !== undefined) turn.context.messages.push(asMessage(rule.appendInPlace));
+                    rule = rule.action;
+                }
                 if (rule === undefined || rule === null) return undefined;
                 if (rule === "throw") throw new Error("finishTurn failed");
                 return { action: rule };
@@ -436,6 +476,9 @@ class Harness {
                 if (rule.throw) throw new Error(rule.throw);
                 const update = {};
                 if (rule.replaceFirstSystem) ctx.context.messages[0] = asMessage(rule.replaceFirstSystem);
+                if (rule.appendInPlace !== undefined) ctx.context.messages.push(asMessage(rule.appendInPlace));
+                if (rule.toolsInPlace) replaceInPlace(ctx.context.tools, this.tools(rule.toolsInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(ctx.context.messages);
                 if (rule.tools) update.context = { ...ctx.context, messages: ctx.context.messages, tools: this.tools(rule.tools) };
                 if (rule.messages) update.messages = rule.messages.map(asMessage);
                 if (rule.thinkingLevel !== undefined) update.thinkingLevel = rule.thinkingLevel;
@@ -455,6 +498,9 @@ class Harness {
                 if (rule.thinkingLevel !== undefined) update.thinkingLevel = rule.thinkingLevel;
                 if (rule.tools) update.context = { ...ctx.context, tools: this.tools(rule.tools) };
                 if (rule.dropLast) update.context = { ...(update.context ?? ctx.context), messages: ctx.context.messages.slice(0, -rule.dropLast) };
+                if (rule.dropLastInPlace) ctx.context.messages.splice(-rule.dropLastInPlace, rule.dropLastInPlace);
+                if (rule.toolsInPlace) replaceInPlace(ctx.context.tools, this.tools(rule.toolsInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(ctx.context.messages);
                 if (rule.abort) this.abort();
                 return Object.keys(update).length ? update : undefined;
             };
@@ -468,9 +514,19 @@ class Harness {
                 if (rule.throw) throw new Error(rule.throw);
                 let out = messages;
                 if (rule.replaceFirstSystem) messages[0] = asMessage(rule.replaceFirstSystem);
+                if (rule.appendInPlace !== undefined) messages.push(asMessage(rule.appendInPlace));
+                if (rule.clearToolsInPlace) clearToolsInPlace(messages);
+                if (rule.dropRolesInPlace) removeInPlace(messages, (m) => rule.dropRolesInPlace.includes(m.role));
+                if (rule.editToolResultsInPlace !== undefined) {
+                    for (const m of messages) if (m.role === "toolResult") replaceInPlace(m.content, textBlock(rule.editToolResultsInPlace));
+                }
+                if (rule.editToolResults !== undefined) {
+                    out = out.map((m) => (m.role === "toolResult" ? { ...m, content: textBlock(rule.editToolResults) } : m));
+                }
                 if (rule.dropRoles) out = out.filter((m) => !rule.dropRoles.includes(m.role));
                 if (rule.keepLast) out = [...out.filter((m) => m.role === "system").slice(0, 1), ...out.filter((m) => m.role !== "system").slice(-rule.keepLast)];
                 if (rule.appendUser) out = [...out, asMessage(rule.appendUser)];
+                if (rule.append !== undefined) out = [...out, asMessage(rule.append)];
                 return out;
             };
         }
@@ -481,8 +537,9 @@ class Harness {
                 this.record({ kind: "hook", hook: "convertToLlm", n, roles: messages.map((m) => m.role), aborted: this.signal?.aborted === true });
                 const rule = convert[String(n)] ?? convert["*"] ?? {};
                 if (rule.throw) throw new Error(rule.throw);
-                if (rule.mapRole) {
-                    messages = messages.map((m) => (m.role === rule.mapRole.from ? { role: "user", content: [{ type: "text", text: `[${m.role}] ${m.text ?? ""}` }], timestamp: m.timestamp } : m));
+                if (rule.dropRolesInPlace) removeInPlace(messages, (m) => rule.dropRolesInPlace.includes(m.role));
+                if (rule.mapRoles) {
+                    messages = messages.map((m) => (rule.mapRoles.includes(m.role) ? { role: "user", content: textBlock(appText(m)), timestamp: m.timestamp } : m));
                 }
                 if (rule.dropRoles) messages = messages.filter((m) => !rule.dropRoles.includes(m.role));
             }
@@ -602,6 +659,7 @@ class Harness {
         for (const name of ["beforeToolCall", "afterToolCall", "finishTurn", "prepareRequest", "transformContext", "convertToLlm"]) {
             if (hooks[name]) options[name] = hooks[name];
         }
+        if (this.s.defaultConvert) delete options.convertToLlm; // the Agent's own defaultConvertToLlm
         if (hooks.prepareNextTurn) options.prepareNextTurnWithContext = (ctx, signal) => hooks.prepareNextTurn(ctx);
         const agent = new Agent(options);
         this.agent = agent;

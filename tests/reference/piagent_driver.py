@@ -12,10 +12,11 @@ driver's, for looking at one side by hand)
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from piagent import (
     PrepareRequestContext,
     RequestUpdate,
     StreamOptions,
+    TextContent,
     ToolExecutionEndEvent,
+    UserMessage,
     agent_loop,
     agent_loop_continue,
     create_initial_system_message,
@@ -52,11 +55,13 @@ from piagent import (
     message_from_dict,
     message_to_dict,
     now_ms,
+    register_message_type,
     run_agent_loop,
     run_agent_loop_continue,
     to_tool_declaration,
 )
 from piagent.messages import content_from_dict, usage_from_dict
+from piagent.stream import ErrorEvent, ToolCallDeltaEvent, ToolCallStartEvent
 from piagent.testing import ScriptedStreamFn
 
 LATCH_S = 5.0
@@ -65,6 +70,53 @@ Json = Any
 
 MODEL = Model(id="scripted", api="scripted", provider="scripted",
               base_url="https://example.invalid", name="Scripted model")
+
+
+@dataclasses.dataclass
+class NoteMessage:
+    """An application message (role ``appNote``): pi's declaration merging, piagent's registry.
+
+    The roles are the driver's own (``appNote``, ``bashExecution``): a registration replaces
+    an earlier one of the same role process-wide, and other tests register ``note``."""
+
+    text: str
+    timestamp: int = 0
+    role: str = "appNote"
+
+
+@dataclasses.dataclass
+class BashExecutionMessage:
+    """A second application message, with a camelCase field (``exitCode``)."""
+
+    command: str
+    output: str
+    exit_code: int = 0
+    timestamp: int = 0
+    role: str = "bashExecution"
+
+
+register_message_type("appNote", NoteMessage)
+register_message_type("bashExecution", BashExecutionMessage)
+
+
+def app_text(message: Any) -> str:
+    """The text an application message shows when convert_to_llm maps it to a user message."""
+    body = getattr(message, "text", None)
+    if body is None:
+        body = getattr(message, "command", "")
+    return f"[{message.role}] {body}"
+
+
+def clear_tools_in_place(messages: list[AgentMessage]) -> None:
+    """Delete the tool declarations of the first system message, editing the message object."""
+    first = next((m for m in messages if m.role == "system"), None)
+    if first is not None:
+        first.tools_added = None  # type: ignore[union-attr]  # a SystemMessage by its role
+        first.tools_removed = None  # type: ignore[union-attr]
+
+
+def text_block(text: str) -> list[Any]:
+    return [TextContent(text)]
 
 
 def canon(value: Json) -> str:
@@ -268,7 +320,14 @@ class Harness:
             "tools": [t.name for t in get_current_tools(context.messages)],
             "systemPrompt": get_current_system_prompt(context.messages),
         })
-        return self.scripted(model, context, options)
+        stream = self.scripted(model, context, options)
+        cut = self.s.get("cutToolCall", {}).get(str(number))
+        if cut is None:
+            return stream
+        index = len(self.s["responses"][number - 1]["content"]) - 1
+        cut_stream = AssistantMessageEventStream()
+        cut_stream.pull_from(cut_events(stream, index, cut))
+        return cut_stream
 
     # ---- hooks
     @staticmethod
@@ -291,6 +350,8 @@ class Harness:
                     return None
                 if "setArgs" in rule:
                     ctx.args.update(copy.deepcopy(rule["setArgs"]))
+                for key, values in rule.get("appendArgInPlace", {}).items():
+                    ctx.args[key].extend(copy.deepcopy(values))
                 if rule.get("abort"):
                     self.abort()
                 if "throw" in rule:
@@ -311,6 +372,9 @@ class Harness:
                     return None
                 if "throw" in rule:
                     raise RuntimeError(rule["throw"])
+                if "appendContentInPlace" in rule:
+                    ctx.result.content.extend(content_from_dict(b)
+                                              for b in rule["appendContentInPlace"])
                 return AfterToolCallResult(
                     content=[content_from_dict(b) for b in rule["content"]] if "content" in rule else None,
                     details=copy.deepcopy(rule.get("details")),
@@ -326,6 +390,13 @@ class Harness:
                              "toolResults": len(turn.tool_results),
                              "newMessages": len(turn.new_messages), "aborted": signal.aborted})
                 rule = h["finishTurn"].get(str(n), h["finishTurn"].get("*"))
+                if isinstance(rule, dict):
+                    if "editToolResultsInPlace" in rule:
+                        for m in turn.tool_results:
+                            m.content[:] = text_block(rule["editToolResultsInPlace"])
+                    if "appendInPlace" in rule:
+                        turn.context.messages.append(as_message(rule["appendInPlace"]))
+                    rule = rule.get("action")
                 if rule == "throw":
                     raise RuntimeError("finishTurn failed")
                 return rule
@@ -345,6 +416,12 @@ class Harness:
                 changed = False
                 if "replaceFirstSystem" in rule:
                     ctx.context.messages[0] = as_message(rule["replaceFirstSystem"])
+                if "appendInPlace" in rule:
+                    ctx.context.messages.append(as_message(rule["appendInPlace"]))
+                if "toolsInPlace" in rule:
+                    ctx.context.tools[:] = self.tools(rule["toolsInPlace"])
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(ctx.context.messages)
                 if "tools" in rule:
                     update.context = AgentContext(ctx.context.messages, self.tools(rule["tools"]))
                     changed = True
@@ -384,6 +461,12 @@ class Harness:
                     update.context = AgentContext(list(ctx.context.messages)[:-rule["dropLast"]],
                                                   base.tools)
                     changed = True
+                if "dropLastInPlace" in rule:
+                    del ctx.context.messages[-rule["dropLastInPlace"]:]
+                if "toolsInPlace" in rule:
+                    ctx.context.tools[:] = self.tools(rule["toolsInPlace"])
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(ctx.context.messages)
                 if rule.get("abort"):
                     self.abort()
                 return update if changed else None
@@ -401,6 +484,19 @@ class Harness:
                 result = messages
                 if "replaceFirstSystem" in rule:
                     messages[0] = as_message(rule["replaceFirstSystem"])
+                if "appendInPlace" in rule:
+                    messages.append(as_message(rule["appendInPlace"]))
+                if rule.get("clearToolsInPlace"):
+                    clear_tools_in_place(messages)
+                if "dropRolesInPlace" in rule:
+                    messages[:] = [m for m in messages if m.role not in rule["dropRolesInPlace"]]
+                if "editToolResultsInPlace" in rule:
+                    for m in messages:
+                        if m.role == "toolResult":
+                            m.content[:] = text_block(rule["editToolResultsInPlace"])
+                if "editToolResults" in rule:
+                    result = [dataclasses.replace(m, content=text_block(rule["editToolResults"]))
+                              if m.role == "toolResult" else m for m in result]
                 if "dropRoles" in rule:
                     result = [m for m in result if m.role not in rule["dropRoles"]]
                 if "keepLast" in rule:
@@ -409,6 +505,8 @@ class Harness:
                     result = systems + rest
                 if "appendUser" in rule:
                     result = [*result, as_message(rule["appendUser"])]
+                if "append" in rule:
+                    result = [*result, as_message(rule["append"])]
                 return result
             out["transform_context"] = transform
         convert_rules = h.get("convertToLlm")
@@ -421,6 +519,11 @@ class Harness:
                 rule = convert_rules.get(str(n), convert_rules.get("*", {}))
                 if "throw" in rule:
                     raise RuntimeError(rule["throw"])
+                if "dropRolesInPlace" in rule:
+                    messages[:] = [m for m in messages if m.role not in rule["dropRolesInPlace"]]
+                if "mapRoles" in rule:
+                    messages = [UserMessage(content=text_block(app_text(m)), timestamp=m.timestamp)
+                                if m.role in rule["mapRoles"] else m for m in messages]
                 if "dropRoles" in rule:
                     messages = [m for m in messages if m.role not in rule["dropRoles"]]
             return default_convert_to_llm(messages)
@@ -533,6 +636,8 @@ class Harness:
         c = self.s.get("config", {})
         hooks = self.hooks()
         prepare_next = hooks.pop("prepare_next_turn", None)
+        if self.s.get("defaultConvert"):
+            hooks.pop("convert_to_llm")  # the Agent's own default_convert_to_llm
         agent = Agent(
             system_prompt=self.s.get("systemPrompt", ""), model=MODEL, tools=self.initial_tools(),
             messages=[as_message(m) for m in self.s.get("messages", [])],
@@ -607,6 +712,23 @@ class Harness:
                 "peekQueuedMessages": [message_to_dict(m) for m in agent.peek_queued_messages()],
             },
         }
+
+
+def cut_events(stream: AssistantMessageEventStream, index: int, cut: str) -> Iterator[Any]:
+    """The scripted events, failing inside the tool call at ``index`` (the last block): after
+    its ``toolcall_start`` come deltas of the JSON prefix ``cut``, then the terminal event
+    with the scripted message (no ``toolcall_end``), as the node driver's ``scriptedEvents``."""
+    events = iter(stream)
+    for event in events:
+        yield event
+        if isinstance(event, ToolCallStartEvent) and event.content_index == index:
+            for start in range(0, len(cut), 16):
+                yield ToolCallDeltaEvent(index, cut[start:start + 16], event.partial)
+            break
+    for _ in events:  # the rest of the script, unseen
+        pass
+    planned = stream.result(LATCH_S)
+    yield ErrorEvent(planned.stop_reason, planned)  # type: ignore[arg-type]  # error or aborted
 
 
 def prompt_messages(step: dict[str, Any]) -> list[AgentMessage]:

@@ -1,6 +1,6 @@
 """How piagent is expected to differ from pi, as transforms of pi's normalised output.
 
-``DELIBERATE`` are the documented choices (api.md §6 and §11): a scenario that declares one
+``DELIBERATE`` are the documented choices (docs/reference.md, "Deliberate differences"): a scenario that declares one
 asserts that piagent differs from pi and that applying the transform to pi's output gives
 piagent's exactly. ``DEFECTS`` are undeclared differences found by this suite; a scenario that
 names one is an ``xfail(strict=True)`` whose reason is the defect's text, and the suite still
@@ -84,9 +84,11 @@ def queued_input_kept(out: Json, scenario: dict[str, Any]) -> Json:
             out[key] = [m for m in out[key] if not kept(m)]
     if "queues" in out:
         out["queues"]["steering"] = moved + out["queues"]["steering"]
-    if "state" in out and moved:
+    if "state" in out and moved:  # the Agent's peek: one message, or all in "all" mode
+        steering = moved + out["state"]["peekQueuedMessages"]
+        all_mode = scenario.get("config", {}).get("steeringMode") == "all"
         out["state"]["hasQueuedMessages"] = True
-        out["state"]["peekQueuedMessages"] = moved[:1]
+        out["state"]["peekQueuedMessages"] = steering if all_mode else steering[:1]
     return out
 
 
@@ -153,6 +155,41 @@ def tool_error_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def prompt_images_refused(out: Json, scenario: dict[str, Any]) -> Json:
+    """``prompt(message_or_list, images)`` raises TypeError at the call: no run happens.
+
+    pi drops the images and runs the prompt: that run's log entries and its messages
+    disappear, and the step's outcome is piagent's TypeError. (A refused step must be the
+    scenario's last run: later requests would carry pi's extra messages.)
+    """
+    out = copy.deepcopy(out)
+    steps = scenario.get("steps", [])
+    refused = {i for i, step in enumerate(steps)
+               if step.get("images") and not isinstance(step.get("prompt", ""), str)}
+    log: list[Json] = []
+    segment: list[Json] = []
+    step_index = 0
+    for entry in out["log"]:
+        if entry.get("kind") != "step":
+            segment.append(entry)
+            continue
+        if step_index in refused:
+            prompt = steps[step_index]["prompt"]
+            kind = "list" if isinstance(prompt, list) else {
+                "user": "UserMessage", "assistant": "AssistantMessage",
+                "toolResult": "ToolResultMessage", "system": "SystemMessage"}[prompt["role"]]
+            for event in segment:
+                if event.get("kind") == "event" and event.get("type") == "message_end":
+                    out["transcript"].remove(event["message"])
+            entry = {**entry, "error": f"prompt(): images= goes with a str input, not {kind}."}
+            segment = []
+        log += [*segment, entry]
+        segment = []
+        step_index += 1
+    out["log"] = log + segment
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
     Difference("tool-error-names-its-type",
                "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
@@ -161,31 +198,35 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                tool_error_names_its_type),
     Difference("no-request-when-aborted",
                "A provider request is never started with an aborted signal; the turn ends with a "
-               "synthetic aborted assistant message instead (api.md §6, §11).",
+               "synthetic aborted assistant message instead.",
                no_request_when_aborted),
     Difference("no-hooks-after-abort",
                "Once the signal is aborted no further hook runs (finish_turn, prepare_next_turn, "
-               "prepare_request, transform_context, convert_to_llm, after_tool_call) (api.md §11).",
+               "prepare_request, transform_context, convert_to_llm, after_tool_call).",
                no_hooks_after_abort),
     Difference("queued-input-kept",
                "Once aborted, no queue is polled: queued input stays queued for the next run "
-               "instead of being taken into the aborted run (api.md §6, §11).",
+               "instead of being taken into the aborted run.",
                queued_input_kept),
     Difference("caller-list-not-mutated",
                "None of the loop entry points mutates the caller's context.messages; pi's "
-               "agentLoopContinue appends to it (api.md §6, §11).",
+               "agentLoopContinue appends to it.",
                caller_list_not_mutated),
     Difference("agent-end-run-messages",
                "agent_end.messages after a failure are all the messages the run added, "
                "including the synthetic failure message; pi's handleRunFailure sends only the "
-               "failure message (api.md §11).",
+               "failure message.",
                agent_end_run_messages),
     Difference("agent-loop-error-not-hang",
                "A hook that raises under agent_loop ends the stream with AgentLoopError; pi's "
-               "agentLoop leaves an unhandled rejection and a stream that never ends (api.md §6).",
+               "agentLoop leaves an unhandled rejection and a stream that never ends.",
                agent_loop_error_not_hang),
+    Difference("prompt-images-refused",
+               "prompt(message_or_list, images=...) raises TypeError at the call; pi drops the "
+               "images silently and runs the prompt without them.",
+               prompt_images_refused),
     Difference("python-names",
-               "Error texts name the Python methods (follow_up(), continue_()) (api.md §7).",
+               "Error texts name the Python methods (follow_up(), continue_()).",
                python_names),
 ]}
 
@@ -211,8 +252,10 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
                iserror_in_result),
     Difference("in-place-system-edit-drops-tools",
                "After prepare_next_turn/transform_context replaces context.messages[0] in place "
-               "with a system message that declares no tools, pi re-declares the tools in the "
-               "next request; piagent sends none (the model silently loses its tools).", None),
+               "with a system message that declares no tools, or transform_context/"
+               "prepare_request deletes the tool declarations of the system message object in "
+               "place, pi re-declares the tools in the next request; piagent sends none (the "
+               "model silently loses its tools).", None),
     Difference("coercion-optional-null",
                "For {\"limit\": null} on an optional number pi-ai removes the key "
                "(normalizeOptionalNulls); piagent passes 0.", None),

@@ -2,7 +2,7 @@
 
 Per scenario and entry point (Agent, run_agent_loop, agent_loop): both normalised outputs
 must be identical, or differ exactly as the scenario declares (``differences``: deliberate,
-api.md §6/§11; ``defects``: undeclared differences, xfail(strict=True) with the defect's text).
+docs/reference.md; ``defects``: undeclared differences, xfail(strict=True) with the defect's text).
 """
 
 from __future__ import annotations
