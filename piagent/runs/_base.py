@@ -7,6 +7,7 @@ how its runs start and execute.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -76,9 +77,12 @@ class Runner(Protocol):
 
     def wait(self, run_id: str, timeout: float | None = None) -> bool: ...
 
+    def purge(self, older_than: float | datetime.timedelta) -> list[str]: ...
+
 
 class RunnerBase:
-    """What every runner shares: reading a run by id, waiting for it, steering, aborting."""
+    """What every runner shares: reading a run by id, waiting for it, steering, aborting,
+    purging finished runs."""
 
     store: SessionStore
     _backend: RunBackend
@@ -235,5 +239,30 @@ class RunnerBase:
         info = self._info(run_id)
         if info.live:
             self._backend.send_control(info.session_id, run_id, "abort", reason)
+
+    # --- retention --------------------------------------------------------------------
+
+    def purge(self, older_than: float | datetime.timedelta) -> list[str]:
+        """Delete the runs that ended at least ``older_than`` ago (seconds, or a
+        ``datetime.timedelta``; ``0``: every finished run), with their events and control
+        entries; returns their ids.
+
+        A live run (``queued`` or ``running``, even one whose lease ran out and reads
+        ``lost``) is never deleted, nor is any transcript: those are the session store's.
+        Safe from any process at any time (a cron job, a Celery beat task): it deletes in
+        short batches, so runs go on meanwhile. A purged id reads ``RunNotFoundError``.
+        """
+        if isinstance(older_than, datetime.timedelta):
+            seconds = older_than.total_seconds()
+        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            seconds = float(older_than)
+        else:
+            msg = (f"older_than must be a number of seconds >= 0 or a datetime.timedelta, "
+                   f"got {older_than!r}.")
+            raise TypeError(msg)
+        if not seconds >= 0:  # also refuses NaN
+            msg = f"older_than must be >= 0 (how long ago a run ended), got {older_than!r}."
+            raise ValueError(msg)
+        return self._backend.purge(seconds)
 
 
