@@ -1,8 +1,7 @@
 """What every runner shares: the ``Runner`` protocol and ``RunnerBase``, which reads a run
 by id, waits for it, steers, aborts and purges, all through the store's runs backend.
 
-A runner subclass (``LocalRunner``, ``QueuedRunner``) sets ``store`` and ``_backend`` and adds
-how its runs start and execute.
+A runner subclass (``LocalRunner``, ``QueuedRunner``) adds how its runs start and execute.
 """
 
 from __future__ import annotations
@@ -13,12 +12,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from ..agent import Agent
 from ..messages import AgentMessage, ImageContent, TextContent, UserMessage, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import ControlKind, RunBackend, SessionBusy
+from ._registry import backend_for
 from ._types import FINAL_STATES, RunEvent, RunInfo, RunNotFoundError, event_id, parse_event_id
 
 __all__ = ["END_GRACE_S", "WAIT_SLICE_S", "Runner", "RunnerBase", "check_timeout", "new_owner"]
@@ -35,6 +36,8 @@ def new_owner() -> str:
 
 
 def check_timeout(value: object, name: str, none_ok: bool) -> float | None:
+    """``value`` as seconds (``None`` passes when ``none_ok``); ``ValueError`` naming ``name``
+    for a negative number or anything else."""
     if value is None and none_ok:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -84,8 +87,28 @@ class RunnerBase:
     """What every runner shares: reading a run by id, waiting for it, steering, aborting,
     purging finished runs."""
 
-    store: SessionStore
-    _backend: RunBackend
+    def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
+                 lease_s: float) -> None:
+        self._backend: RunBackend = backend_for(store)
+        if not callable(make_agent):
+            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
+            raise TypeError(msg)
+        if not check_timeout(lease_s, "lease_s", none_ok=False):
+            msg = f"lease_s must be a number of seconds > 0, got {lease_s!r}."
+            raise ValueError(msg)
+        self.store = store
+        self.make_agent = make_agent
+        self.lease_s = float(lease_s)
+        self._owner = new_owner()  # this runner's name in the runs it holds
+
+    @staticmethod
+    def _check_agent(session_id: str, agent: object) -> Agent:
+        """What ``make_agent(session_id)`` returned, if it is an ``Agent``."""
+        if not isinstance(agent, Agent):
+            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
+            raise TypeError(msg)
+        return agent
+
     # how long a run whose lease ran out (a live state, no end recorded) still counts as
     # live to readers and waiters, because something may take it over (a redelivery)
     _lost_grace_s: float = 0.0
