@@ -12,26 +12,18 @@ recovers the transcript with ``agent.resume()`` (each tool's ``replay`` policy; 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..agent import Agent
+from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
-from ._runner import (
-    WAIT_SLICE_S,
-    _check_timeout,
-    _input_messages,
-    _LocalRun,
-    _needs_resume,
-    _Runner,
-    backend_for,
-)
+from ._base import WAIT_SLICE_S, RunnerBase, check_timeout
+from ._execution import LocalRun, needs_resume
+from ._registry import backend_for
 from ._types import RunState
 
 __all__ = ["QueuedRunner"]
@@ -45,7 +37,7 @@ class _Taking(Protocol):
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take: ...
 
 
-class QueuedRunner(_Runner):
+class QueuedRunner(RunnerBase):
     """Runs addressed by id (docs/sessions.md) that execute wherever ``execute`` is called.
 
     ``submit(run_id, payload)`` sends a run to an executor (``payload`` is a JSON-able dict);
@@ -65,26 +57,18 @@ class QueuedRunner(_Runner):
             msg = (f"{type(self).__name__} needs a store other processes reach (SQLiteStore, "
                    f"PostgresStore), got {type(store).__name__}.")
             raise TypeError(msg)
-        if not callable(make_agent):
-            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
-            raise TypeError(msg)
+        super().__init__(store, make_agent, lease_s)
         if not callable(submit):
             msg = f"submit must be a callable (run_id, payload) -> None, got {submit!r}."
             raise TypeError(msg)
-        for name, value in (("lease_s", lease_s), ("queue_timeout", queue_timeout)):
-            if not _check_timeout(value, name, none_ok=False):
-                msg = f"{name} must be a number of seconds > 0, got {value!r}."
-                raise ValueError(msg)
-        self._lost_grace_s = _check_timeout(redelivery_grace, "redelivery_grace",
+        if not check_timeout(queue_timeout, "queue_timeout", none_ok=False):
+            msg = f"queue_timeout must be a number of seconds > 0, got {queue_timeout!r}."
+            raise ValueError(msg)
+        self._lost_grace_s = check_timeout(redelivery_grace, "redelivery_grace",
                                             none_ok=False) or 0.0
-        self._backend = backend
         self._taker: _Taking = backend  # type: ignore[assignment]
-        self.store = store
-        self.make_agent = make_agent
         self.submit = submit
-        self.lease_s = float(lease_s)
         self.queue_timeout = float(queue_timeout)
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r}, lease_s={self.lease_s:g})"
@@ -99,11 +83,7 @@ class QueuedRunner(_Runner):
         run is recorded as an error and the exception propagates.
         """
         check_session_id(session_id)
-        if not isinstance(input, (str, list, tuple)) and not hasattr(input, "role"):
-            msg = (f"start() accepts a str, a message or a list of messages, got "
-                   f"{type(input).__name__}.")
-            raise TypeError(msg)
-        messages = [message_to_dict(m) for m in _input_messages(input, images)]
+        messages = [message_to_dict(m) for m in normalise_input(input, images, "start()")]
         payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
@@ -134,12 +114,13 @@ class QueuedRunner(_Runner):
         take = self._take(run_id, deadline)
         if take is None:
             return None
-        agent = self.make_agent(session_id)
-        if not isinstance(agent, Agent):
-            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
-            self._backend.finish(run_id, self._owner, "error", msg)
-            raise TypeError(msg)
-        local = _LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
+        made = self.make_agent(session_id)
+        try:
+            agent = self._check_agent(session_id, made)
+        except TypeError as exc:
+            self._backend.finish(run_id, self._owner, "error", str(exc))
+            raise
+        local = LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
                           next_seq=take.next_seq)
         try:
             agent.attach_store(self.store, session_id)
@@ -148,7 +129,7 @@ class QueuedRunner(_Runner):
             if take.kind == "recover" and payload["input"][0] not in stored:
                 take = Take("fresh", take.next_seq)  # it died before its input was stored
             if take.kind == "recover":
-                if not _needs_resume(agent.state.messages):  # it ended; its end went unrecorded
+                if not needs_resume(agent.state.messages):  # it ended; its end went unrecorded
                     logger.warning("run %s: recovered with nothing left to run", run_id)
                     self._backend.finish(run_id, self._owner, "done", None)
                     return "done"

@@ -17,7 +17,7 @@ from tests.conftest import WAIT, hold_new_threads
 def held_worker_exit() -> Iterator[tuple[threading.Event, threading.Event]]:
     """Hold each new piagent-run thread as its worker function returns (after the run has
     settled) until ``release`` is set; ``reached`` is set when a thread is held there."""
-    with hold_new_threads("_run_worker", at="return") as events:
+    with hold_new_threads("run_worker", at="return") as events:
         yield events
 
 

@@ -24,7 +24,7 @@ store = store_fixture("memory", "sqlite")
 def held_end() -> Iterator[tuple[threading.Event, threading.Event]]:
     """Hold each new runner thread as it starts recording its run's end (``agent_end`` is
     stored by then) until ``release`` is set; ``reached`` is set when one is held there."""
-    with hold_new_threads("_end", file_suffix="_runner.py") as events:
+    with hold_new_threads("_end", file_suffix="_execution.py") as events:
         yield events
 
 

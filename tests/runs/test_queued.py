@@ -17,7 +17,7 @@ import pytest
 
 from piagent import AbortSignal, Agent, AgentBusyError, message_from_dict, tool
 from piagent.runs import QueuedRunner
-from piagent.runs._runner import backend_for
+from piagent.runs._registry import backend_for
 from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
