@@ -113,7 +113,9 @@ class ScriptedStreamFn:
 
     A response is an ``AssistantMessage`` or a callable ``(context, options) ->
     AssistantMessage`` that can look at the request. Each response is streamed as a copy,
-    so one object can be scripted twice. ``chunk_delay`` (seconds) waits between events,
+    so one object can be scripted twice, with its own ``timestamp``: like every stream, the
+    final message gets ``duration_ms`` when its timestamp is not older than the request
+    (a callable that builds it with the default timestamp), as pi-ai times responses. ``chunk_delay`` (seconds) waits between events,
     on the abort signal, for demos that show streaming. ``calls`` keeps the last
     ``keep_calls`` requests (``None`` keeps all); ``call_count`` counts every one.
 
@@ -173,14 +175,16 @@ class ScriptedStreamFn:
     def __call__(self, model: Model | None, context: Context,
                  options: StreamOptions | None = None) -> AssistantMessageEventStream:
         options = options if options is not None else StreamOptions()
+        stream = AssistantMessageEventStream()  # made first: it times what starts after it
         snapshot = Context(list(context.messages))
         with self._lock:
             self._calls.append(ScriptedCall(model, snapshot, options))
             self._count += 1
             number = self._count
             response = self._responses.popleft() if self._responses else None
-        return _scripted_stream(self._plan(response, number, model, snapshot, options), options,
-                                self.chunk_delay)
+        final = self._plan(response, number, model, snapshot, options)
+        stream.pull_from(_produce(final, options.signal, self.chunk_delay))
+        return stream
 
     def _plan(self, response: ScriptedResponse | None, number: int, model: Model | None,
               context: Context, options: StreamOptions) -> AssistantMessage:
@@ -318,14 +322,6 @@ def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, Assista
         yield final, ErrorEvent(final.stop_reason, final)
     else:
         yield final, DoneEvent(final.stop_reason, final)
-
-
-def _scripted_stream(final: AssistantMessage, options: StreamOptions,
-                     delay: float) -> AssistantMessageEventStream:
-    """A stream whose events are made lazily, on the consumer's thread."""
-    stream = AssistantMessageEventStream()
-    stream.pull_from(_produce(final, options.signal, delay))
-    return stream
 
 
 def _produce(final: AssistantMessage, signal: AbortSignal | None,
