@@ -46,7 +46,8 @@ def _thinking_message() -> AssistantMessage:
         content=[ThinkingContent("Let me think about the weather in Paris first.", "sig-1"),
                  TextContent("It is sunny in Paris today, 21 degrees.", "text-sig")],
         api="scripted", provider="scripted", model="scripted",
-        usage=Usage(12, 34, 5, 6, 57, Cost(0.1, 0.2, 0.01, 0.02, 0.33)))
+        usage=Usage(12, 34, 5, 6, 57, Cost(0.1, 0.2, 0.01, 0.02, 0.33)),
+        provider_thinking_level="medium")  # carried by the done event, as pi's proxy does
 
 
 CASES = {
