@@ -113,9 +113,10 @@ class ScriptedStreamFn:
 
     A response is an ``AssistantMessage`` or a callable ``(context, options) ->
     AssistantMessage`` that can look at the request. Each response is streamed as a copy,
-    so one object can be scripted twice, with its own ``timestamp``: like every stream, the
-    final message gets ``duration_ms`` when its timestamp is not older than the request
-    (a callable that builds it with the default timestamp), as pi-ai times responses. ``chunk_delay`` (seconds) waits between events,
+    so one object can be scripted twice, with its own ``timestamp`` and without
+    ``duration_ms`` (it started before the request; pi-ai's stream leaves such a message
+    untimed). A callable's message and the error of a script that ran out start at the
+    request: like every stream's response, they get ``duration_ms``. ``chunk_delay`` (seconds) waits between events,
     on the abort signal, for demos that show streaming. ``calls`` keeps the last
     ``keep_calls`` requests (``None`` keeps all); ``call_count`` counts every one.
 
@@ -175,13 +176,15 @@ class ScriptedStreamFn:
     def __call__(self, model: Model | None, context: Context,
                  options: StreamOptions | None = None) -> AssistantMessageEventStream:
         options = options if options is not None else StreamOptions()
-        stream = AssistantMessageEventStream()  # made first: it times what starts after it
         snapshot = Context(list(context.messages))
         with self._lock:
             self._calls.append(ScriptedCall(model, snapshot, options))
             self._count += 1
             number = self._count
             response = self._responses.popleft() if self._responses else None
+        # made before the response: it times what starts after it (a callable's message, an
+        # error made here); a pre-built message is played as made, untimed
+        stream = AssistantMessageEventStream(_timed=not isinstance(response, AssistantMessage))
         final = self._plan(response, number, model, snapshot, options)
         stream.pull_from(_produce(final, options.signal, self.chunk_delay))
         return stream

@@ -184,6 +184,10 @@ def _timer() -> Callable[[AssistantMessage | None], None]:
     return time_it
 
 
+def _untimed(message: AssistantMessage | None) -> None:
+    return None
+
+
 class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
     """The stream a stream function returns: complete on ``done`` or ``error``.
 
@@ -194,8 +198,10 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
     function gets this without doing anything.
     """
 
-    def __init__(self) -> None:
-        time_it = _timer()
+    def __init__(self, *, _timed: bool = True) -> None:
+        # _timed=False: a response replayed as it was made earlier (piagent.testing plays a
+        # pre-built scripted message), deterministically untimed whatever its timestamp
+        time_it = _timer() if _timed else _untimed
 
         def final_message(event: AssistantMessageEvent) -> AssistantMessage:
             message = _final_message(event)
