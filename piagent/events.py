@@ -16,8 +16,10 @@ from .messages import (
     AgentMessage,
     AssistantMessage,
     ToolResultMessage,
+    Usage,
     content_to_dict,
     message_to_dict,
+    usage_to_dict,
 )
 from .stream import AssistantMessageEvent
 from .tools import AgentToolResult
@@ -154,6 +156,8 @@ def _jsonable(value: Any) -> Any:
         return message_to_dict(value)  # type: ignore[arg-type]  # a message has a role
     if getattr(value, "type", None) in ("text", "image", "thinking", "toolCall"):
         return content_to_dict(value)
+    if isinstance(value, Usage):  # pi's keys, extras included
+        return usage_to_dict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):

@@ -113,7 +113,10 @@ class ScriptedStreamFn:
 
     A response is an ``AssistantMessage`` or a callable ``(context, options) ->
     AssistantMessage`` that can look at the request. Each response is streamed as a copy,
-    so one object can be scripted twice. ``chunk_delay`` (seconds) waits between events,
+    so one object can be scripted twice, with its own ``timestamp`` and without
+    ``duration_ms`` (it started before the request; pi-ai's stream leaves such a message
+    untimed). A callable's message and the error of a script that ran out start at the
+    request: like every stream's response, they get ``duration_ms``. ``chunk_delay`` (seconds) waits between events,
     on the abort signal, for demos that show streaming. ``calls`` keeps the last
     ``keep_calls`` requests (``None`` keeps all); ``call_count`` counts every one.
 
@@ -179,8 +182,12 @@ class ScriptedStreamFn:
             self._count += 1
             number = self._count
             response = self._responses.popleft() if self._responses else None
-        return _scripted_stream(self._plan(response, number, model, snapshot, options), options,
-                                self.chunk_delay)
+        # made before the response: it times what starts after it (a callable's message, an
+        # error made here); a pre-built message is played as made, untimed
+        stream = AssistantMessageEventStream(_timed=not isinstance(response, AssistantMessage))
+        final = self._plan(response, number, model, snapshot, options)
+        stream.pull_from(_produce(final, options.signal, self.chunk_delay))
+        return stream
 
     def _plan(self, response: ScriptedResponse | None, number: int, model: Model | None,
               context: Context, options: StreamOptions) -> AssistantMessage:
@@ -318,14 +325,6 @@ def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, Assista
         yield final, ErrorEvent(final.stop_reason, final)
     else:
         yield final, DoneEvent(final.stop_reason, final)
-
-
-def _scripted_stream(final: AssistantMessage, options: StreamOptions,
-                     delay: float) -> AssistantMessageEventStream:
-    """A stream whose events are made lazily, on the consumer's thread."""
-    stream = AssistantMessageEventStream()
-    stream.pull_from(_produce(final, options.signal, delay))
-    return stream
 
 
 def _produce(final: AssistantMessage, signal: AbortSignal | None,

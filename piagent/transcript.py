@@ -33,11 +33,14 @@ __all__ = [
 
 
 def to_tool_declaration(tool: Any) -> ToolDeclaration:
-    """What the model sees of a tool: name, description and a copy of its parameters."""
+    """What the model sees of a tool: name, description, a copy of its parameters and its
+    ``constrained_sampling`` (pi's ``toToolDeclaration``)."""
     if isinstance(tool, ToolDeclaration):
-        return ToolDeclaration(tool.name, tool.description, json.loads(json.dumps(tool.parameters)))
+        return ToolDeclaration(tool.name, tool.description, json.loads(json.dumps(tool.parameters)),
+                               constrained_sampling=tool.constrained_sampling)
     return ToolDeclaration(tool.name, tool.description or "",
-                           json.loads(json.dumps(tool.parameters or {})))
+                           json.loads(json.dumps(tool.parameters or {})),
+                           constrained_sampling=getattr(tool, "constrained_sampling", None))
 
 
 def create_initial_system_message(
@@ -78,8 +81,9 @@ def get_current_system_message(messages: Iterable[AgentMessage]) -> SystemMessag
             continue
         if timestamp is None:
             timestamp = message.timestamp
-        if message.content:
-            contents.append(message.content)
+        text = message.text
+        if text:
+            contents.append(text)
         for name, value in (message.sections or {}).items():
             if value is None:
                 sections.pop(name, None)
@@ -100,7 +104,8 @@ def get_system_message_text(message: SystemMessage | None) -> str:
     """A system message's content followed by its section values, joined by blank lines."""
     if message is None:
         return ""
-    parts = [message.content] if message.content else []
+    text = message.text
+    parts = [text] if text else []
     parts.extend(value for value in (message.sections or {}).values() if value)
     return "\n\n".join(parts)
 

@@ -167,25 +167,48 @@ maybe_text = st.none() | text
 stamps = st.integers(0, 2**41)
 money = st.floats(0, 1000, allow_nan=False)
 
-texts = st.builds(TextContent, text, maybe_text)
-images = st.builds(ImageContent, text, st.sampled_from(["image/png", "image/jpeg"]))
-thinking = st.builds(ThinkingContent, text, maybe_text, st.booleans())
-calls = st.builds(ToolCall, text, text, json_objects, maybe_text)
+# what a later pi might add: keys no attribute knows, kept in each object's ``extra``
+extras = st.dictionaries(text.map(lambda k: f"later{k}"), json_values, max_size=2)
+maybe_int = st.none() | st.integers(0, 10**6)
+
+texts = st.builds(TextContent, text, maybe_text, extra=extras)
+images = st.builds(ImageContent, text, st.sampled_from(["image/png", "image/jpeg"]), extra=extras)
+thinking = st.builds(ThinkingContent, text, maybe_text, st.booleans(), extra=extras)
+calls = st.builds(ToolCall, text, text, json_objects, maybe_text, namespace=maybe_text,
+                  arguments_error=maybe_text, extra=extras)
 usages = st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6),
                    st.integers(0, 10**6), st.integers(0, 10**7),
-                   st.builds(Cost, money, money, money, money, money))
-declarations = st.builds(ToolDeclaration, text, text, json_objects)
+                   st.builds(Cost, money, money, money, money, money, extra=extras),
+                   cache_write_1h=maybe_int, reasoning=maybe_int, extra=extras)
+declarations = st.builds(
+    ToolDeclaration, text, text, json_objects, extra=extras,
+    constrained_sampling=st.sampled_from([None, False, {"type": "json_schema", "strict": "prefer"}]))
+diagnostics = st.lists(st.fixed_dictionaries({"type": text, "timestamp": stamps},
+                                             optional={"details": json_objects}), max_size=2)
+deferred = st.fixed_dictionaries({"provider": text, "modelId": text, "api": text, "id": text},
+                                 optional={"pollAfterMs": st.integers(0, 10**6)})
+nested = st.fixed_dictionaries({"calls": st.lists(st.fixed_dictionaries(
+    {"id": text, "name": text, "status": st.sampled_from(["ok", "error", "unfinished"])},
+    optional={"arguments": json_objects, "durationMs": st.integers(0, 10**6)}), max_size=2),
+    "complete": st.booleans()})
 
 messages = st.one_of(
-    st.builds(SystemMessage, text, st.none() | st.dictionaries(text, maybe_text, max_size=3),
+    st.builds(SystemMessage, text | st.lists(texts, max_size=2),
+              st.none() | st.dictionaries(text, maybe_text, max_size=3),
               st.none() | st.lists(declarations, max_size=2), st.none() | st.lists(text, max_size=2),
-              stamps),
-    st.builds(UserMessage, text | st.lists(texts | images, max_size=3), stamps),
+              stamps, extra=extras),
+    st.builds(UserMessage, text | st.lists(texts | images, max_size=3), stamps, extra=extras),
     st.builds(AssistantMessage, st.lists(texts | thinking | calls, max_size=4), text, text, text,
-              usages, st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
-              maybe_text, st.none() | st.sampled_from(["off", "low", "high"]), stamps),
+              usages, st.sampled_from(["stop", "length", "toolUse", "error", "aborted",
+                                       "deferred"]),
+              maybe_text, st.none() | st.sampled_from(["off", "low", "high"]), stamps,
+              duration_ms=maybe_int, response_model=maybe_text, response_id=maybe_text,
+              provider_thinking_level=maybe_text, raw_stop_reason=maybe_text,
+              end_turn=st.none() | st.booleans(), diagnostics=st.none() | diagnostics,
+              deferred=st.none() | deferred, extra=extras),
     st.builds(ToolResultMessage, text, text, st.lists(texts | images, max_size=3), json_values,
-              st.none() | usages, st.booleans(), st.none() | st.integers(0, 10**6), stamps),
+              st.none() | usages, st.booleans(), maybe_int, stamps,
+              nested_calls=st.none() | nested, extra=extras),
 )
 
 
@@ -215,3 +238,89 @@ def test_usage_counts_beyond_2_53_round_trip_exactly() -> None:
     assert (again.input, again.output, again.total_tokens) == (big, big + 2, 2 * big)
     assert usage_from_dict({"input": True, "output": "7", "cacheRead": 2.0}).input == 0
     assert usage_from_dict({"output": "7", "cacheRead": 2.0}).cache_read == 2
+
+
+# --- lossless: what pi (or a later pi) writes comes back as written ------------------------
+
+
+def test_unknown_keys_survive_at_every_level() -> None:
+    later = {"addedLater": {"kept": True}}
+    usage = {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0,
+                      **later}, **later}
+    transcript = [
+        {"role": "system", "content": "s", "toolsAdded": [
+            {"name": "read", "description": "", "parameters": {}, **later}], "timestamp": 1,
+         **later},
+        {"role": "user", "content": [{"type": "text", "text": "hi", **later},
+                                     {"type": "image", "data": "", "mimeType": "image/png",
+                                      **later}], "timestamp": 2, **later},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "t", **later},
+            {"type": "toolCall", "id": "c", "name": "read", "arguments": {}, **later}],
+         "api": "a", "provider": "p", "model": "m", "usage": usage, "stopReason": "toolUse",
+         "timestamp": 3, **later},
+        {"role": "toolResult", "toolCallId": "c", "toolName": "read", "content": [],
+         "isError": False, "timestamp": 4, **later},
+    ]
+    loaded = messages_from_json(json.dumps(transcript))
+    assert all(m.extra == later for m in loaded)  # type: ignore[union-attr]
+    assert loaded[1].content[0].extra == later  # type: ignore[union-attr,index]
+    assert json.loads(messages_to_json(loaded)) == transcript
+    # unknown keys are written after the known ones
+    assert list(message_to_dict(loaded[3]))[-1] == "addedLater"
+
+
+def test_explicit_null_and_false_are_kept_and_attributes_win() -> None:
+    data = {"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [],
+            "details": None, "isError": False, "timestamp": 1}
+    message = message_from_dict(data)
+    assert isinstance(message, ToolResultMessage)
+    assert message.details is None and message.extra == {"details": None}
+    assert message_to_dict(message) == data
+    message.details = {"now": 1}  # the attribute wins over the kept null
+    assert message_to_dict(message)["details"] == {"now": 1}
+    block = message_from_dict({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "x", "redacted": False}], "endTurn": False})
+    assert isinstance(block, AssistantMessage) and block.end_turn is False
+    assert message_to_dict(block)["content"][0] == {"type": "thinking", "thinking": "x",
+                                                    "redacted": False}
+    assert message_to_dict(block)["endTurn"] is False
+
+
+def test_pi_1_4_fields_are_typed_attributes() -> None:
+    message = message_from_dict({
+        "role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "read",
+                                          "arguments": {}, "namespace": "fs",
+                                          "argumentsError": "bad JSON"}],
+        "api": "a", "provider": "p", "model": "m", "responseModel": "m-2026",
+        "responseId": "r1", "providerThinkingLevel": "medium", "rawStopReason": "end_turn",
+        "endTurn": True, "durationMs": 12, "stopReason": "toolUse", "timestamp": 5,
+        "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 4, "cacheWrite1h": 3,
+                  "reasoning": 1, "totalTokens": 7, "cost": {}}})
+    assert isinstance(message, AssistantMessage) and message.extra == {}
+    call = message.tool_calls[0]
+    assert (call.namespace, call.arguments_error) == ("fs", "bad JSON")
+    assert (message.response_model, message.response_id, message.provider_thinking_level,
+            message.raw_stop_reason, message.end_turn, message.duration_ms) == (
+        "m-2026", "r1", "medium", "end_turn", True, 12)
+    assert (message.usage.cache_write_1h, message.usage.reasoning) == (3, 1)
+
+
+def test_system_text_blocks_read_as_pi_reads_them() -> None:
+    from piagent import get_current_system_prompt
+
+    data = {"role": "system", "content": [{"type": "text", "text": "One."},
+                                          {"type": "text", "text": "Two."}], "timestamp": 0}
+    message = message_from_dict(data)
+    assert isinstance(message, SystemMessage)
+    assert message.text == "One.\nTwo."  # pi's contentText joins with a newline
+    assert get_current_system_prompt([message]) == "One.\nTwo."
+    assert message_to_dict(message) == data
+
+
+def test_to_tool_declaration_keeps_constrained_sampling() -> None:
+    from piagent import to_tool_declaration
+
+    declaration = ToolDeclaration("read", "", {"type": "object"}, constrained_sampling=False)
+    assert to_tool_declaration(declaration).constrained_sampling is False

@@ -460,4 +460,13 @@ def _shallow_copy(message: AssistantMessage) -> AssistantMessage:
     copied.error_message = message.error_message
     copied.thinking_level = message.thinking_level
     copied.timestamp = message.timestamp
+    copied.duration_ms = message.duration_ms
+    copied.response_model = message.response_model
+    copied.response_id = message.response_id
+    copied.provider_thinking_level = message.provider_thinking_level
+    copied.raw_stop_reason = message.raw_stop_reason
+    copied.end_turn = message.end_turn
+    copied.diagnostics = message.diagnostics
+    copied.deferred = message.deferred
+    copied.extra = message.extra
     return copied

@@ -5,7 +5,9 @@ The dataclasses use snake_case attributes; the JSON form uses pi's camelCase key
 by pi, and back. Decoding dispatches on ``role`` and ``type``, never on the shape.
 
 Application messages are dataclasses with their own ``role``; ``register_message_type``
-makes them serialisable (through dataclasses-json). This module knows nothing of the loop.
+makes them serialisable (through dataclasses-json). Every field pi writes survives a load and
+a dump; keys piagent has no attribute for are kept in each object's ``extra``. This module
+knows nothing of the loop.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from ._types import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,
+    AssistantMessageDiagnostic,
     Cost,
     CustomAgentMessage,
+    DeferredHandle,
     ImageContent,
     Message,
+    NestedToolCallRecord,
+    NestedToolCalls,
     StopReason,
     SystemMessage,
     TextContent,
@@ -47,10 +53,14 @@ __all__ = [
     "AgentMessage",
     "AssistantContent",
     "AssistantMessage",
+    "AssistantMessageDiagnostic",
     "Cost",
     "CustomAgentMessage",
+    "DeferredHandle",
     "ImageContent",
     "Message",
+    "NestedToolCallRecord",
+    "NestedToolCalls",
     "StopReason",
     "SystemMessage",
     "TextContent",

@@ -26,7 +26,8 @@ _log = logging.getLogger("piagent.providers")
 
 def start_stream(model: Model | None, options: StreamOptions | None,
                  run: Callable[[ProviderCall], Iterator[None]], *, context: Context,
-                 client: HttpClient, api: str, label: str) -> AssistantMessageEventStream:
+                 client: HttpClient, api: str, label: str,
+                 abort_text: str | None = None) -> AssistantMessageEventStream:
     """Return the event stream of one provider call at once; never raises.
 
     ``run`` is the adapter's wire mapping, a generator (a bare ``yield`` after each wire
@@ -34,7 +35,8 @@ def start_stream(model: Model | None, options: StreamOptions | None,
     and no event crosses threads, which is what the agent loop wants. A missing model, an
     exception from
     ``run`` and an abort all end the stream with an ``ErrorEvent``. ``label`` names the
-    provider in messages ("OpenAI").
+    provider in messages ("OpenAI"); ``abort_text``, when given, is the error text of an
+    abort (else "Request was aborted", with the signal's reason).
     """
     options = options if options is not None else StreamOptions()
     if model is None:
@@ -44,7 +46,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
     signal = options.signal
     if signal is not None and signal.aborted:
         stream = AssistantMessageEventStream()
-        MessageBuilder(model, stream, api=api).fail(_abort_text(signal), aborted=True)
+        MessageBuilder(model, stream, api=api).fail(_abort_text(signal, abort_text), aborted=True)
         return stream
     stream = AssistantMessageEventStream()
     out = MessageBuilder(model, stream, api=api)
@@ -54,7 +56,7 @@ def start_stream(model: Model | None, options: StreamOptions | None,
     def on_abort() -> None:
         # on the aborting thread: deliver the final event first, then wake the reader
         assert signal is not None
-        out.fail(_abort_text(signal), aborted=True)
+        out.fail(_abort_text(signal, abort_text), aborted=True)
         call.abort_transport()
 
     def body() -> Iterator[None]:
@@ -64,15 +66,15 @@ def start_stream(model: Model | None, options: StreamOptions | None,
                 msg = f"The {label} adapter returned without finishing the message."
                 raise ProviderResponseError(msg, provider=model.provider)
         except Aborted:
-            out.fail(_abort_text(signal), aborted=True)
+            out.fail(_abort_text(signal, abort_text), aborted=True)
         except ProviderError as exc:
             if signal is not None and signal.aborted:
-                out.fail(_abort_text(signal), aborted=True)
+                out.fail(_abort_text(signal, abort_text), aborted=True)
             else:
                 out.fail(call.redact(str(exc)))
         except Exception as exc:  # the reader's top level: becomes the error message
             if signal is not None and signal.aborted:
-                out.fail(_abort_text(signal), aborted=True)
+                out.fail(_abort_text(signal, abort_text), aborted=True)
             else:
                 _log.exception("Unexpected error in the %s adapter", label)
                 out.fail(call.redact(f"Unexpected error in the {label} adapter: "
@@ -91,7 +93,9 @@ def _noop() -> None:
     return None
 
 
-def _abort_text(signal: AbortSignal | None) -> str:
+def _abort_text(signal: AbortSignal | None, fixed: str | None = None) -> str:
+    if fixed is not None:
+        return fixed
     reason = signal.reason if signal is not None else None
     if reason is None:
         return "Request was aborted"

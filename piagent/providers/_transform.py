@@ -205,7 +205,8 @@ def leading_prompt(messages: Sequence[AgentMessage], model: Model,
 
 def system_update_text(message: SystemMessage) -> str:
     """What a mid-conversation system message tells the model ("" for tool-only changes)."""
-    parts = [message.content] if message.content else []
+    text = message.text
+    parts = [text] if text else []
     if message.sections:
         parts.append(render_system_message_update(message))
     return "\n\n".join(parts)

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ProviderConnectionError, ProviderError, ProviderResponseError
-from ..messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
+from ..messages import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    content_from_dict,
+    content_to_dict,
+)
 from ..models import Model
 from ..providers.kit import (
     HttpClient,
@@ -40,6 +47,7 @@ _log = logging.getLogger(__name__)
 _CLIENT = HttpClient("proxy")  # pooled sessions, shared by every stream_proxy call
 _LABEL = "the proxy server"
 CLOSED_EARLY = "Connection closed by proxy server before the response completed"
+ABORTED = "Request aborted by user"  # pi's streamProxy, whatever the signal's reason
 
 
 @dataclass(kw_only=True)
@@ -83,7 +91,8 @@ def stream_proxy(model: Model | None, context: Context,
 
     Never raises: HTTP errors ("Proxy error: <status> <reason>", or "Proxy error: <error>"
     from a JSON body), network failures, malformed events and an abort (``"aborted"``,
-    promptly: the socket is shut down) all end the stream with an ``ErrorEvent``. A stream
+    "Request aborted by user" as pi's client says, promptly: the socket is shut down) all
+    end the stream with an ``ErrorEvent``. A stream
     that closes before ``done``/``error`` ends with "Connection closed by proxy server before
     the response completed".
     """
@@ -116,7 +125,7 @@ def stream_proxy(model: Model | None, context: Context,
         yield from _run(call, request)
 
     return start_stream(model, options, run, context=context, client=_CLIENT, api=model.api,
-                        label=_LABEL)
+                        label=_LABEL, abort_text=ABORTED)
 
 
 def _run_unreachable(call: ProviderCall) -> Iterator[None]:  # start_stream fails it first
@@ -242,12 +251,12 @@ class _Rebuilder:
         elif kind == "toolcall_end":
             self._end_tool_call(index, data.get("toolCall"))
         elif kind == "done":
-            out.message.usage = usage_from_dict(data.get("usage"))
+            self._end_fields(data)
             reason = data.get("reason")
             out.finish(reason if reason in ("stop", "length", "toolUse") else "stop")
             return True
         elif kind == "error":
-            out.message.usage = usage_from_dict(data.get("usage"))
+            self._end_fields(data)
             text = (data.get("errorMessage")
                     or "The proxy server reported an error without a message.")
             out.fail(str(text), aborted=data.get("reason") == "aborted")
@@ -263,19 +272,30 @@ class _Rebuilder:
             raise ProviderResponseError(msg)
         return local
 
+    def _end_fields(self, data: dict[str, Any]) -> None:
+        """What ``done``/``error`` carry onto the message: usage, the provider's thinking level."""
+        message = self._out.message
+        message.usage = usage_from_dict(data.get("usage"))
+        if "providerThinkingLevel" in data:
+            level = data["providerThinkingLevel"]
+            if level is None:
+                message.extra["providerThinkingLevel"] = None  # as sent: an explicit null
+            else:
+                message.provider_thinking_level = str(level)
+
     def _end_tool_call(self, index: Any, final: Any) -> None:
+        """pi's ``Object.assign(block, toolCall)``: the event's tool call is authoritative,
+        each of its keys replacing what the deltas built (the arguments among them)."""
         local = self._index.get(index) if isinstance(index, int) else None
         if local is None or not isinstance(self._out.block(local), ToolCall):
             return  # pi emits nothing for a toolcall_end on another kind of block
         block: ToolCall = self._out.block(local)
-        if isinstance(final, Mapping):
-            if final.get("thoughtSignature") is not None:
-                block.thought_signature = str(final["thoughtSignature"])
-            arguments = final.get("arguments")
-            if isinstance(arguments, dict) and arguments and \
-                    not self._out.tool_arguments_json(local):
-                # a server that sent the arguments only with the end event
-                self._out.add_tool_arguments(local, json.dumps(arguments))
+        if isinstance(final, Mapping) and final:
+            merged = content_from_dict({**content_to_dict(block), **final, "type": "toolCall"})
+            block.id, block.name, block.arguments = merged.id, merged.name, merged.arguments
+            block.thought_signature = merged.thought_signature
+            block.namespace, block.arguments_error = merged.namespace, merged.arguments_error
+            block.extra = merged.extra
         self._out.close_block(local)
 
 

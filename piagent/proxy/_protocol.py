@@ -263,18 +263,23 @@ def proxy_event_to_dict(event: AssistantMessageEvent) -> dict[str, Any]:
 
     ``text_end``/``thinking_end`` carry ``contentSignature`` instead of the full text,
     ``toolcall_start`` carries ``id`` and ``toolName``, and the terminal events carry the
-    final ``usage`` (and ``errorMessage``), from which the client rebuilds the message.
+    final ``usage`` (and ``errorMessage``, ``providerThinkingLevel``), from which the client
+    rebuilds the message.
     """
     out: dict[str, Any] = {"type": event.type}
     if isinstance(event, DoneEvent):
         out["reason"] = event.reason
         out["usage"] = usage_to_dict(event.message.usage)
+        if event.message.provider_thinking_level is not None:
+            out["providerThinkingLevel"] = event.message.provider_thinking_level
         return out
     if isinstance(event, ErrorEvent):
         out["reason"] = event.reason
         if event.error.error_message is not None:
             out["errorMessage"] = event.error.error_message
         out["usage"] = usage_to_dict(event.error.usage)
+        if event.error.provider_thinking_level is not None:
+            out["providerThinkingLevel"] = event.error.provider_thinking_level
         return out
     index = getattr(event, "content_index", None)
     if index is None:

@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeAlias, Union
 
-from ..messages import AssistantMessage, StopReason, ToolCall
+from ..messages import AssistantMessage, StopReason, ToolCall, now_ms
 from ._eventstream import EventStream
 
 __all__ = [
@@ -162,8 +164,55 @@ def _final_message(event: AssistantMessageEvent) -> AssistantMessage:
     raise TypeError(msg)
 
 
-class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
-    """The stream a stream function returns: complete on ``done`` or ``error``."""
+def _timer() -> Callable[[AssistantMessage | None], None]:
+    """pi-ai's response timing: ``time(message)`` sets ``duration_ms`` once, measured with a
+    monotonic clock from now, unless the message has one or started before now.
 
-    def __init__(self) -> None:
-        super().__init__(_is_terminal, _final_message)
+    A closure rather than a method, so the stream holds no reference to itself (a cycle
+    would keep an abandoned stream, and the connection its producer holds, alive until the
+    cyclic garbage collector ran).
+    """
+    started_at = now_ms()
+    started = time.perf_counter()
+
+    def time_it(message: AssistantMessage | None) -> None:
+        if message is None or message.duration_ms is not None or \
+                message.timestamp < started_at:
+            return
+        message.duration_ms = max(0, round((time.perf_counter() - started) * 1000))
+
+    return time_it
+
+
+def _untimed(message: AssistantMessage | None) -> None:
+    return None
+
+
+class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
+    """The stream a stream function returns: complete on ``done`` or ``error``.
+
+    It times the response as pi-ai's does: the final message (of the ``done`` or ``error``
+    event, or the result given to ``end()``) gets ``duration_ms``, measured with a monotonic
+    clock from the stream's creation, unless it already has one or its ``timestamp`` is
+    older than the stream (a response that started elsewhere stays untimed). Every stream
+    function gets this without doing anything.
+    """
+
+    def __init__(self, *, _timed: bool = True) -> None:
+        # _timed=False: a response replayed as it was made earlier (piagent.testing plays a
+        # pre-built scripted message), deterministically untimed whatever its timestamp
+        time_it = _timer() if _timed else _untimed
+
+        def final_message(event: AssistantMessageEvent) -> AssistantMessage:
+            message = _final_message(event)
+            time_it(message)
+            return message
+
+        super().__init__(_is_terminal, final_message)
+        self._time_it = time_it
+
+    def end(self, result: AssistantMessage | None = None) -> None:
+        """End the stream; ``result`` (timed as above) becomes the result unless one was set."""
+        if result is not None and not self.done:
+            self._time_it(result)
+        super().end(result)

@@ -80,13 +80,17 @@ class EventStream(Generic[T, R]):
         with self._lock:
             if self._done:
                 return
+            if not self._is_complete(event):
+                self._queue.put(event)
+                return
+            # the result first: a consumer on another thread sees the event only after
+            # extract_result has run (it may finish the message: pi-ai's timing)
+            self._result = self._extract_result(event)
             self._queue.put(event)
-            if self._is_complete(event):
-                self._final = event
-                self._done = True
-                self._result = self._extract_result(event)
-                self._has_result.set()
-                self._queue.put(_END)
+            self._final = event
+            self._done = True
+            self._has_result.set()
+            self._queue.put(_END)
 
     def end(self, result: R | None = None) -> None:
         """End the stream; ``result`` becomes the result unless one was already set."""

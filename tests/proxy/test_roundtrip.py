@@ -33,6 +33,7 @@ from .conftest import TOKEN
 def _normalised(message: AssistantMessage) -> dict[str, Any]:
     data = message_to_dict(message)
     data.pop("timestamp")
+    data.pop("durationMs", None)  # measured: each stream times its own response
     return data
 
 
@@ -45,7 +46,8 @@ def _thinking_message() -> AssistantMessage:
         content=[ThinkingContent("Let me think about the weather in Paris first.", "sig-1"),
                  TextContent("It is sunny in Paris today, 21 degrees.", "text-sig")],
         api="scripted", provider="scripted", model="scripted",
-        usage=Usage(12, 34, 5, 6, 57, Cost(0.1, 0.2, 0.01, 0.02, 0.33)))
+        usage=Usage(12, 34, 5, 6, 57, Cost(0.1, 0.2, 0.01, 0.02, 0.33)),
+        provider_thinking_level="medium")  # carried by the done event, as pi's proxy does
 
 
 CASES = {
@@ -78,6 +80,7 @@ def test_round_trip_matches_direct_call(serve, case):
     expected = direct_types if direct_types[0] == "start" else ["start", *direct_types]
     assert proxy_types == expected
     assert _normalised(stream.result(WAIT)) == _normalised(direct.result(WAIT))
+    assert isinstance(stream.result(WAIT).duration_ms, int)  # the client's request started
     assert proxied_fn.call_count == 1
     assert [message_to_dict(m) for m in proxied_fn.calls[0].context.messages] == \
         [message_to_dict(m) for m in context.messages]

@@ -478,7 +478,7 @@ add("busy_prompt_while_running", description="prompt() while a run is active.",
 
 add("timed_stream_duration", description="The stream function returns pi-ai's own "
     "AssistantMessageEventStream (piagent: ScriptedStreamFn): pi times the response.",
-    timedStream=True, responses=[text("Timed.")], defects=["assistant-duration-missing"])
+    timedStream=True, responses=[text("Timed.")])
 add("event_partial_in_updates", description="message_update events keep their partial message.",
     keepPartial=True, responses=[text("Partial please.")], defects=["event-partial-missing"])
 add("set_tools_during_run", description="state.tools assigned during a run counts from the next "

@@ -374,7 +374,9 @@ class Harness {
                 systemPrompt: getCurrentSystemPrompt(context.messages),
             });
             let final = this.responses.shift();
+            let timed = this.s.timedStream;
             if (final === undefined) {
+                timed = true; // made at the request, as pi-ai's faux provider does: timed
                 final = {
                     role: "assistant",
                     content: [],
@@ -395,7 +397,7 @@ class Harness {
             }
             final.usage ??= ZERO_USAGE();
             final.timestamp ??= 1700000000000 + number;
-            if (this.s.timedStream) {
+            if (timed) {
                 // pi-ai's own stream class: it times a response that starts after it was made
                 const stream = createAssistantMessageEventStream();
                 final.timestamp = Date.now(); // not before the stream was made: pi times it

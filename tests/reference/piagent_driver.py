@@ -152,6 +152,11 @@ def result_to_dict(result: AgentToolResult, is_error: bool) -> Json:
     return event_to_dict(ToolExecutionEndEvent("x", "x", result, is_error))["result"]
 
 
+def _starting_now(message: Any) -> Any:
+    """A scripted response stamped when requested, so its stream times it (pi-ai's rule)."""
+    return lambda context, options: dataclasses.replace(message, timestamp=now_ms())
+
+
 class Harness:
     """One run of one scenario through one entry point."""
 
@@ -170,10 +175,13 @@ class Harness:
         self.follow_ups: list[AgentMessage] = []
         self.agent: Agent | None = None
         self.controller: AbortController | None = None
-        self.scripted = ScriptedStreamFn([
+        responses: list[Any] = [
             message_from_dict({"timestamp": 1700000000000 + i, "api": "scripted",
                                "provider": "scripted", "model": "scripted", **copy.deepcopy(r)})
-            for i, r in enumerate(scenario.get("responses", []), start=1)])
+            for i, r in enumerate(scenario.get("responses", []), start=1)]
+        if scenario.get("timedStream"):  # as pi_driver: each response starts at its request
+            responses = [_starting_now(r) for r in responses]
+        self.scripted = ScriptedStreamFn(responses)
         self.tools_by_name = {spec["name"]: self.make_tool(spec) for spec in scenario.get("tools", [])}
 
     def record(self, entry: Json) -> None:

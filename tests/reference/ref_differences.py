@@ -270,10 +270,6 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
                "A listener raising at one tool's tool_execution_end while a sibling still runs: "
                "pi emits the sibling's tool_execution_end before the failure message; piagent "
                "waits for the sibling but emits nothing for it.", None),
-    Difference("assistant-duration-missing",
-               "pi-ai's AssistantMessageEventStream times every response (durationMs on the "
-               "final assistant message, whatever the stream function); piagent never writes "
-               "an assistant's durationMs.", None),
     Difference("event-partial-missing",
                "event_to_dict leaves out message_update.assistantMessageEvent.partial, which "
                "pi's event carries.", None),

@@ -81,19 +81,6 @@ CASES: dict[str, dict[str, Any]] = {
         {"type": "done", "reason": "stop", "usage": USAGE}]},
 }
 
-# Cases where piagent's client differs from pi's (undeclared differences, issue 12).
-DIFFER: dict[str, str] = {
-    "thinking_then_text": "[proxy-provider-thinking-level] the done event's "
-                          "providerThinkingLevel is not copied onto the message",
-    "tool_call_end_is_authoritative": "[proxy-toolcall-end] the toolCall of toolcall_end is "
-                                      "ignored when deltas came; pi takes it as authoritative",
-    "tool_call_without_deltas": "[proxy-synthetic-delta] piagent emits a toolcall_delta the "
-                                "proxy never sent; pi's client emits start then end",
-    "abort_mid_stream": "[proxy-abort-text] the abort text is 'Request was aborted'; pi's is "
-                        "'Request aborted by user'",
-}
-
-
 class _Handler(BaseHTTPRequestHandler):
     bodies: dict[str, Any] = {}
 
@@ -169,31 +156,14 @@ def _ours(name: str, proxy_url: str) -> dict[str, Any]:
     return {"events": events, "result": message_to_dict(stream.result(timeout=10))}
 
 
-def _cases() -> list[Any]:
-    return [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=DIFFER[n])]
-                         if n in DIFFER else [], id=n) for n in CASES]
-
-
-def _untimed(value: Any) -> Any:
-    """pi without the assistant's durationMs (defect assistant-duration-missing, asserted below)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items()
-                if not (k == "durationMs" and value.get("role") == "assistant")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-@pytest.mark.xfail(strict=True, reason="[assistant-duration-missing] pi-ai's stream class times "
-                   "every proxy response (durationMs); piagent's proxy client does not")
 def test_proxy_client_times_the_response(proxy_url: str, pi_side: dict[str, Any]) -> None:
     assert "durationMs" in pi_side["text"]["result"]
     assert "durationMs" in _ours("text", proxy_url)["result"]
 
 
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", list(CASES))
 def test_proxy_client_reads_as_pi(name: str, proxy_url: str, pi_side: dict[str, Any]) -> None:
-    pi = _untimed(scrub(pi_side[name]))
+    pi = scrub(pi_side[name])  # the measured durationMs becomes "<ms>" on both sides
     ours = scrub(_ours(name, proxy_url))
     difference = first_difference({"log": pi["events"], "result": pi["result"]},
                                   {"log": ours["events"], "result": ours["result"]})

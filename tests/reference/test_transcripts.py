@@ -41,25 +41,6 @@ from .ref_normalise import first_difference, normalise, scrub
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
-# Messages piagent cannot yet load and dump losslessly (undeclared differences, issue 12).
-LOSSY: dict[str, str] = {
-    "system_text_blocks": "a system message whose content is a list of text blocks is "
-                          "flattened to a string",
-    "system_constrained_sampling": "a tool declaration's constrainedSampling is dropped",
-    "assistant_pi_1_4_fields": "responseModel, responseId, providerThinkingLevel, diagnostics, "
-                               "rawStopReason, endTurn and durationMs are dropped",
-    "assistant_usage_extras": "usage.cacheWrite1h and usage.reasoning are dropped",
-    "assistant_tool_call_extras": "a tool call's namespace and argumentsError are dropped",
-    "assistant_deferred": "the deferred handle of a stopReason 'deferred' message is dropped",
-    "tool_result_nested_calls": "a tool result's nestedCalls are dropped",
-    "tool_result_explicit_null_details": "an explicit details: null is dropped",
-    "assistant_future_field": "a field a later pi adds does not survive the round trip",
-    "assistant_explicit_false": "explicit false values (a thinking block's redacted: false, "
-                                "endTurn: false) are dropped",
-    "run": "the assistant's durationMs (pi times every response) is dropped",
-}
-
-
 @pytest.fixture(scope="session")
 def pi_transcripts(pi_installed: Path) -> dict[str, Any]:
     done = subprocess.run(["node", str(HERE / "pi_transcript.mjs")], cwd=HERE,
@@ -69,7 +50,7 @@ def pi_transcripts(pi_installed: Path) -> dict[str, Any]:
     return data
 
 
-def _case_names() -> list[Any]:
+def _case_names() -> list[str]:
     names = ["system_prompt", "system_sections_and_tool_changes", "system_text_blocks",
              "system_constrained_sampling", "user_string", "user_text_and_image",
              "assistant_every_block", "assistant_pi_1_4_fields", "assistant_usage_extras",
@@ -78,8 +59,7 @@ def _case_names() -> list[Any]:
              "tool_result_nested_calls", "tool_result_no_details_legacy",
              "tool_result_explicit_null_details", "assistant_explicit_false",
              "assistant_future_field"]
-    return [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=LOSSY[n])]
-                         if n in LOSSY else [], id=n) for n in names]
+    return names
 
 
 def _round_trip(message: dict[str, Any]) -> dict[str, Any]:
@@ -96,19 +76,11 @@ def test_pi_message_round_trips(name: str, pi_transcripts: dict[str, Any]) -> No
     assert back == original, first_difference({"m": original}, {"m": back})
 
 
-@pytest.mark.xfail(strict=True, reason=LOSSY["run"])
 def test_pi_agent_run_round_trips(pi_transcripts: dict[str, Any]) -> None:
     run = pi_transcripts["run"]
+    assert all("durationMs" in m for m in run if m["role"] == "assistant")  # pi timed them
     back = json.loads(messages_to_json(messages_from_json(json.dumps(run))))
     assert back == run, first_difference({"m": run}, {"m": back})
-
-
-def test_pi_agent_run_round_trips_apart_from_duration(pi_transcripts: dict[str, Any]) -> None:
-    """Everything but the assistant's durationMs survives (see the xfail above)."""
-    run = [{k: v for k, v in m.items() if not (m["role"] == "assistant" and k == "durationMs")}
-           for m in pi_transcripts["run"]]
-    back = json.loads(messages_to_json(messages_from_json(json.dumps(run))))
-    assert back == run
 
 
 # --- piagent → pi ----------------------------------------------------------------------
