@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import pytest
@@ -28,7 +30,8 @@ from piagent import (
     run_tool_call,
     tool,
 )
-from piagent.loop._tools import Finalized, ToolRunner, _Prepared, tool_result_message
+from piagent.loop._call import Finalized, Prepared, tool_result_message
+from piagent.loop._tools import _Done, _InFlight, _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
 from tests.tools.conftest import Execute, make_tool, ok
@@ -297,16 +300,25 @@ def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
     """``on_update`` takes no lock, so an update racing ``execute()``'s return can be queued
     after the completion; the worker drops it, and still emits one queued before."""
     events: list[AgentEvent] = []
-    call = ToolCall("call_1", "read", {"path": "a"})
-    runner = ToolRunner(AgentLoopConfig(model=None, convert_to_llm=list), AbortSignal(),
-                        events.append)
-    prepared = [_Prepared(call, make_tool(), {"path": "a"})]
-    results: list[Finalized | None] = [None]
-    assert runner._deliver(prepared, results, "update", 0, ok("early"), None) is None
-    assert runner._deliver(prepared, results, "done", 0, Finalized(call, ok(), False, 0),
-                           None) is None
-    assert runner._deliver(prepared, results, "update", 0, ok("late"), None) is None
-    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end"]
+    first, second = ToolCall("call_1", "read", {"path": "a"}), ToolCall("call_2", "read", {})
+    prepared = [Prepared(first, make_tool(), {"path": "a"}), Prepared(second, make_tool(), {})]
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    for item in (_Update(0, ok("early")), _Done(0, Finalized(first, ok(), False, 0)),
+                 _Update(0, ok("late")), _Done(1, Finalized(second, ok(), False, 0))):
+        inbox.put(item)
+    submitted: list[Any] = []
+
+    class Recording(Executor):  # runs nothing: the records above stand for the pool's
+        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            submitted.append(args[1])
+            return Future()
+
+    flight = _InFlight(events.append, Recording(), lambda *a: None, prepared, inbox, ahead=2)
+    flight.drain(AbortSignal())
+    assert submitted == [0, 1]
+    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end",
+                                        "tool_execution_end"]
+    assert flight.failure is None and flight.remaining == 0
 
 
 def test_of_two_tools_with_one_name_the_first_runs_and_sets_the_mode() -> None:
