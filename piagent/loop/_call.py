@@ -40,8 +40,10 @@ ABORTED_TEXT = "Operation aborted"
 
 
 def error_result(text: str) -> AgentToolResult:
-    """A failed tool result carrying ``text`` for the model."""
-    return AgentToolResult(content=[TextContent(text)], details={}, is_error=True)
+    """A failed tool result carrying ``text`` for the model, as pi's ``createErrorToolResult``:
+    content and empty details only. The failure is the call's ``is_error`` (in
+    ``tool_execution_end`` and the result message), not a field of this result."""
+    return AgentToolResult(content=[TextContent(text)], details={})
 
 
 def exception_text(exc: BaseException) -> str:

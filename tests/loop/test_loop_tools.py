@@ -30,6 +30,7 @@ from piagent import (
     run_tool_call,
     tool,
 )
+from piagent.events import event_to_dict
 from piagent.loop._call import Finalized, Prepared, tool_result_message
 from piagent.loop._tools import _Done, _InFlight, _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
@@ -193,6 +194,29 @@ def test_a_raising_before_tool_call_is_an_error_result() -> None:
     end = rec.ends()["call_1"]
     assert end.is_error and text_of(end.result) == "denied by policy"
     assert fn.call_count == 2
+
+
+def test_an_error_result_the_loop_makes_carries_the_failure_on_the_call_only() -> None:
+    """As pi's createErrorToolResult: the result has content and empty details; the failure
+    is the end event's and the message's is_error (and after_tool_call's ``is_error``)."""
+    seen: list[tuple[AgentToolResult, bool]] = []
+
+    def after(ctx: AfterToolCallContext, signal: AbortSignal) -> None:
+        seen.append((ctx.result, ctx.is_error))
+
+    def execute(*args: Any) -> AgentToolResult:
+        raise OSError("disk on fire")
+
+    _, rec, _ = run([("read", {"path": "a"}), ("nope", {})], make_tool(execute=execute),
+                    after_tool_call=after)
+    for call_id in ("call_1", "call_2"):
+        end = rec.ends()[call_id]
+        assert end.is_error is True and end.result.is_error is False
+        assert "isError" not in event_to_dict(end)["result"]
+        assert event_to_dict(end)["isError"] is True
+    assert [r.is_error for r in rec.results()] == [True, True]
+    assert [(r.is_error, flag) for r, flag in seen] == [(False, True)]
+    assert seen[0][0].details["error"]["type"] == "OSError"
 
 
 # --- execute, updates, threads ------------------------------------------------------------
