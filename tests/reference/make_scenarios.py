@@ -300,8 +300,7 @@ add("prepare_next_turn_replace_system_in_place",
                 "that declares no tools.", systemPrompt="Original.", tools=[READ],
     hooks={"prepareNextTurn": {"1": {"replaceFirstSystem": {"role": "system",
                                                             "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['in-place-system-edit-drops-tools'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("prepare_request_thinking", description="prepare_request sets the thinking level.",
     hooks={"prepareRequest": {"1": {"thinkingLevel": "low"}}}, responses=[text("Low.")])
 add("prepare_request_tools", description="prepare_request removes every tool for the request.",
@@ -320,8 +319,7 @@ add("transform_context_replace_system_in_place",
     systemPrompt="Original.", tools=[READ],
     hooks={"transformContext": {"1": {"replaceFirstSystem": {"role": "system",
                                                              "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['in-place-system-edit-drops-tools'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("convert_to_llm_drop_system", description="convert_to_llm drops system messages.",
     systemPrompt="Hidden.", hooks={"convertToLlm": {"*": {"dropRoles": ["system"]}}},
     responses=[text("ok")])

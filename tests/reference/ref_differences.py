@@ -193,10 +193,6 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
 # --- defects (undeclared differences found by this suite) ---------------------------------
 
 DEFECTS: dict[str, Difference] = {d.id: d for d in [
-    Difference("in-place-system-edit-drops-tools",
-               "After prepare_next_turn/transform_context replaces context.messages[0] in place "
-               "with a system message that declares no tools, pi re-declares the tools in the "
-               "next request; piagent sends none (the model silently loses its tools).", None),
     Difference("coercion-optional-null",
                "For {\"limit\": null} on an optional number pi-ai removes the key "
                "(normalizeOptionalNulls); piagent passes 0.", None),
