@@ -466,7 +466,7 @@ add("timed_stream_duration", description="The stream function returns pi-ai's ow
     "AssistantMessageEventStream (piagent: ScriptedStreamFn): pi times the response.",
     timedStream=True, responses=[text("Timed.")], defects=["assistant-duration-missing"])
 add("event_partial_in_updates", description="message_update events keep their partial message.",
-    keepPartial=True, responses=[text("Partial please.")], defects=["event-partial-missing"])
+    keepPartial=True, responses=[text("Partial please.")])
 add("set_tools_during_run", description="state.tools assigned during a run counts from the next "
     "run only.", tools=[READ, tool(CALC, hidden=True)],
     actions=[{"on": {"type": "tool_execution_start"}, "do": [{"setTools": ["calc"]}]}],

@@ -211,9 +211,6 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
                "pi-ai's AssistantMessageEventStream times every response (durationMs on the "
                "final assistant message, whatever the stream function); piagent never writes "
                "an assistant's durationMs.", None),
-    Difference("event-partial-missing",
-               "event_to_dict leaves out message_update.assistantMessageEvent.partial, which "
-               "pi's event carries.", None),
     Difference("validation-error-text",
                "piagent's validation error text differs from pi-ai's (the model reads it).", None),
 ]}
