@@ -166,9 +166,10 @@ class _InFlight:
 
     Submits at most ``ahead`` calls beyond those finished (a caller's executor may have more
     workers than ``max_parallel_tools``); records each result and emits its updates and end
-    as they arrive; keeps the first failure (a listener's or ``on_tool_execute``'s). If the
-    executor refuses a call (it was shut down), every call not yet submitted gets an error
-    result and the refusal becomes the batch's failure. Used only on the run's worker thread.
+    as they arrive, also after a failure; keeps the first failure (a listener's or
+    ``on_tool_execute``'s). If the executor refuses a call (it was shut down), every call not
+    yet submitted gets an error result and the refusal becomes the batch's failure. Used
+    only on the run's worker thread.
     """
 
     __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
@@ -234,27 +235,34 @@ class _InFlight:
             unregister()
 
     def _updated(self, item: _Update) -> None:
-        # dropped after a failure, and when it came after the call's completion
-        if self.failure is not None or self.results[item.index] is not None:
-            return
+        if self.results[item.index] is not None:
+            return  # it came after the call's completion: dropped
         call = self._prepared[item.index].tool_call
-        try:
-            self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
-                                                item.partial))
-        except BaseException as exc:  # raised once every tool has finished
-            self.failure = exc
+        self._send(ToolExecutionUpdateEvent(call.id, call.name, call.arguments, item.partial))
 
     def _finished(self, item: _Done) -> None:
         self.results[item.index] = item.done
-        if self.failure is None:  # after a failure: wait for the running tools, emit nothing
-            try:
-                _emit_end(self._emit, item.done)
-            except BaseException as exc:  # raised once every tool has finished
-                self.failure = exc
-            else:
-                self.failure = item.failure
+        done = item.done
+        self._send(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                                         done.is_error, done.duration_ms))
+        if self.failure is None:
+            self.failure = item.failure
         self.remaining -= 1
         self._submit_next()
+
+    def _send(self, event: AgentEvent) -> None:
+        """Emit; the first listener failure is kept (raised once every tool has finished)
+        and the running tools' events still go out, as pi's do; a later failure is logged."""
+        if self.failure is None:
+            try:
+                self._emit(event)
+            except BaseException as exc:
+                self.failure = exc
+            return
+        try:
+            self._emit(event)
+        except Exception:
+            _log.exception("A listener raised again at %s after an earlier failure", event.type)
 
     def _not_returned_text(self) -> str:
         waiting = [p.tool_call for p, r in zip(self._prepared, self.results, strict=True)
