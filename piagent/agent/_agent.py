@@ -7,6 +7,7 @@ thread; the caller waits on an event in short slices, so Ctrl-C aborts the run c
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import threading
@@ -595,8 +596,9 @@ class Agent:
             prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()
-            thread = threading.Thread(target=self._run_worker,
-                                      args=(run, prompts, skip_poll, started),
+            # the run works in a copy of the caller's contextvars context (its tools too)
+            thread = threading.Thread(target=contextvars.copy_context().run,
+                                      args=(self._run_worker, run, prompts, skip_poll, started),
                                       name="piagent-run", daemon=True)
             # known before the thread starts, so a wait that sees the run settled joins it
             run._thread = self._last_worker = thread

@@ -11,6 +11,7 @@ messages only at the model boundary (``transform_context`` → ``convert_to_llm`
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import threading
@@ -191,7 +192,9 @@ def _start_worker(body: Callable[[Emit], list[AgentMessage]]
             error.__cause__ = exc
             stream.fail(error)
 
-    worker.append(threading.Thread(target=work, name="piagent-loop", daemon=True))
+    # the worker runs in a copy of the caller's contextvars context (and so do its tools)
+    worker.append(threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                                   name="piagent-loop", daemon=True))
     worker[0].start()
     return stream
 

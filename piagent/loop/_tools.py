@@ -9,11 +9,12 @@ before its end, ends come in completion order, and result messages in source ord
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,6 +275,18 @@ class _InFlight:
                 f"its signal (signal.aborted, signal.wait(timeout), signal.on_abort).")
 
 
+class _InContext(Executor):
+    """Submits each call to ``executor`` in a copy of the submitting thread's contextvars
+    context (the run's worker thread runs in its caller's), as a tool run inline would."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> Future[Any]:
+        return self.executor.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
 class ToolRunner:
     """Executes one run's tool batches on the caller's executor or the run's own pool.
 
@@ -287,6 +300,7 @@ class ToolRunner:
         self._signal = signal
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
+        self._submitter: _InContext | None = None  # the pool in use, carrying contextvars
         # ids of the calls of the current batch that get an unknown-outcome result instead
         # of running (a resumed run's calls that started before the crash, not replayable)
         self._unknown: frozenset[str] = frozenset()
@@ -299,14 +313,17 @@ class ToolRunner:
 
     def _get_pool(self) -> Executor:
         executor = self._config.tool_executor
-        if executor is not None:
-            return executor  # the caller's: it outlives the run and caps nothing itself
-        if self._pool is None:
-            cap = self._config.max_parallel_tools
-            # owned by this run: runs execute/after_tool_call; shut down by close()
-            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
-                                            thread_name_prefix="piagent-tool")
-        return self._pool
+        if executor is None:
+            if self._pool is None:
+                cap = self._config.max_parallel_tools
+                # owned by this run: runs execute/after_tool_call; shut down by close()
+                self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
+                                                thread_name_prefix="piagent-tool")
+            executor = self._pool
+        # else the caller's: it outlives the run and caps nothing itself
+        if self._submitter is None or self._submitter.executor is not executor:
+            self._submitter = _InContext(executor)
+        return self._submitter
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
