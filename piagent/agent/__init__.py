@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._agent import Agent, Listener
 from ._input import default_convert_to_llm
-from ._queues import QueueMode
+from ._queues import QueueMode, QueueView
 from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled
 from ._state import AgentState
 
@@ -23,6 +23,7 @@ __all__ = [
     "AgentState",
     "Listener",
     "QueueMode",
+    "QueueView",
     "RunSettled",
     "default_convert_to_llm",
 ]

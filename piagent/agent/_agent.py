@@ -64,7 +64,7 @@ from ..transcript import (
     to_tool_declaration,
 )
 from ._input import as_message, default_convert_to_llm, normalise_input
-from ._queues import QueueLedger, QueueMode, Takings, check_mode
+from ._queues import QueueLedger, QueueMode, QueueView, Takings, check_mode
 from ._run import AgentEventIterator, AgentRun
 from ._state import AgentState
 
@@ -324,6 +324,16 @@ class Agent:
     @follow_up_mode.setter
     def follow_up_mode(self, mode: QueueMode) -> None:
         self._queues.follow_up.mode = check_mode(mode, "follow_up_mode")
+
+    @property
+    def steering_queue(self) -> QueueView:
+        """The steering queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.steering)
+
+    @property
+    def follow_up_queue(self) -> QueueView:
+        """The follow-up queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.follow_up)
 
     @property
     def signal(self) -> AbortSignal | None:
