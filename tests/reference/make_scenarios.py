@@ -218,7 +218,7 @@ add("tool_image_result", description="A tool returns an image and details.",
 add("tool_no_details", description="A tool result whose details are an explicit null.",
     tools=[tool(READ, default={"details": None})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['null-details-dropped'])
+    differences=["details-none-is-no-details"])
 add("tool_usage", description="A tool result carrying its own usage.",
     tools=[tool(READ, default={"usage": {
         "input": 7, "output": 3, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10,

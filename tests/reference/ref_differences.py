@@ -193,6 +193,24 @@ def _result_message(end: Json) -> Json:
     return message
 
 
+def details_none_is_no_details(out: Json, scenario: dict[str, Any]) -> Json:
+    """A tool result's ``details: null`` is written as no key (Python's None is both)."""
+    out = copy.deepcopy(out)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "details" in value and value["details"] is None:
+                del value["details"]
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(out)
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
     Difference("tool-error-names-its-type",
                "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
@@ -221,6 +239,13 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "message), so the transcript and a session store keep what the tools did and a "
                "resumed run does not run a side-effecting tool again; pi drops them.",
                results_kept_after_listener_failure),
+    Difference("details-none-is-no-details",
+               "A tool result whose details are None (Python's default, and its null) has no "
+               "details key in tool_execution_end.result and the toolResult message, as pi "
+               "writes a result without details; pi keeps an explicit details: null. Writing "
+               "null for None would put \"details\": null into the transcript of every tool "
+               "that has no details.",
+               details_none_is_no_details),
     Difference("agent-end-run-messages",
                "agent_end.messages after a failure are all the messages the run added, "
                "including the synthetic failure message; pi's handleRunFailure sends only the "
@@ -245,10 +270,6 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
     Difference("coercion-scalar-to-array",
                "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
                "into [\"solo\"] and runs the tool.", None),
-    Difference("null-details-dropped",
-               "A tool result whose details are an explicit null loses the key in piagent "
-               "(tool_execution_end.result and the toolResult message); pi keeps details: null.",
-               None),
     Difference("assistant-duration-missing",
                "pi-ai's AssistantMessageEventStream times every response (durationMs on the "
                "final assistant message, whatever the stream function); piagent never writes "
