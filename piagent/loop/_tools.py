@@ -10,11 +10,12 @@ before its end, ends come in completion order, and result messages in source ord
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import queue
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,7 +177,8 @@ class _InFlight:
     __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
                  "remaining", "failure", "refusal")
 
-    def __init__(self, emit: Emit, pool: Executor, task: Callable[[Prepared, int], None],
+    def __init__(self, emit: Emit, pool: Executor,
+                 task: Callable[[Prepared, int, _Inbox], None],
                  prepared: list[Prepared], inbox: _Inbox, ahead: int) -> None:
         self._emit = emit
         self._pool = pool
@@ -197,7 +199,9 @@ class _InFlight:
             return
         self._submitted += 1
         try:
-            self._pool.submit(self._task, self._prepared[index], index)
+            # in a copy of this (the run's worker) thread's contextvars context
+            self._pool.submit(contextvars.copy_context().run, self._task,
+                              self._prepared[index], index, self._inbox)
         except RuntimeError as exc:
             error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
                                  "caller-owned tool_executor must stay open while runs use it.")
@@ -275,18 +279,6 @@ class _InFlight:
                 f"its signal (signal.aborted, signal.wait(timeout), signal.on_abort).")
 
 
-class _InContext(Executor):
-    """Submits each call to ``executor`` in a copy of the submitting thread's contextvars
-    context (the run's worker thread runs in its caller's), as a tool run inline would."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any,
-               **kwargs: Any) -> Future[Any]:
-        return self.executor.submit(contextvars.copy_context().run, fn, *args, **kwargs)
-
-
 class ToolRunner:
     """Executes one run's tool batches on the caller's executor or the run's own pool.
 
@@ -300,7 +292,6 @@ class ToolRunner:
         self._signal = signal
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
-        self._submitter: _InContext | None = None  # the pool in use, carrying contextvars
         # ids of the calls of the current batch that get an unknown-outcome result instead
         # of running (a resumed run's calls that started before the crash, not replayable)
         self._unknown: frozenset[str] = frozenset()
@@ -313,17 +304,14 @@ class ToolRunner:
 
     def _get_pool(self) -> Executor:
         executor = self._config.tool_executor
-        if executor is None:
-            if self._pool is None:
-                cap = self._config.max_parallel_tools
-                # owned by this run: runs execute/after_tool_call; shut down by close()
-                self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
-                                                thread_name_prefix="piagent-tool")
-            executor = self._pool
-        # else the caller's: it outlives the run and caps nothing itself
-        if self._submitter is None or self._submitter.executor is not executor:
-            self._submitter = _InContext(executor)
-        return self._submitter
+        if executor is not None:
+            return executor  # the caller's: it outlives the run and caps nothing itself
+        if self._pool is None:
+            cap = self._config.max_parallel_tools
+            # owned by this run: runs execute/after_tool_call; shut down by close()
+            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
+                                            thread_name_prefix="piagent-tool")
+        return self._pool
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
@@ -416,9 +404,7 @@ class ToolRunner:
         cap = self._config.max_parallel_tools
         ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
 
-        def task(call: Prepared, index: int) -> None:
-            self._execute_one(context, message, call, index, inbox)
-
+        task = functools.partial(self._execute_one, context, message)  # no Python frame
         flight = _InFlight(self._emit, self._get_pool(), task, prepared, inbox, ahead)
         flight.drain(self._signal)
         return [r for r in flight.results if r is not None], flight.failure or flight.refusal
