@@ -213,12 +213,6 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
                "After prepare_next_turn/transform_context replaces context.messages[0] in place "
                "with a system message that declares no tools, pi re-declares the tools in the "
                "next request; piagent sends none (the model silently loses its tools).", None),
-    Difference("coercion-optional-null",
-               "For {\"limit\": null} on an optional number pi-ai removes the key "
-               "(normalizeOptionalNulls); piagent passes 0.", None),
-    Difference("coercion-scalar-to-array",
-               "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
-               "into [\"solo\"] and runs the tool.", None),
     Difference("null-details-dropped",
                "A tool result whose details are an explicit null loses the key in piagent "
                "(tool_execution_end.result and the toolResult message); pi keeps details: null.",
@@ -234,8 +228,6 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
     Difference("event-partial-missing",
                "event_to_dict leaves out message_update.assistantMessageEvent.partial, which "
                "pi's event carries.", None),
-    Difference("validation-error-text",
-               "piagent's validation error text differs from pi-ai's (the model reads it).", None),
 ]}
 
 
