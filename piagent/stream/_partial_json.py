@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["parse_streaming_json"]
@@ -41,6 +43,10 @@ _PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _VALID_ESCAPES = frozenset('"\\/bfnrt')
 _CONTROL_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+# json's C string scanner: (text, index after the opening quote, strict) -> (value, end)
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = vars(json.decoder)["scanstring"]
 
 
 class _Fail(Exception):
@@ -249,6 +255,11 @@ def _parse_atom(s: str, i: int) -> tuple[Any, int]:
 def _parse_string(s: str, start: int) -> tuple[str, int]:
     """partial-json's ``parseStr`` from ``s[start]`` (the opening quote, or whatever is
     there: the library does not check)."""
+    memo = _memo_for(s, start)
+    if memo is not None:
+        found = _continue_string(s, start, memo)
+        if found is not None:
+            return found
     n = len(s)
     end = _STR_BODY.match(s, start + 1).end()  # type: ignore[union-attr]  # matches ""
     try:
@@ -261,10 +272,60 @@ def _parse_string(s: str, start: int) -> tuple[str, int]:
                 value = _json_parse(s[start:n - dangling] + '"')
             except (ValueError, RecursionError):  # an invalid or unfinished escape
                 value = _json_parse(_substring(s, start, s.rfind("\\")) + '"')
+            else:
+                _remember(s, start, n - dangling, value)
             end = n
     except (ValueError, RecursionError) as exc:
         raise _Fail from exc
     return value, end
+
+
+# An open string that keeps growing (a file's content streamed into a tool call) is decoded
+# once: each thread remembers the last long open strings it decoded (the literal's text up to
+# an escape boundary and its value); a text that continues one of them decodes only what was
+# added. Remembered per thread, so no lock; a memo is used only after its text is compared.
+_MEMO_MIN = 2048  # shorter strings are cheap to decode again
+_MEMO_SLOTS = 4  # parallel tool calls stream into one thread, interleaved
+_memos = threading.local()
+_Memo = tuple[int, str, str]  # (start in the trimmed text, literal text to a boundary, value)
+
+
+def _memo_for(s: str, start: int) -> _Memo | None:
+    for memo in getattr(_memos, "slots", ()):
+        if memo[0] == start and s.startswith(memo[1], start):
+            return memo  # type: ignore[no-any-return]
+    return None
+
+
+def _remember(s: str, start: int, cut: int, value: str) -> None:
+    """Remember the open string ``s[start:cut]`` (it decoded to ``value``, so ``cut`` is an
+    escape boundary) unless it is short or ends in half a surrogate pair that an escape
+    after the cut could complete."""
+    if cut - start < _MEMO_MIN or (value and "\ud800" <= value[-1] <= "\udbff"):
+        return
+    slots: list[_Memo] = getattr(_memos, "slots", [])
+    slots = [m for m in slots if m[0] != start or not s.startswith(m[1], start)]
+    _memos.slots = [(start, s[start:cut], value), *slots[:_MEMO_SLOTS - 1]]
+
+
+def _continue_string(s: str, start: int, memo: _Memo) -> tuple[str, int] | None:
+    """``_parse_string`` for a string whose beginning was decoded before; ``None`` where only
+    the whole string can tell (an invalid or unfinished escape after the cut)."""
+    _, text, known = memo
+    n = len(s)
+    cut = start + len(text)
+    end = _STR_BODY.match(s, cut).end()  # type: ignore[union-attr]  # matches ""
+    try:
+        if end < n and s[end] == '"':
+            rest, after = _scanstring(s, cut, True)
+            return known + rest, after
+        dangling = end < n
+        rest, _ = _scanstring(s[cut:n - dangling] + '"', 0, True)
+    except ValueError:
+        return None
+    value = known + rest
+    _remember(s, start, n - dangling, value)
+    return value, n
 
 
 def _parse_number(s: str, start: int) -> tuple[Any, int]:

@@ -136,17 +136,12 @@ class _Walker:
         if "additionalProperties" in schema:
             ok &= self.additional_properties(ctx, path, schema, value)
         dependencies = schema.get("dependencies")
-        if isinstance(dependencies, dict) and value:
-            for key, dep in dependencies.items():
-                if key not in value:
-                    continue
-                if isinstance(dep, list):
-                    for name in dep:
-                        if name not in value:
-                            ok = ctx.add("dependencies", path, property=key, dependencies=dep)
-                            break
-                else:
-                    ok &= self.schema(ctx, path, dep, value)
+        for key, dep in (dependencies.items() if isinstance(dependencies, dict) and value else ()):
+            if key in value and isinstance(dep, list):
+                if any(name not in value for name in dep):
+                    ok = ctx.add("dependencies", path, property=key, dependencies=dep)
+            elif key in value:
+                ok &= self.schema(ctx, path, dep, value)
         dependent = schema.get("dependentRequired")
         if isinstance(dependent, dict) and value:
             for key, names in dependent.items():
@@ -349,12 +344,8 @@ def _multiple_of(value: float, divisor: float) -> bool:
 
 def _resolve(root: Any, ref: str) -> Any:
     """The target of a local ``$ref`` (``#/$defs/X``), or ``None``."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for raw in ref[2:].split("/"):
+    node = root if ref == "#" or ref.startswith("#/") else None
+    for raw in ref[2:].split("/") if ref.startswith("#/") else ():
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]

@@ -46,6 +46,13 @@ DOCUMENTS: dict[str, str] = {
     "object_without_colons": '{"a" 1, "b": 2}',
     "missing_commas": '{"a": 1 "b": 2, "c": [1 2]}',
     "code_with_braces": '{"code": "if (x) { y(); }\\nelse {}\\n", "lang": "js"}',
+    # long open strings (decoded incrementally by piagent: every prefix in streaming order)
+    "long_escaped_content": json.dumps({"path": "a.py", "content": (
+        'def f(x):\n\t"""Doc \\ é 😀 \u0001."""\n    return {"k": x}  # ok\n' * 40)}),
+    "long_raw_unicode": json.dumps({"content": "Grüße 😀 世界 \"q\" \\ " * 120,
+                                    "n": 1}, ensure_ascii=False),
+    "long_invalid_escapes": '{"p": "' + "C:\\dir\\new\\x41 \\u12 " * 110 + '", "n": 1}',
+    "long_raw_newlines": '{"s": "' + "line\n\tmore " * 200 + '", "t": "x"}',
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from piagent.stream import _partial_json
 from piagent.stream._partial_json import (
     _JS_SPACE,
     _parse_flat,
@@ -353,3 +354,68 @@ def test_flat_fast_path_takes_every_prefix_of_simple_objects(obj: dict[str, Any]
     """Escape-free strings and integers: every proper prefix but "" goes the fast way."""
     doc = json.dumps(obj)
     assert _check_flat_matches_general(doc) == len(doc) - 1
+
+
+# --- long open strings: decoded incrementally, the same answers as a fresh parse ----------
+
+
+def _fresh(text: str) -> Any:
+    """``parse_streaming_json`` without what this thread remembers of earlier strings (which
+    is left as it was)."""
+    saved = getattr(_partial_json._memos, "slots", [])
+    _partial_json._memos.slots = []
+    try:
+        return parse_streaming_json(text)
+    finally:
+        _partial_json._memos.slots = saved
+
+
+def _stream_and_compare(doc: str, steps: list[int]) -> int:
+    """Parse ``doc`` prefix by prefix (growing by ``steps``, cycled) and compare each with a
+    fresh parse; returns how many prefixes used a remembered string."""
+    _partial_json._memos.slots = []
+    used = 0
+    end = 0
+    k = 0
+    while end < len(doc):
+        end = min(len(doc), end + steps[k % len(steps)])
+        k += 1
+        before = list(getattr(_partial_json._memos, "slots", []))
+        ours = parse_streaming_json(doc[:end])
+        used += bool(before) and any(
+            m[0] <= len(doc[:end]) and doc[:end].strip(_JS_SPACE).startswith(m[1], m[0])
+            for m in before)
+        assert _strict(ours) == _strict(_fresh(doc[:end])), doc[:end][-60:]
+    return used
+
+
+_piece = st.lists(st.sampled_from(list('ab "\\/\n\té😀') + ["\\u00e9", "\\ud83d", "\\ude00",
+                                                                "\\x", "\\u12", "\\"]),
+                  min_size=1, max_size=30).map("".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pieces=st.lists(_piece, min_size=1, max_size=8),
+       steps=st.lists(st.integers(1, 40), min_size=1, max_size=5),
+       ensure_ascii=st.booleans(), raw=st.booleans())
+def test_a_long_open_string_decodes_the_same_incrementally(
+    pieces: list[str], steps: list[int], ensure_ascii: bool, raw: bool
+) -> None:
+    """Every prefix of a document with a long string (valid escapes, or raw text with any
+    backslashes, quotes and surrogate halves) parses as a fresh parse does."""
+    body = "".join(pieces)
+    body = body * (2200 // len(body) + 1)
+    if raw:  # whatever the model wrote, escapes valid or not
+        doc = '{"path": "x", "content": "' + body + '", "n": 1}'
+    else:
+        doc = json.dumps({"path": "x", "content": body, "n": 1}, ensure_ascii=ensure_ascii)
+    _stream_and_compare(doc, steps)
+
+
+def test_the_long_string_of_a_stream_is_decoded_once() -> None:
+    """A 100 KB escaped argument streamed in 10-character deltas reuses the string decoded
+    so far on (almost) every delta, and answers as a fresh parse on each."""
+    content = ('def f(x):\n    return "x" * 2  # \\ é 😀\n' * 200)
+    doc = json.dumps({"path": "a.py", "content": content})
+    used = _stream_and_compare(doc, [10])
+    assert used > (len(doc) - 2200) / 10 * 0.9
