@@ -50,7 +50,12 @@ _scanstring: Callable[[str, int, bool], tuple[str, int]] = vars(json.decoder)["s
 
 
 class _Fail(Exception):
-    """partial-json threw: the innermost open container returns what it holds."""
+    """partial-json threw: the innermost open container returns what it holds, and its
+    parent goes on from ``index``, where the library's shared index was at the throw."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 def _no_constant(name: str) -> Any:
@@ -201,18 +206,17 @@ def _parse_partial(s: str) -> dict[str, Any]:
         is_object = isinstance(container, dict)
         try:
             if i < n and s[i] == ("}" if is_object else "]"):
-                i += 1
-                raise _Fail  # closed: the container returns, like a failure
+                raise _Fail(i + 1)  # closed: the container returns, like a failure
             if is_object:
                 i = _BLANK.match(s, i).end()  # type: ignore[union-attr]
                 if i >= n:
-                    raise _Fail
+                    raise _Fail(i)
                 frame[1], i = _parse_string(s, i)
                 i = _BLANK.match(s, i).end() + 1  # type: ignore[union-attr]  # the colon
             if i < n:
                 i = _BLANK.match(s, i).end()  # type: ignore[union-attr]
             if i >= n:
-                raise _Fail  # "Unexpected end of input"
+                raise _Fail(i)  # "Unexpected end of input"
             c = s[i]
             if c == "{":
                 frames.append([{}, None])
@@ -223,7 +227,8 @@ def _parse_partial(s: str) -> dict[str, Any]:
                 i += 1
                 continue
             value, i = _parse_atom(s, i)
-        except _Fail:  # the container returns what it holds to its parent
+        except _Fail as failure:  # the container returns what it holds to its parent
+            i = failure.index
             frames.pop()
             if not frames:
                 return container  # type: ignore[no-any-return]  # the top level: a dict
@@ -262,21 +267,24 @@ def _parse_string(s: str, start: int) -> tuple[str, int]:
             return found
     n = len(s)
     end = _STR_BODY.match(s, start + 1).end()  # type: ignore[union-attr]  # matches ""
+    if end < n and s[end] == '"':
+        end += 1  # the library's index is past the quote when JSON.parse throws
+        try:
+            value = _json_parse(s[start:end])
+        except (ValueError, RecursionError) as exc:
+            raise _Fail(end) from exc
+        return value, end
+    dangling = end < n  # a lone backslash at the very end
     try:
-        if end < n and s[end] == '"':
-            value = _json_parse(s[start:end + 1])
-            end += 1
-        else:
-            dangling = end < n  # a lone backslash at the very end
-            try:
-                value = _json_parse(s[start:n - dangling] + '"')
-            except (ValueError, RecursionError):  # an invalid or unfinished escape
-                value = _json_parse(_substring(s, start, s.rfind("\\")) + '"')
-            else:
-                _remember(s, start, n - dangling, value)
-            end = n
-    except (ValueError, RecursionError) as exc:
-        raise _Fail from exc
+        value = _json_parse(s[start:n - dangling] + '"')
+    except (ValueError, RecursionError):  # an invalid or unfinished escape
+        try:
+            value = _json_parse(_substring(s, start, s.rfind("\\")) + '"')
+        except (ValueError, RecursionError) as exc:
+            raise _Fail(n) from exc
+    else:
+        _remember(s, start, n - dangling, value)
+    end = n
     return value, end
 
 
@@ -337,11 +345,11 @@ def _parse_number(s: str, start: int) -> tuple[Any, int]:
         return _json_parse(text), i
     except (ValueError, RecursionError):
         if text == "-":
-            raise _Fail from None
+            raise _Fail(i) from None
     try:
         return _json_parse(_substring(s, start, s.rfind("e"))), i
     except (ValueError, RecursionError) as exc:
-        raise _Fail from exc
+        raise _Fail(i) from exc
 
 
 # The fast path for the usual truncated arguments: a flat object whose values are strings

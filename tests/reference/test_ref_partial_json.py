@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,52 @@ def test_every_prefix_parses_as_pi_ai(name: str, pi_parsed: dict[str, list[Any]]
         if _norm(ours) != _norm(pi["value"]):
             different.append(f"{prefix!r}: pi {json.dumps(pi['value'])} piagent {ours!r}")
     assert not different, f"{len(different)} prefixes differ:\n" + "\n".join(different[:8])
+
+
+# --- random documents, some with stray characters inserted, every prefix -----------------
+
+_ATOMS = ['"a"', '"x y "', "1", "-2.5", "1e3", "-0", "true", "false", "null", '""',
+          '"\\u00e9"', '"\\ud83d\\ude00"', '"a\\nb"', '"C:\\q"', '"t\tab"', "NaN", "-Infinity",
+          "0.5e-3", "12345678", '"}"']
+_KEYS = ['"k"', '"e"', '"a b"', '"__proto__"', '"\\"q"', '"1"']
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> str:
+    r = rng.random()
+    if depth > 3 or r < 0.4:
+        return rng.choice(_ATOMS)
+    if r < 0.7:
+        items = [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+        return ("[" + rng.choice([", ", ",", " , "]).join(items)
+                + rng.choice(["", ",", " "]) + "]")
+    pairs = [rng.choice(_KEYS) + rng.choice([": ", ":", " : ", " "]) + _random_value(rng, depth + 1)
+             for _ in range(rng.randint(0, 3))]
+    return "{" + rng.choice([", ", ","]).join(pairs) + rng.choice(["", ",", " "]) + "}"
+
+
+def _random_documents(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(count):
+        doc = _random_value(rng)
+        if not doc.startswith("{"):
+            doc = '{"v": ' + doc + "}"
+        for _ in range(rng.choice([0, 0, 1, 2])):  # stray characters anywhere
+            k = rng.randint(1, len(doc))
+            doc = doc[:k] + rng.choice(list('{}[]",: \\ae1-.\n\x01u')) + doc[k:]
+        docs.append(doc)
+    return docs
+
+
+def test_every_prefix_of_random_documents_parses_as_pi_ai(pi_installed: Path) -> None:
+    texts = [p for doc in _random_documents(200, seed=24) for p in _prefixes(doc)]
+    done = subprocess.run(["node", str(HERE / "pi_partial_json.mjs")], cwd=HERE,
+                          input=json.dumps(texts), capture_output=True, text=True,
+                          timeout=DRIVER_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-4000:]
+    different = []
+    for prefix, pi in zip(texts, json.loads(done.stdout), strict=True):
+        ours = parse_streaming_json(prefix)
+        if "error" in pi or _norm(ours) != _norm(pi["value"]):
+            different.append(f"{prefix!r}: pi {json.dumps(pi)} piagent {ours!r}")
+    assert not different, f"{len(different)} of {len(texts)} differ:\n" + "\n".join(different[:8])

@@ -4,6 +4,7 @@ a tool receives, or the exact error text the model reads."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,55 @@ def _piagent(schema: dict[str, Any], args: Any) -> dict[str, Any]:
 def test_validation_as_pi_ai(name: str, pi_validated: dict[str, Any]) -> None:
     ours = _piagent(*CASES[name])
     assert ours == pi_validated[name]
+
+
+# --- many random arguments against a set of property schemas -----------------------------
+
+_PROPS: list[dict[str, Any]] = [
+    STR, NUM, INT, BOOL, {"type": "null"}, {"type": ["integer", "null"]},
+    {"type": ["boolean", "string"]}, {"type": ["number", "string"]},
+    {"type": "array", "items": INT}, {"type": "array", "items": [INT, STR]},
+    _obj({"x": INT, "y": {"type": "array", "items": BOOL}}, required=["x"]),
+    {"anyOf": [INT, {"type": "null"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, INT]},
+    {"enum": [1, "1", True, None]}, {"type": "integer", "minimum": 0, "maximum": 10},
+    {"type": "string", "pattern": "^[a-z]+$", "minLength": 2}, {},
+]
+_VALUES: list[Any] = [
+    None, True, False, 0, 1, -1, 2.5, 1e21, 1e-7, 0.1, 123456789, "", " ", "5", " 12 ", "1e3",
+    "-0", "0x1f", "0b11", "0o7", "Infinity", "5.", ".5", "1_0", "true", "false", "abc", "1",
+    [], [1], ["2", 3], {"x": "4"}, {"x": None, "y": [1, "true"]}, {}, [None], "ab",
+]
+
+
+def _random_cases(count: int, seed: int) -> list[tuple[dict[str, Any], Any]]:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        props = {f"p{i}": rng.choice(_PROPS) for i in range(rng.randint(1, 4))}
+        required = [k for k in props if rng.random() < 0.5]
+        args = {k: rng.choice(_VALUES) for k in props if rng.random() < 0.85}
+        if rng.random() < 0.2:
+            args["extra"] = rng.choice(_VALUES)
+        schema = _obj(props, required=required)
+        if rng.random() < 0.3:
+            schema["additionalProperties"] = rng.choice([False, INT])
+        cases.append((schema, args))
+    return cases
+
+
+RANDOM_CASES = _random_cases(400, seed=24)
+
+
+def test_random_arguments_as_pi_ai(pi_installed: Path) -> None:
+    payload = [{"schema": schema, "arguments": args} for schema, args in RANDOM_CASES]
+    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
+                          input=json.dumps(payload), capture_output=True, text=True,
+                          timeout=DRIVER_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-4000:]
+    different = []
+    for (schema, args), pi in zip(RANDOM_CASES, json.loads(done.stdout), strict=True):
+        ours = _piagent(schema, args)
+        if ours != pi:
+            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {pi}\n  us {ours}")
+    assert not different, f"{len(different)} of {len(RANDOM_CASES)} differ:\n" + \
+        "\n".join(different[:5])
