@@ -14,7 +14,9 @@ providers or tools.
 
 from __future__ import annotations
 
+import itertools
 import json
+import pickle
 import re
 import threading
 from collections.abc import Callable
@@ -53,9 +55,10 @@ class _Fail(Exception):
     """partial-json threw: the innermost open container returns what it holds, and its
     parent goes on from ``index``, where the library's shared index was at the throw."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, local: bool = True) -> None:
         super().__init__(index)
         self.index = index
+        self.local = local  # False: the failure depended on text after the value
 
 
 def _no_constant(name: str) -> Any:
@@ -193,14 +196,27 @@ def _substring(s: str, start: int, end: int) -> str:
 def _parse_partial(s: str) -> dict[str, Any]:
     """partial-json's ``parse(s)`` for a trimmed text that starts with ``{``.
 
-    Iterative (partial-json recurses): each open container is a frame ``[container, key]``;
+    Iterative (partial-json recurses): each open container is a frame ``[container, key,
+    null_prototype]`` (``__proto__`` set to ``null``: a later ``__proto__`` is an own key);
     a failure inside a container makes it return what it holds, and its parent continues
     from where the failure left the index, as the library's ``try``/``catch`` blocks do.
+
+    A stream parses a growing text again after every delta, so the parse resumes from the
+    last checkpoint this thread saved for a text that ``s`` continues (see ``_Checkpoint``).
     """
     n = len(s)
-    frames: list[list[Any]] = [[{}, None]]
-    i = _BLANK.match(s, 1).end()  # type: ignore[union-attr]  # matches ""
+    resumed = _checkpoint_for(s)
+    frames: list[list[Any]]
+    if resumed is not None:
+        frames, i = resumed
+    else:
+        frames, i = [[{}, None, False]], _BLANK.match(s, 1).end()  # type: ignore[union-attr]
+    # where a checkpoint may be taken: what the frames held there (they only grow after it)
+    mark: tuple[int, list[tuple[Any, int, Any, bool]]] | None = None
+    exact = True  # False once a value depended on text after it (pi's lastIndexOf("e"))
     while True:
+        if exact and i < n:
+            mark = (i, [(f[0], len(f[0]), f[1], f[2]) for f in frames])
         frame = frames[-1]
         container = frame[0]
         is_object = isinstance(container, dict)
@@ -219,25 +235,34 @@ def _parse_partial(s: str) -> dict[str, Any]:
                 raise _Fail(i)  # "Unexpected end of input"
             c = s[i]
             if c == "{":
-                frames.append([{}, None])
+                frames.append([{}, None, False])
                 i = _BLANK.match(s, i + 1).end()  # type: ignore[union-attr]
                 continue
             if c == "[":
-                frames.append([[], None])
+                frames.append([[], None, False])
                 i += 1
                 continue
-            value, i = _parse_atom(s, i)
+            value, i, local = _parse_atom(s, i)
+            exact = exact and local
         except _Fail as failure:  # the container returns what it holds to its parent
             i = failure.index
+            exact = exact and failure.local
             frames.pop()
             if not frames:
+                if mark is not None:
+                    _save_checkpoint(s, mark)
                 return container  # type: ignore[no-any-return]  # the top level: a dict
             value = container
             frame = frames[-1]
         target = frame[0]
         if isinstance(target, dict):
-            if frame[1] != "__proto__":  # JavaScript sets the prototype: no own key
-                target[frame[1]] = value
+            key = frame[1]
+            if key == "__proto__" and not frame[2]:  # JavaScript sets the prototype
+                frame[2] = value is None  # a null prototype: a later __proto__ is a key
+            else:
+                if key in target:  # a repeated key: what the mark saw is being changed
+                    mark = None
+                target[key] = value
         else:
             target.append(value)
         if i < n:
@@ -246,14 +271,15 @@ def _parse_partial(s: str) -> dict[str, Any]:
                 i += 1
 
 
-def _parse_atom(s: str, i: int) -> tuple[Any, int]:
-    """partial-json's ``parseAny`` for anything but a container, at a non-blank ``s[i]``."""
+def _parse_atom(s: str, i: int) -> tuple[Any, int, bool]:
+    """partial-json's ``parseAny`` for anything but a container, at a non-blank ``s[i]``;
+    also whether the value depends on ``s[:index]`` alone."""
     if s[i] == '"':
-        return _parse_string(s, i)
+        return (*_parse_string(s, i), True)
     rest = len(s) - i
     for word, value, at_least in _LITERALS:
         if s.startswith(word, i) or (at_least < rest < len(word) and word.startswith(s[i:])):
-            return value, i + len(word)
+            return value, i + len(word), True
     return _parse_number(s, i)
 
 
@@ -336,20 +362,54 @@ def _continue_string(s: str, start: int, memo: _Memo) -> tuple[str, int] | None:
     return value, n
 
 
-def _parse_number(s: str, start: int) -> tuple[Any, int]:
-    """partial-json's ``parseNum`` inside a container."""
+def _parse_number(s: str, start: int) -> tuple[Any, int, bool]:
+    """partial-json's ``parseNum`` inside a container; also whether the value depends on
+    ``s[:index]`` alone (not where JSON.parse fails and the text's last ``e`` decides)."""
     i = start + 1 if s[start] == "-" else start
     i = _NUM_RUN.match(s, i).end()  # type: ignore[union-attr]  # matches ""
     text = s[start:i]
     try:
-        return _json_parse(text), i
+        return _json_parse(text), i, True
     except (ValueError, RecursionError):
         if text == "-":
             raise _Fail(i) from None
     try:
-        return _json_parse(_substring(s, start, s.rfind("e"))), i
+        return _json_parse(_substring(s, start, s.rfind("e"))), i, False
     except (ValueError, RecursionError) as exc:
-        raise _Fail(i) from exc
+        raise _Fail(i, local=False) from exc
+
+
+# Checkpoints: where partial-json's state (the open containers and the index) depends on the
+# text before the index alone, a parse of a longer text that starts with the same text
+# reaches the same state. Each thread keeps the last few: the text to the checkpoint, the
+# index, and the open containers as they were there, pickled (copied at C speed: the result
+# handed to the caller is always a fresh object).
+_CHECKPOINT_MIN = 1024  # shorter texts are cheap to parse again
+_Checkpoint = tuple[str, int, bytes]
+
+
+def _checkpoint_for(s: str) -> tuple[list[list[Any]], int] | None:
+    for text, index, frames in getattr(_memos, "points", ()):
+        if s.startswith(text):
+            return pickle.loads(frames), index
+    return None
+
+
+def _save_checkpoint(s: str, mark: tuple[int, list[tuple[Any, int, Any, bool]]]) -> None:
+    index, frames = mark
+    if index < _CHECKPOINT_MIN:
+        return
+    copies: list[list[Any]] = []
+    for container, size, key, protoless in frames:
+        if isinstance(container, dict):
+            copies.append([dict(itertools.islice(container.items(), size)), key, protoless])
+        else:
+            copies.append([container[:size], key, protoless])
+    text = s[:index]
+    points: list[_Checkpoint] = getattr(_memos, "points", [])
+    points = [p for p in points if not text.startswith(p[0])]
+    _memos.points = [(text, index, pickle.dumps(copies, pickle.HIGHEST_PROTOCOL)),
+                     *points[:_MEMO_SLOTS - 1]]
 
 
 # The fast path for the usual truncated arguments: a flat object whose values are strings
@@ -378,12 +438,13 @@ def _parse_flat(s: str) -> dict[str, Any] | None:
         return None
     if s[end - 1] == ",":
         value: dict[str, Any] = _STRICT.decode(s[:end - 1] + "}")
-        value.pop("__proto__", None)  # partial-json never makes it an own key
+        if "__proto__" in value:  # JavaScript's prototype rules: the general parser
+            return None
     else:
         value = {}  # just "{"
     key, quote, string, number = tail.groups()
     if key == "__proto__":
-        return value
+        return None
     if quote is not None:
         value[key] = string
     elif number is not None:

@@ -54,6 +54,16 @@ DOCUMENTS: dict[str, str] = {
                                     "n": 1}, ensure_ascii=False),
     "long_invalid_escapes": '{"p": "' + "C:\\dir\\new\\x41 \\u12 " * 110 + '", "n": 1}',
     "long_raw_newlines": '{"s": "' + "line\n\tmore " * 200 + '", "t": "x"}',
+    # long structures (piagent resumes from a checkpoint of the text parsed before)
+    "long_array_of_objects": json.dumps({"path": "a.py", "edits": [
+        {"old": "x\n", "new": "y \u00e9", "n": i, "f": 1.5, "t": True, "z": None, "l": [i, []]}
+        for i in range(30)]}),
+    "long_with_bad_numbers": '{"a": [' + ", ".join(["1.", "2e", "-", "3", "0.5e-1", "1.e"] * 60)
+                             + '], "name": "e", "b": [1.]}',
+    "long_with_repeated_keys": '{"d": [' + ", ".join(['{"k": 1, "k": [2]}'] * 80)
+                               + '], "d": {"x": 1}, "e": 2}',
+    "long_nested_open": '{"a": {"b": [' + ", ".join(['{"c": [1, {"d": "e"}]}'] * 60)
+                        + '], "f": {"g": [[["h", 1e2]]]}}, "z": [' + '[1, 2], ' * 30 + "0]}",
 }
 
 
@@ -120,12 +130,14 @@ def _random_value(rng: random.Random, depth: int = 0) -> str:
     return "{" + rng.choice([", ", ","]).join(pairs) + rng.choice(["", ",", " "]) + "}"
 
 
-def _random_documents(count: int, seed: int) -> list[str]:
+def _random_documents(count: int, seed: int, values: int = 1) -> list[str]:
     rng = random.Random(seed)
     docs = []
     for _ in range(count):
-        doc = _random_value(rng)
-        if not doc.startswith("{"):
+        doc = ", ".join(_random_value(rng) for _ in range(values))
+        if values > 1:  # long: parsed prefix after prefix, piagent resumes from checkpoints
+            doc = '{"v": [' + doc + '], "w": ' + _random_value(rng) + "}"
+        elif not doc.startswith("{"):
             doc = '{"v": ' + doc + "}"
         for _ in range(rng.choice([0, 0, 1, 2])):  # stray characters anywhere
             k = rng.randint(1, len(doc))
@@ -134,8 +146,10 @@ def _random_documents(count: int, seed: int) -> list[str]:
     return docs
 
 
-def test_every_prefix_of_random_documents_parses_as_pi_ai(pi_installed: Path) -> None:
-    texts = [p for doc in _random_documents(200, seed=24) for p in _prefixes(doc)]
+@pytest.mark.parametrize(("count", "values"), [(200, 1), (6, 60)], ids=["short", "long"])
+def test_every_prefix_of_random_documents_parses_as_pi_ai(pi_installed: Path, count: int,
+                                                          values: int) -> None:
+    texts = [p for doc in _random_documents(count, 24, values) for p in _prefixes(doc)]
     done = subprocess.run(["node", str(HERE / "pi_partial_json.mjs")], cwd=HERE,
                           input=json.dumps(texts), capture_output=True, text=True,
                           timeout=DRIVER_TIMEOUT_S)

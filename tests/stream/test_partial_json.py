@@ -362,18 +362,20 @@ def test_flat_fast_path_takes_every_prefix_of_simple_objects(obj: dict[str, Any]
 def _fresh(text: str) -> Any:
     """``parse_streaming_json`` without what this thread remembers of earlier strings (which
     is left as it was)."""
-    saved = getattr(_partial_json._memos, "slots", [])
-    _partial_json._memos.slots = []
+    memos = _partial_json._memos
+    saved = getattr(memos, "slots", []), getattr(memos, "points", [])
+    memos.slots, memos.points = [], []
     try:
         return parse_streaming_json(text)
     finally:
-        _partial_json._memos.slots = saved
+        memos.slots, memos.points = saved
 
 
 def _stream_and_compare(doc: str, steps: list[int]) -> int:
     """Parse ``doc`` prefix by prefix (growing by ``steps``, cycled) and compare each with a
     fresh parse; returns how many prefixes used a remembered string."""
     _partial_json._memos.slots = []
+    _partial_json._memos.points = []
     used = 0
     end = 0
     k = 0
@@ -419,3 +421,47 @@ def test_the_long_string_of_a_stream_is_decoded_once() -> None:
     doc = json.dumps({"path": "a.py", "content": content})
     used = _stream_and_compare(doc, [10])
     assert used > (len(doc) - 2200) / 10 * 0.9
+
+
+@settings(max_examples=12, deadline=None)
+@given(items=st.lists(_json_values, min_size=1, max_size=6),
+       steps=st.lists(st.integers(8, 40), min_size=1, max_size=4),
+       separators=st.sampled_from([None, (",", ":"), (" , ", " : ")]),
+       indent=st.sampled_from([None, 1]),
+       mutation=st.sampled_from(["", "1.", "2e", "-", '"a\\q"', "nu"]))
+def test_a_long_structure_parses_the_same_when_resumed(
+    items: list[Any], steps: list[int], separators: Any, indent: Any, mutation: str
+) -> None:
+    """Every prefix of a long document of many small values (with a value pi-ai's parser
+    must repair or cut inside it) parses as a fresh parse does: resuming from a checkpoint
+    of the text parsed before changes no answer."""
+    rows = [{"i": k, "v": items[k % len(items)]} for k in range(24)]
+    doc = json.dumps({"rows": rows, "after": [1, {"x": "y"}]}, separators=separators,
+                     indent=indent)
+    if mutation:
+        at = len(doc) // 2
+        at = doc.index(",", at) + 1
+        doc = doc[:at] + " " + mutation + "," + doc[at:]
+    _stream_and_compare(doc, steps)
+
+
+def test_a_long_structure_resumes_from_checkpoints() -> None:
+    """A 30 KB list of small objects in 10-character deltas: parsing resumes where the last
+    delta left off, and every answer is a fresh parse's."""
+    doc = json.dumps({"edits": [{"old": f"x{i}", "new": f"y{i}", "n": i} for i in range(900)]})
+    found = []
+    real = _partial_json._checkpoint_for
+
+    def spy(s: str) -> Any:
+        point = real(s)
+        found.append(point is not None)
+        return point
+
+    _partial_json._checkpoint_for = spy  # type: ignore[assignment]
+    try:
+        _stream_and_compare(doc[:6000], [10])
+    finally:
+        _partial_json._checkpoint_for = real  # type: ignore[assignment]
+    # half the calls are the fresh parses (nothing to resume); of the others, all but the
+    # first ~1 KB resume
+    assert sum(found) > 0.8 * (len(found) / 2 - 1024 / 10)
