@@ -8,6 +8,7 @@ schema is cached; ``jsonschema.validate()`` per call would cost ~1 ms).
 from __future__ import annotations
 
 import json
+import time
 import timeit
 from collections.abc import Callable
 from typing import Any
@@ -113,6 +114,25 @@ def main() -> None:
     n = len(range(0, len(doc) + 1, step))
     per = bench(f"parse_streaming_json, all {n} prefixes (one stream)", all_prefixes, 20)
     print(f"{'  = per delta':<58} {per / n:9.2f} µs")
+    long_argument_stream()
+
+
+def long_argument_stream(size: int = 100_000, delta: int = 10) -> float:
+    """A ~100 KB argument (a file's content) streamed in 10-character deltas, parsed after
+    each delta as the providers' builder does: the total time of the whole stream."""
+    line = 'def f(x):\n    return "x" * 2  # \\ tab\there\n'
+    content = (line * (size // len(line) + 1))[:size]
+    doc = json.dumps({"path": "/src/big.py", "content": content})
+    buffer = ""
+    start = time.perf_counter()
+    for i in range(0, len(doc), delta):
+        buffer += doc[i:i + delta]
+        parse_streaming_json(buffer)
+    total = time.perf_counter() - start
+    calls = len(range(0, len(doc), delta))
+    print(f"{f'parse_streaming_json, {len(doc) // 1000} KB in {delta}-char deltas':<58} "
+          f"{total:9.2f} s  ({calls} calls, {total / calls * 1e6:.0f} µs each)")
+    return total
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Compiled tool-argument schemas: AJV-style coercion, cached validators, pi's error lines.
+"""Compiled tool-argument schemas: pi-ai's coercion, cached validators, pi-ai's error lines.
 
-Each schema is compiled once (``compile_schema``, cached by identity) into three parts: a
-coercer that deep-copies the arguments while coercing them as AJV's ``coerceTypes: true``
-does, a ``jsonschema`` validator, and, for the common keywords, a fast checker whose "valid"
-answer lets a valid call skip ``jsonschema`` entirely (``jsonschema`` spends ~15 µs on even a
-tiny object; the checker a few hundred ns). Any "invalid" answer, and any schema that uses a
-keyword the checker does not know, goes to ``jsonschema``, which stays the authority and
-produces the error list. The tool-facing API lives in ``piagent.tools``.
+Each schema is compiled once (``compile_schema``, cached by identity) into four parts: pi-ai's
+``normalizeOptionalNulls`` (an optional property given ``null`` that does not accept it is
+removed), a coercer that deep-copies the arguments while coercing them as pi-ai's
+``coerceWithJsonSchema`` does, a ``jsonschema`` validator, and, for the common keywords, a
+fast checker whose "valid" answer lets a valid call skip ``jsonschema`` entirely
+(``jsonschema`` spends ~15 µs on even a tiny object; the checker a few hundred ns). Any
+"invalid" answer, and any schema that uses a keyword the checker does not know, goes to
+``jsonschema``, which stays the authority; the error list is then made as pi-ai's TypeBox
+validator makes it (``_errortext``). The tool-facing API lives in ``piagent.tools``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ if TYPE_CHECKING:  # jsonschema loads on first compile, keeping `import piagent`
     from jsonschema.protocols import Validator
 
 from ._check import Check, CheckBuilder, Unsupported
-from ._coerce import Coercer, CoercerBuilder, clone
-from ._errortext import collect_errors
+from ._coerce import Coercer, CoercerBuilder, Normalizer, clone
+from ._errortext import collect_errors, typebox_errors
 
 __all__ = ["CompiledSchema", "compile_schema"]
 
@@ -45,31 +47,41 @@ class CompiledSchema:
     validation time (an unresolvable ``$ref``) drops its validator; both are safe to share.
     """
 
-    __slots__ = ("check", "coerce", "schema", "validator")
+    __slots__ = ("check", "coerce", "normalize", "schema", "validator")
 
     def __init__(
-        self, schema: Any, validator: Validator | None, coerce: Coercer, check: Check | None
+        self, schema: Any, validator: Validator | None, coerce: Coercer, check: Check | None,
+        normalize: Normalizer | None = None,
     ) -> None:
         self.schema = schema
         self.validator = validator
         self.coerce = coerce
         self.check = check
+        self.normalize = normalize
 
     def errors(self, instance: Any) -> list[tuple[str, str]]:
-        """Every validation error of ``instance`` as ``(path, message)``, in AJV's words."""
+        """Every validation error of ``instance`` as ``(path, message)``, as pi-ai lists
+        them; ``[]`` when ``jsonschema`` accepts it."""
         validator = self.validator
         if validator is None:
             return []
         import referencing.exceptions
 
-        out: list[tuple[str, str]] = []
         try:
-            for error in validator.iter_errors(instance):
-                collect_errors(error, out)
+            if validator.is_valid(instance):
+                return []
         except referencing.exceptions.Unresolvable as exc:
             _log.warning("Skipping argument validation: the schema has a bad $ref (%s)", exc)
             self.validator = None
             return []
+        checker = getattr(validator, "format_checker", None)
+        out = typebox_errors(
+            self.schema, instance,
+            (lambda f, v: checker.conforms(v, f)) if checker is not None else (lambda f, v: True),
+            draft3="required" not in type(validator).VALIDATORS)
+        if not out:  # a keyword TypeBox does not know: jsonschema's own lines
+            for error in validator.iter_errors(instance):
+                collect_errors(error, out)
         return out
 
 
@@ -107,27 +119,34 @@ def _compile(schema: Any) -> CompiledSchema:
     except jsonschema.SchemaError as exc:
         _log.warning("Skipping argument validation: invalid JSON Schema (%s)", exc.message)
         return CompiledSchema(schema, None, clone, None)
-    validator = cls(_ajv_order(schema), format_checker=cls.FORMAT_CHECKER)
-    coerce = CoercerBuilder(schema).build(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    checks = CheckBuilder(validator)
+
+    def check_for(sub: Any) -> Check | None:
+        """A sub-schema's validity on its own (pi-ai compiles each with TypeBox)."""
+        try:
+            return checks.build(sub)
+        except Unsupported:
+            pass
+        if not isinstance(sub, (dict, bool)):
+            return None
+        is_valid = validator.evolve(schema=sub).is_valid
+
+        def valid(value: Any) -> bool:
+            try:
+                return bool(is_valid(value))
+            except Exception:  # noqa: BLE001 - an unresolvable $ref: TypeBox fails to compile
+                return False
+
+        return valid
+
+    builder = CoercerBuilder(schema, check_for)
+    coerce = builder.build(schema)
+    normalize = builder.normalizer(schema)
     try:
-        check: Check | None = CheckBuilder(validator).build(schema)
+        check: Check | None = checks.build(schema)
     except Unsupported:
         check = None
-    return CompiledSchema(schema, validator, coerce, check)
-
-
-_AJV_FIRST = ("type", "required", "additionalProperties")
-
-
-def _ajv_order(node: Any) -> Any:
-    """A copy of ``node`` whose keywords come in AJV's order, so that jsonschema reports
-    type, then missing, then unexpected properties before the errors inside them."""
-    if isinstance(node, list):
-        return [_ajv_order(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _ajv_order(node[k]) for k in _AJV_FIRST if k in node}
-    out.update((k, _ajv_order(v)) for k, v in node.items() if k not in out)
-    return out
+    return CompiledSchema(schema, validator, coerce, check, normalize)
 
 

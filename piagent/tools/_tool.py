@@ -106,30 +106,34 @@ class AgentTool:
 def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     """Return a coerced deep copy of ``arguments`` that satisfies ``tool.parameters``.
 
-    Coercion follows AJV's ``coerceTypes: true`` (``"5"`` → ``5`` for an integer,
-    ``"true"`` → ``True``, ``5`` → ``"5"`` for a string, ``null`` → ``""``/``0``/``False``)
-    and also wraps a scalar in a list where an array is expected. The schema is compiled
-    once and cached. If the schema itself is invalid a warning is logged and the arguments
-    are returned unchanged.
+    As pi-ai 1.4.0 does: an optional property given ``null`` whose schema does not accept
+    ``null`` is removed, then values are coerced to their schema's type (``"5"`` → ``5``
+    for an integer, ``"true"`` → ``True``, ``5`` → ``"5"`` for a string, ``null`` →
+    ``""``/``0``/``False`` for a required property); nothing is wrapped into a list. The
+    schema is compiled once and cached. If the schema itself is invalid a warning is logged
+    and the arguments are returned unchanged.
 
     Raises:
-        ToolArgumentError: the arguments fail the schema. The message is pi's:
+        ToolArgumentError: the arguments fail the schema. The message is pi-ai's:
             ``Validation failed for tool "<name>":`` then one ``  - <path>: <message>``
-            line per error, then the original arguments as indented JSON.
+            line per error in TypeBox's words (``path: must have required properties
+            path``, ``a.1: must be number``), then the original arguments as indented
+            JSON.
     """
     compiled = compile_schema(tool.parameters)
     if compiled.validator is None:
         return arguments
     too_deep = False
     try:
-        coerced = compiled.coerce(arguments)
+        normalize = compiled.normalize
+        coerced = compiled.coerce(arguments if normalize is None else normalize(arguments))
         check = compiled.check
         if check is not None and check(coerced):
             return coerced
         errors = compiled.errors(coerced)
     except RecursionError:
         too_deep = True
-        errors = [("root", "must NOT be nested more than "
+        errors = [("root", "must not be nested more than "
                            f"{sys.getrecursionlimit()} levels deep")]
     except ValueError:  # jsonschema's message quotes an int too long for repr()
         errors = huge_integer_errors(arguments)

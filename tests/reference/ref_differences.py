@@ -305,14 +305,6 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
 # --- defects (undeclared differences found by this suite) ---------------------------------
 
 DEFECTS: dict[str, Difference] = {d.id: d for d in [
-    Difference("coercion-optional-null",
-               "For {\"limit\": null} on an optional number pi-ai removes the key "
-               "(normalizeOptionalNulls); piagent passes 0.", None),
-    Difference("coercion-scalar-to-array",
-               "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
-               "into [\"solo\"] and runs the tool.", None),
-    Difference("validation-error-text",
-               "piagent's validation error text differs from pi-ai's (the model reads it).", None),
 ]}
 
 

@@ -49,7 +49,7 @@ def test_numeric_string_past_the_int_digit_limit_is_a_validation_error() -> None
 
 
 def test_deeply_nested_arguments_are_a_validation_error() -> None:
-    with pytest.raises(ToolArgumentError, match=r"root: must NOT be nested more than \d+ levels deep"):
+    with pytest.raises(ToolArgumentError, match=r"root: must not be nested more than \d+ levels deep"):
         validate_tool_arguments(count, {"n": 1, "x": 1.0, "s": _nested(100_000)})
 
 

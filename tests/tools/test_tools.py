@@ -506,9 +506,7 @@ def test_exceptions_from_the_function_propagate() -> None:
         ({"type": ["integer", "null"]}, "", None),
         ({"type": ["integer", "null"]}, None, None),
         ({"type": ["string", "integer"]}, 3, 3),
-        ({"type": "array", "items": {"type": "integer"}}, "5", [5]),
         ({"type": "array", "items": {"type": "integer"}}, ["1", 2, "3"], [1, 2, 3]),
-        ({"type": "array"}, 7, [7]),
         ({"type": "object", "additionalProperties": {"type": "integer"}}, {"a": "1"}, {"a": 1}),
         ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, "4", 4),
         ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, None, None),
@@ -516,14 +514,56 @@ def test_exceptions_from_the_function_propagate() -> None:
     ],
 )
 def test_coercion(prop: dict[str, Any], value: Any, expected: Any) -> None:
-    """AJV coerceTypes rules, plus scalar → [scalar] for arrays."""
-    t = _schema_tool({"type": "object", "properties": {"v": prop}})
+    """pi-ai's coercePrimitiveByType rules (a required property: ``null`` is coerced)."""
+    t = _schema_tool({"type": "object", "properties": {"v": prop}, "required": ["v"]})
     out = validate_tool_arguments(t, {"v": value})
     assert out == {"v": expected}
     assert type(out["v"]) is type(expected)
 
 
-def test_coercion_recurses_into_objects_arrays_and_refs() -> None:
+@pytest.mark.parametrize(
+    ("prop", "value", "kept"),
+    [
+        ({"type": "integer"}, None, False),
+        ({"type": "string"}, None, False),
+        ({"type": "boolean"}, None, False),
+        ({"type": "object", "properties": {}}, None, False),
+        ({"type": ["integer", "null"]}, None, True),
+        ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, None, True),
+        ({}, None, True),
+    ],
+)
+def test_optional_null_is_removed_unless_the_schema_accepts_null(
+    prop: dict[str, Any], value: Any, kept: bool
+) -> None:
+    """pi-ai's normalizeOptionalNulls: an optional property given null that its schema
+    rejects is removed (the tool sees its default), not coerced to 0/""/False."""
+    args = {"dir": "/", "v": value}
+    t = _schema_tool({"type": "object", "properties": {"dir": {"type": "string"}, "v": prop},
+                      "required": ["dir"]})
+    assert validate_tool_arguments(t, args) == ({"dir": "/", "v": None} if kept else {"dir": "/"})
+    assert args == {"dir": "/", "v": value}  # the model's arguments are not touched
+
+
+@pytest.mark.parametrize(
+    ("prop", "value", "line"),
+    [
+        ({"type": "array", "items": {"type": "integer"}}, "5", "v: must be array"),
+        ({"type": "array"}, 7, "v: must be array"),
+    ],
+)
+def test_a_scalar_is_not_wrapped_into_an_array(prop: dict[str, Any], value: Any,
+                                               line: str) -> None:
+    """pi-ai does not wrap a scalar where an array is expected: the model is told."""
+    t = _schema_tool({"type": "object", "properties": {"v": prop}})
+    with pytest.raises(ToolArgumentError) as caught:
+        validate_tool_arguments(t, {"v": value})
+    assert f"  - {line}\n" in str(caught.value)
+
+
+def test_coercion_recurses_into_objects_and_arrays_but_not_refs() -> None:
+    """As pi-ai's coerceWithJsonSchema: nested objects, item lists and tuples are coerced;
+    a ``$ref`` is not followed, so a value behind one must already have its type."""
     t = _schema_tool(
         {
             "type": "object",
@@ -541,13 +581,11 @@ def test_coercion_recurses_into_objects_arrays_and_refs() -> None:
         }
     )
     assert validate_tool_arguments(
-        t,
-        {
-            "edits": [{"line": "3"}, {"line": 4}],
-            "opts": {"deep": {"n": "0.5"}},
-            "pair": ["1", 2],
-        },
-    ) == {"edits": [{"line": 3}, {"line": 4}], "opts": {"deep": {"n": 0.5}}, "pair": [1, "2"]}
+        t, {"edits": [{"line": 3}], "opts": {"deep": {"n": "0.5"}}, "pair": ["1", 2]},
+    ) == {"edits": [{"line": 3}], "opts": {"deep": {"n": 0.5}}, "pair": [1, "2"]}
+    with pytest.raises(ToolArgumentError) as caught:
+        validate_tool_arguments(t, {"edits": [{"line": "3"}, {"line": 4}]})
+    assert caught.value.errors == ["edits.0.line: must be integer"]
 
 
 def test_arguments_are_deep_copied() -> None:
@@ -593,23 +631,24 @@ def test_error_text_is_pis_format_exactly() -> None:
     }
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, args)
+    # pi-ai 1.4.0's text, character for character (TypeBox lists at most 8 errors)
     assert str(info.value) == (
         'Validation failed for tool "read":\n'
-        "  - path: must have required property 'path'\n"
-        "  - root: must NOT have additional property 'bogus'\n"
+        "  - path: must have required properties path\n"
+        "  - bogus: schema is false\n"
+        "  - root: must not have additional properties\n"
         "  - limit: must be >= 1\n"
-        '  - mode: must be equal to one of the allowed values: "r", "w"\n'
-        "  - items/1: must have required property 'id'\n"
-        "  - opts: must have required property 'name'\n"
-        "  - opts: must NOT have additional property 'color'\n"
-        "  - opts/depth: must be integer\n"
+        "  - mode: must be equal to one of the allowed values\n"
+        "  - items.1.id: must have required properties id\n"
+        "  - opts.name: must have required properties name\n"
+        "  - opts.color: schema is false\n"
         "\n"
         "Received arguments:\n" + json.dumps(args, indent=2, ensure_ascii=False)
     )
     assert '"bogus": "é"' in str(info.value)
     err = info.value
     assert err.tool_name == "read"
-    assert err.errors[0] == "path: must have required property 'path'"
+    assert err.errors[0] == "path: must have required properties path"
     assert len(err.errors) == 8
     assert isinstance(err, ValueError) and isinstance(err, PiAgentError)
 
@@ -630,19 +669,22 @@ def test_error_text_shows_original_not_coerced_arguments() -> None:
 @pytest.mark.parametrize(
     ("prop", "value", "message"),
     [
-        ({"type": "string", "minLength": 2}, "a", "must NOT have fewer than 2 characters"),
-        ({"type": "string", "maxLength": 1}, "ab", "must NOT have more than 1 characters"),
+        ({"type": "string", "minLength": 2}, "a", "must not have fewer than 2 characters"),
+        ({"type": "string", "maxLength": 1}, "ab", "must not have more than 1 characters"),
         ({"type": "string", "pattern": "^a"}, "b", 'must match pattern "^a"'),
-        ({"type": "array", "maxItems": 1}, [1, 2], "must NOT have more than 1 items"),
+        ({"type": "array", "maxItems": 1}, [1, 2], "must not have more than 1 items"),
         ({"type": "number", "exclusiveMaximum": 1}, 1, "must be < 1"),
+        ({"type": "number", "maximum": 0.5}, 1, "must be <= 0.5"),
         ({"type": "integer", "multipleOf": 2}, 3, "must be multiple of 2"),
-        ({"const": "x"}, "y", 'must be equal to constant "x"'),
-        ({"type": ["string", "null"]}, [1], "must be string,null"),
-        ({"not": {"type": "string"}}, "s", "must NOT be valid"),
-        ({"type": "array", "uniqueItems": True}, [1, 1], "must NOT have duplicate items"),
+        ({"const": "x"}, "y", "must be equal to constant"),
+        ({"enum": ["fast", "slow"]}, "x", "must be equal to one of the allowed values"),
+        ({"type": ["string", "null"]}, [1], "must be either string or null"),
+        ({"not": {"type": "string"}}, "s", "must not be valid"),
+        ({"type": "array", "uniqueItems": True}, [1, 1], "must not have duplicate items"),
+        ({"type": "object", "minProperties": 1}, {}, "must not have fewer than 1 properties"),
     ],
 )
-def test_error_messages_read_like_ajv(prop: dict[str, Any], value: Any, message: str) -> None:
+def test_error_messages_read_like_pi_ai(prop: dict[str, Any], value: Any, message: str) -> None:
     t = _schema_tool({"type": "object", "properties": {"v": prop}})
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, {"v": value})
@@ -677,7 +719,7 @@ def test_tool_from_decorator_validates() -> None:
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(read, {"limit": "many"})
     assert info.value.errors == [
-        "path: must have required property 'path'",
+        "path: must have required properties path",
         "limit: must be integer",
     ]
 
@@ -756,7 +798,7 @@ def test_draft_3_keeps_type_required_and_properties_apart() -> None:
 
 def test_draft_3_property_required_true_is_enforced_with_pi_words() -> None:
     """Draft 3 marks a property itself ``required: true``: a call without it is invalid (as
-    jsonschema says), with the usual "must have required property" line, not a TypeError."""
+    jsonschema says), with pi-ai's "must have required properties" line, not a TypeError."""
     schema = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
               "properties": {"path": {"type": "string", "required": True},
                              "n": {"type": "integer"}}}
@@ -764,8 +806,8 @@ def test_draft_3_property_required_true_is_enforced_with_pi_words() -> None:
     tool_ = AgentTool(name="files", description="d", parameters=schema,
                       execute=lambda *args: None)
     assert validate_tool_arguments(tool_, {"path": "a"}) == {"path": "a"}
-    for args, lines in (({"n": 1}, ["path: must have required property 'path'"]),
-                        ({"n": "x"}, ["path: must have required property 'path'",
+    for args, lines in (({"n": 1}, ["path: must have required properties path"]),
+                        ({"n": "x"}, ["path: must have required properties path",
                                       "n: must be integer"])):
         with pytest.raises(ToolArgumentError) as caught:
             validate_tool_arguments(tool_, args)
@@ -792,8 +834,8 @@ def test_coercion_copies_and_coerces_leaves_of_every_kind() -> None:
     assert type(coerce({"n": True})["n"]) is int and coerce({"s": "x"}) == {"s": "x"}
     assert coerce(("a",)) == ["a"]  # not an object: copied as it is
     assert schema_mod.compile_schema({"type": "integer"}).coerce("5") == 5
-    # an unknown type matches anything, so nothing is coerced (as AJV's loop does)
-    assert CoercerBuilder({}).build({"type": ["integer", "x-any"]})("5") == "5"
+    # pi-ai's matchesJsonType: an unknown type matches nothing, so the known one coerces
+    assert CoercerBuilder({}).build({"type": ["integer", "x-any"]})("5") == 5
 
 
 def test_invalid_schema_logs_a_warning_and_skips_validation(
@@ -862,7 +904,8 @@ def test_validation_agrees_with_jsonschema(schema_index: int, instance: dict[str
     t = _schema_tool(schema)
     compiled = schema_mod.compile_schema(schema)
     assert compiled.check is not None
-    coerced = compiled.coerce(instance)
+    normalize = compiled.normalize
+    coerced = compiled.coerce(instance if normalize is None else normalize(instance))
     expected_valid = jsonschema.Draft7Validator(schema).is_valid(coerced)
     assert compiled.check(coerced) <= expected_valid  # the fast path never over-accepts
     try:

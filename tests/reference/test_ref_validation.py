@@ -1,0 +1,160 @@
+"""validate_tool_arguments against pi-ai 1.4.0's validateToolArguments: the coerced arguments
+a tool receives, or the exact error text the model reads."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent.errors import ToolArgumentError
+from piagent.tools import AgentTool, validate_tool_arguments
+
+from .conftest import DRIVER_TIMEOUT_S, HERE
+
+
+def _obj(props: dict[str, Any], **rest: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props, **rest}
+
+
+STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
+
+CASES: dict[str, tuple[dict[str, Any], Any]] = {
+    "missing_required": (_obj({"path": STR}, required=["path"]), {}),
+    "two_missing": (_obj({"a": STR, "b": STR}, required=["a", "b"]), {"c": 1}),
+    "nested_missing": (_obj({"o": _obj({"q": STR}, required=["q"])}), {"o": {}}),
+    "enum": (_obj({"m": {"enum": ["fast", "slow"]}}), {"m": "x"}),
+    "const": (_obj({"c": {"const": "x"}}), {"c": "y"}),
+    "array_item": (_obj({"a": {"type": "array", "items": NUM}}), {"a": [1, "x", 3, None, True]}),
+    "additional_false": (_obj({"p": STR}, additionalProperties=False), {"p": "x", "extra": 1,
+                                                                      "e2": 2}),
+    "additional_schema": (_obj({"p": STR}, additionalProperties=INT), {"p": "x", "n": "5", "m": "q"}),
+    "scalar_not_wrapped": (_obj({"tags": {"type": "array", "items": STR}}), {"tags": "solo"}),
+    "optional_null_removed": (_obj({"dir": STR, "limit": NUM}, required=["dir"]),
+                              {"dir": "/", "limit": None}),
+    "required_null_coerced": (_obj({"limit": NUM, "s": STR, "b": BOOL}, required=["limit", "s", "b"]),
+                              {"limit": None, "s": None, "b": None}),
+    "nullable_null_kept": (_obj({"n": {"type": ["integer", "null"]}}), {"n": None}),
+    "nested_optional_null": (_obj({"o": _obj({"a": NUM, "b": STR})}), {"o": {"a": None, "b": None}}),
+    "array_of_objects_null": (_obj({"l": {"type": "array", "items": _obj({"a": INT})}}),
+                              {"l": [{"a": None}, {"a": "3"}]}),
+    "bounds": (_obj({"n": {"type": "integer", "minimum": 1, "maximum": 5}}), {"n": "9"}),
+    "exclusive_multiple": (_obj({"n": {"type": "number", "exclusiveMaximum": 2.5,
+                                       "multipleOf": 0.5}}), {"n": 3.3}),
+    "type_union": (_obj({"n": {"type": ["integer", "null"]}}), {"n": "x"}),
+    "type_union_coerced": (_obj({"n": {"type": ["boolean", "integer"]}}), {"n": "7"}),
+    "any_of": (_obj({"n": {"anyOf": [INT, BOOL]}}), {"n": "x"}),
+    "any_of_coerced": (_obj({"n": {"anyOf": [{"type": "null"}, INT]}}), {"n": "12"}),
+    "one_of_two_pass": (_obj({"n": {"oneOf": [NUM, INT]}}), {"n": 3}),
+    "string_checks": (_obj({"s": {"type": "string", "minLength": 3, "pattern": "^a"}}),
+                      {"s": "b"}),
+    "max_length_items": (_obj({"s": {"type": "string", "maxLength": 2},
+                               "l": {"type": "array", "maxItems": 1, "minItems": 0}}),
+                         {"s": "abc", "l": [1, 2]}),
+    "unique": (_obj({"l": {"type": "array", "uniqueItems": True}}), {"l": [1, 2, 1]}),
+    "format_email": (_obj({"s": {"type": "string", "format": "email"}}), {"s": "b"}),
+    "numbers_from_strings": (_obj({"a": NUM, "b": NUM, "c": INT, "d": INT, "e": NUM, "f": NUM}),
+                             {"a": "0x10", "b": " 2.5 ", "c": "1e3", "d": "5.5", "e": "",
+                              "f": "Infinity"}),
+    "strings_from_numbers": (_obj({"a": STR, "b": STR, "c": STR, "d": STR}),
+                             {"a": 5, "b": 2.5, "c": True, "d": 1e21}),
+    "booleans": (_obj({"a": BOOL, "b": BOOL, "c": BOOL, "d": BOOL}),
+                 {"a": "true", "b": 0, "c": "yes", "d": 1}),
+    "integer_from_boolean": (_obj({"a": INT, "b": NUM}), {"a": True, "b": False}),
+    "null_type": (_obj({"a": {"type": "null"}, "b": {"type": "null"}}), {"a": "", "b": 0}),
+    "wrong_root_type": ({"type": "object"}, [1]),
+    "nested_path": (_obj({"a": _obj({"b": {"type": "array", "items": _obj({"c": INT})}})}),
+                    {"a": {"b": [{"c": 1}, {"c": "x"}]}}),
+    "many_errors_capped": (_obj({k: INT for k in "abcdefghij"}),
+                           {k: "x" for k in "abcdefghij"}),
+    "ref": ({"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}},
+             "$defs": {"P": _obj({"x": INT}, required=["x"])}}, {"p": {}}),
+    "all_of": (_obj({"n": {"allOf": [INT, {"minimum": 3}]}}), {"n": 1}),
+    "not": (_obj({"n": {"not": STR}}), {"n": "x"}),
+    "dependent_required": (_obj({"a": STR, "b": STR}, dependentRequired={"a": ["b"]},
+                                **{"$schema": "https://json-schema.org/draft/2020-12/schema"}),
+                           {"a": "x"}),
+    "float_in_received": (_obj({"a": STR}, required=["a"]), {"f": 1.0, "g": 1e-7}),
+    "valid_untouched": (_obj({"path": STR, "n": INT}), {"path": "/x", "n": 3}),
+    "no_type_no_coercion": ({"properties": {"n": INT}}, {"n": "5"}),
+}
+
+
+@pytest.fixture(scope="session")
+def pi_validated(pi_installed: Path) -> dict[str, Any]:
+    payload = [{"schema": schema, "arguments": args} for schema, args in CASES.values()]
+    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
+                          input=json.dumps(payload), capture_output=True, text=True,
+                          timeout=DRIVER_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return dict(zip(CASES, json.loads(done.stdout), strict=True))
+
+
+def _piagent(schema: dict[str, Any], args: Any) -> dict[str, Any]:
+    tool = AgentTool(name="t", description="", parameters=schema, execute=lambda *a: None)
+    try:
+        return {"value": validate_tool_arguments(tool, args)}
+    except ToolArgumentError as exc:
+        return {"error": str(exc)}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_validation_as_pi_ai(name: str, pi_validated: dict[str, Any]) -> None:
+    ours = _piagent(*CASES[name])
+    assert ours == pi_validated[name]
+
+
+# --- many random arguments against a set of property schemas -----------------------------
+
+_PROPS: list[dict[str, Any]] = [
+    STR, NUM, INT, BOOL, {"type": "null"}, {"type": ["integer", "null"]},
+    {"type": ["boolean", "string"]}, {"type": ["number", "string"]},
+    {"type": "array", "items": INT}, {"type": "array", "items": [INT, STR]},
+    _obj({"x": INT, "y": {"type": "array", "items": BOOL}}, required=["x"]),
+    {"anyOf": [INT, {"type": "null"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, INT]},
+    {"enum": [1, "1", True, None]}, {"type": "integer", "minimum": 0, "maximum": 10},
+    {"type": "string", "pattern": "^[a-z]+$", "minLength": 2}, {},
+]
+_VALUES: list[Any] = [
+    None, True, False, 0, 1, -1, 2.5, 1e21, 1e-7, 0.1, 123456789, "", " ", "5", " 12 ", "1e3",
+    "-0", "0x1f", "0b11", "0o7", "Infinity", "5.", ".5", "1_0", "true", "false", "abc", "1",
+    [], [1], ["2", 3], {"x": "4"}, {"x": None, "y": [1, "true"]}, {}, [None], "ab",
+]
+
+
+def _random_cases(count: int, seed: int) -> list[tuple[dict[str, Any], Any]]:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        props = {f"p{i}": rng.choice(_PROPS) for i in range(rng.randint(1, 4))}
+        required = [k for k in props if rng.random() < 0.5]
+        args = {k: rng.choice(_VALUES) for k in props if rng.random() < 0.85}
+        if rng.random() < 0.2:
+            args["extra"] = rng.choice(_VALUES)
+        schema = _obj(props, required=required)
+        if rng.random() < 0.3:
+            schema["additionalProperties"] = rng.choice([False, INT])
+        cases.append((schema, args))
+    return cases
+
+
+RANDOM_CASES = _random_cases(400, seed=24)
+
+
+def test_random_arguments_as_pi_ai(pi_installed: Path) -> None:
+    payload = [{"schema": schema, "arguments": args} for schema, args in RANDOM_CASES]
+    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
+                          input=json.dumps(payload), capture_output=True, text=True,
+                          timeout=DRIVER_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-4000:]
+    different = []
+    for (schema, args), pi in zip(RANDOM_CASES, json.loads(done.stdout), strict=True):
+        ours = _piagent(schema, args)
+        if ours != pi:
+            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {pi}\n  us {ours}")
+    assert not different, f"{len(different)} of {len(RANDOM_CASES)} differ:\n" + \
+        "\n".join(different[:5])
