@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._agent import Agent, Listener
 from ._input import default_convert_to_llm, normalise_input
-from ._queues import QueueMode
+from ._queues import QueueMode, QueueView
 from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled
 from ._state import AgentState
 
@@ -25,6 +25,7 @@ __all__ = [
     "AgentState",
     "Listener",
     "QueueMode",
+    "QueueView",
     "RunSettled",
     "default_convert_to_llm",
     "normalise_input",

@@ -7,6 +7,7 @@ thread; the caller waits on an event in short slices, so Ctrl-C aborts the run c
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -42,7 +43,7 @@ from ._input import (
     starting_transcript,
 )
 from ._persistence import StoreLink, check_store, stored_messages
-from ._queues import QueueLedger, QueueMode, Takings, check_mode
+from ._queues import QueueLedger, QueueMode, QueueView, Takings, check_mode
 from ._run import AgentEventIterator, AgentRun
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
@@ -218,6 +219,16 @@ class Agent:
     @follow_up_mode.setter
     def follow_up_mode(self, mode: QueueMode) -> None:
         self._queues.follow_up.mode = check_mode(mode, "follow_up_mode")
+
+    @property
+    def steering_queue(self) -> QueueView:
+        """The steering queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.steering)
+
+    @property
+    def follow_up_queue(self) -> QueueView:
+        """The follow-up queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.follow_up)
 
     @property
     def signal(self) -> AbortSignal | None:
@@ -427,8 +438,9 @@ class Agent:
             prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()
-            thread = threading.Thread(target=run_worker,
-                                      args=(self, run, prompts, skip_poll, started),
+            # the run works in a copy of the caller's contextvars context (its tools too)
+            thread = threading.Thread(target=contextvars.copy_context().run,
+                                      args=(run_worker, self, run, prompts, skip_poll, started),
                                       name="piagent-run", daemon=True)
             # known before the thread starts, so a wait that sees the run settled joins it
             run._thread = self._last_worker = thread

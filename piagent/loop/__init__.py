@@ -9,6 +9,7 @@ the loop's inputs. The loop knows no provider: it calls whatever stream function
 
 from __future__ import annotations
 
+from ._call import run_tool_call
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -24,15 +25,8 @@ from ._config import (
     RequestUpdate,
     TurnDecision,
 )
-from ._loop import (
-    agent_loop,
-    agent_loop_continue,
-    run_agent_loop,
-    run_agent_loop_continue,
-    run_agent_loop_resume,
-    unanswered_tool_calls,
-)
-from ._tools import run_tool_call
+from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._resume import run_agent_loop_resume, unanswered_tool_calls
 
 __all__ = [
     "AfterToolCallContext",
