@@ -357,6 +357,8 @@ class _NoticeHandler(logging.Handler):
         self._printer = printer
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "piagent_run_failed", False):
+            return  # the chat says a failed run itself
         try:
             self._printer.line(self._printer.style.dim(f"({cli_words(record.getMessage())})"))
         except Exception:  # noqa: BLE001 - the logging module's own contract
