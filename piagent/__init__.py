@@ -34,6 +34,7 @@ from .agent import (
 from .errors import (
     AgentBusyError,
     AgentLoopError,
+    AgentRunError,
     PiAgentError,
     ProviderConnectionError,
     ProviderError,
@@ -184,6 +185,7 @@ __all__ = [
     "AgentLoopTurnUpdate",
     "AgentMessage",
     "AgentRun",
+    "AgentRunError",
     "AgentStartEvent",
     "AgentState",
     "AgentTool",

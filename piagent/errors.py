@@ -10,6 +10,7 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     │                                         active; a runner's start() while the session has a
     │                                         live run in any process (the session-busy error)
     ├── AgentLoopError (+RuntimeError)        a hook or convert_to_llm raised inside agent_loop()
+├── AgentRunError (+RuntimeError)         run.raise_for_error(): the run failed or was aborted
     ├── StreamFnError (+LookupError)          no stream function configured
     ├── ToolArgumentError (+ValueError)       arguments failed a tool's schema (becomes a tool result)
     ├── UnknownMessageTypeError (+ValueError) a dict whose role/type is not registered
@@ -38,6 +39,7 @@ from typing import Any
 __all__ = [
     "AgentBusyError",
     "AgentLoopError",
+    "AgentRunError",
     "PiAgentError",
     "ProviderConnectionError",
     "ProviderError",
@@ -63,6 +65,19 @@ class AgentLoopError(PiAgentError, RuntimeError):
 
     The original exception is chained as ``__cause__``.
     """
+
+
+class AgentRunError(PiAgentError, RuntimeError):
+    """A run ended in an error or was aborted, raised on request by ``run.raise_for_error()``.
+
+    ``run`` is the run (its messages, its ``error_message``); ``stop_reason`` is
+    ``"error"`` or ``"aborted"``.
+    """
+
+    def __init__(self, message: str, *, run: Any, stop_reason: str) -> None:
+        super().__init__(message)
+        self.run = run
+        self.stop_reason = stop_reason
 
 
 class StreamFnError(PiAgentError, LookupError):

@@ -51,7 +51,7 @@ DOCUMENTED = {
     # models (§8; the catalogue lives in piagent.providers)
     "Model", "ModelCost", "calculate_cost",
     # errors
-    "PiAgentError", "AgentBusyError", "AgentLoopError", "StreamFnError", "ToolArgumentError",
+    "PiAgentError", "AgentBusyError", "AgentLoopError", "AgentRunError", "StreamFnError", "ToolArgumentError",
     "UnknownMessageTypeError", "ProviderError", "ProviderConnectionError",
     "ProviderResponseError", "ProxyError", "ProxyProtocolError",
     "__version__",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Final, Literal
 
 from ..abort import AbortController, AbortSignal
+from ..errors import AgentRunError
 from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
@@ -93,6 +94,21 @@ class AgentRun:
         """The text of ``reply`` ("" when the run added no assistant message)."""
         reply = self.reply
         return reply.text if reply is not None else ""
+
+    def raise_for_error(self, timeout: float | None = None) -> AgentRun:
+        """Wait for the run, then raise ``AgentRunError`` if it ended in an error or was
+        aborted; return the run otherwise, so ``agent.prompt(q).raise_for_error().text`` is
+        the answer or an exception (failures are data otherwise: ``error_message``)."""
+        if not self.wait(timeout):
+            raise TimeoutError(f"The run did not end within {timeout} s.")
+        reply = self.reply
+        stop = reply.stop_reason if reply is not None else None
+        if stop in ("error", "aborted") or self._error_message is not None:
+            stop = stop if stop in ("error", "aborted") else "error"
+            what = "was aborted" if stop == "aborted" else "failed"
+            raise AgentRunError(f"The run {what}: {self._error_message or 'no reason given'}",
+                                run=self, stop_reason=stop)
+        return self
 
     def abort(self, reason: object = None) -> None:
         """Abort the run (no-op once it is done)."""

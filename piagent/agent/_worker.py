@@ -38,6 +38,9 @@ from ._state import AgentState
 __all__ = ["Listener", "Listeners", "RunHost", "emitter", "run_worker", "still_running"]
 
 _log = logging.getLogger("piagent.agent")
+# marks the one WARNING of a failed run, so a front end that shows the failure itself (the
+# CLI) can leave the log line out
+_RUN_FAILED = {"piagent_run_failed": True}
 
 Listener = Callable[[AgentEvent, AbortSignal], Any]
 """``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
@@ -120,8 +123,12 @@ def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None
             run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
         else:
             run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
+        reply = run.reply
+        if reply is not None and reply.stop_reason == "error":  # one line; the run is data
+            _log.warning("The agent run failed: %s", reply.error_message, extra=_RUN_FAILED)
     except BaseException as exc:  # the run must end with agent_end, whatever failed
-        _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc,
+                     extra=_RUN_FAILED)
         fail_run(agent, run, exc)
     finally:
         run.takings.restore()
@@ -136,12 +143,19 @@ def fail_run(agent: RunHost, run: AgentRun, error: BaseException) -> None:
         content=[TextContent("")], api=model.api if model else "",
         provider=model.provider if model else "", model=model.id if model else "",
         stop_reason="aborted" if run.signal.aborted else "error",
-        error_message=str(error) or type(error).__name__)
+        error_message=describe_failure(error))
     emit = emitter(agent, run)
     for event in (MessageStartEvent(message), MessageEndEvent(message),
                   TurnEndEvent(message, [])):
         _emit_closing(emit, event)
     _emit_closing(emit, AgentEndEvent(run.messages))  # made now: with the message above
+
+
+def describe_failure(error: BaseException) -> str:
+    """A failed run's ``error_message``: the exception's type and message, as a Python
+    traceback's last line says it ("ZeroDivisionError: division by zero")."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _emit_closing(emit: Callable[[AgentEvent], None], event: AgentEvent) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
 from ._mcp import close_all, first_duplicate, open_mcp_servers
-from ._output import CliError, EventPrinter, Style, cli_words
+from ._output import AnswerPrinter, CliError, EventPrinter, Style, cli_words
 from ._sessions import (
     attach_session,
     check_session_name,
@@ -146,7 +146,9 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                 continue
             if busy:
                 agent.steer(text)
-                say(style.dim("(steering message queued: delivered after the current tool batch)"))
+                when = ("after the current tool batch" if agent.state.pending_tool_calls
+                        else "when the model's current reply ends")
+                say(style.dim(f"(steering message queued: delivered {when})"))
                 continue
             start(text)
     finally:
@@ -264,9 +266,13 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None,
                   prepare_next_turn=refresh_tools(*servers) if servers else None)
-    style = Style.for_stream(out)
     interactive = _isatty(sys.stdin) and _isatty(out)
-    printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
+    printer: EventPrinter
+    if question:  # one-shot: stdout is the answer alone, everything else goes to stderr
+        printer = AnswerPrinter(out, err, style=Style.for_stream(err))
+    else:
+        printer = EventPrinter(out, style=Style.for_stream(out), show_usage=True,
+                               show_waiting=interactive)
     agent.subscribe(printer)
     hide_notices = show_notices(printer)
     try:
@@ -351,6 +357,8 @@ class _NoticeHandler(logging.Handler):
         self._printer = printer
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "piagent_run_failed", False):
+            return  # the chat says a failed run itself
         try:
             self._printer.line(self._printer.style.dim(f"({cli_words(record.getMessage())})"))
         except Exception:  # noqa: BLE001 - the logging module's own contract

@@ -80,13 +80,22 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   f"{', '.join(providers)}. Any OpenAI-compatible server works with "
                   f"'piagent chat -m NAME/MODEL --base-url URL'.\n")
         return _EXIT_USAGE
-    for provider in [args.provider] if args.provider else providers:
-        for model in get_models(provider):
-            cost = model.cost
-            price = (f"${cost.input:g} in / ${cost.output:g} out per 1M tokens"
-                     if cost.input or cost.output else "price unknown")
-            out.write(f"{provider}/{model.id:<40} {price}\n")
+    rows = [(f"{provider}/{model.id}", _price(model.cost.input, model.cost.output, 0),
+             _price(model.cost.input, model.cost.output, 1))
+            for provider in ([args.provider] if args.provider else providers)
+            for model in get_models(provider)]
+    width = max(len(name) for name, _, _ in rows)
+    out.write(f"{'MODEL':<{width}}  {'$ IN/1M':>9}  {'$ OUT/1M':>9}\n")
+    for name, price_in, price_out in rows:
+        out.write(f"{name:<{width}}  {price_in:>9}  {price_out:>9}\n")
     return 0
+
+
+def _price(price_in: float, price_out: float, which: int) -> str:
+    """A dollar price per million tokens; "?" when the catalogue knows neither."""
+    if not (price_in or price_out):
+        return "?"
+    return f"{(price_in, price_out)[which]:.2f}"
 
 
 _THINKING = ("off", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -14,7 +14,7 @@ from ..errors import PiAgentError
 if TYPE_CHECKING:
     from ..abort import AbortSignal
 
-__all__ = ["CliError", "EventPrinter", "Style", "cli_words"]
+__all__ = ["AnswerPrinter", "CliError", "EventPrinter", "Style", "cli_words"]
 
 
 class CliError(PiAgentError):
@@ -130,6 +130,7 @@ class EventPrinter:
         self.echo_prompt = echo_prompt
         self.show_thinking = show_thinking
         self.show_usage = show_usage
+        self.show_errors = True  # an error stop as an "error: ..." line
         self.lock = threading.RLock()  # guards the terminal: one writer at a time
         self._at_line_start = True
         self._seen_assistant = False
@@ -260,7 +261,7 @@ class EventPrinter:
             if text and not self._streamed_text:  # a stream function that sent no deltas
                 self.line(style.assistant("assistant> ") + text)
             self._end_line()
-            if message.stop_reason == "error":
+            if message.stop_reason == "error" and self.show_errors:
                 self.line(style.error("error: ") + cli_words(message.error_message or "unknown error"))
             elif message.stop_reason == "aborted":
                 self.line(style.error("aborted: ") + (message.error_message or "Operation aborted"))
@@ -322,3 +323,46 @@ class EventPrinter:
                       + (f": {text}" if text else ""))
 
 
+
+
+class AnswerPrinter(EventPrinter):
+    """One-shot output: the model's answer alone on ``answer`` (stdout), every other line
+    (tools, usage, system notes, thinking) on ``out`` (stderr). A failed run's error is left
+    to the caller, which says it once."""
+
+    def __init__(self, answer: TextIO, notes: TextIO, *, style: Style | None = None) -> None:
+        super().__init__(notes, style=style, show_usage=True)
+        self.answer = answer
+        self.show_errors = False  # the caller says a failed run's error, once
+        self._answer_open = False  # answer text written since its last newline
+
+    def _write_answer(self, text: str) -> None:
+        if text:
+            self.answer.write(text)
+            self.answer.flush()
+            self._answer_open = not text.endswith("\n")
+
+    def _on_message_update(self, event: Any) -> None:
+        update = event.assistant_message_event
+        kind = update.type
+        if kind == "text_start":
+            self._streamed_text = True
+            if self._answer_open:  # a later text block: its own line
+                self._write_answer("\n")
+        elif kind == "text_delta":
+            self._write_answer(update.delta)
+        elif kind != "text_end":
+            super()._on_message_update(event)
+
+    def _on_message_end(self, event: Any) -> None:
+        message = event.message
+        if getattr(message, "role", None) == "assistant":
+            text = _content_text(message.content)
+            if text and not self._streamed_text:  # a stream function that sent no deltas
+                self._write_answer(text)
+            self._streamed_text = True
+        super()._on_message_end(event)
+
+    def _on_agent_end(self, event: Any) -> None:
+        if self._answer_open:
+            self._write_answer("\n")

@@ -195,7 +195,7 @@ def test_a_raising_listener_fails_the_run_with_a_synthetic_error_message() -> No
 
     agent.subscribe(listener)
     run = agent.prompt("hi", timeout=WAIT)  # returns normally
-    _assert_failed(agent, run, rec, "listener broke")
+    _assert_failed(agent, run, rec, "RuntimeError: listener broke")
     assert summary(rec.events) == [
         ("agent_start",), ("turn_start",),
         ("message_start", "user", "hi"), ("message_end", "user", "hi"),
@@ -225,7 +225,7 @@ def test_a_listener_raising_at_agent_end_closes_the_run_again_the_seeds_way() ->
         ("agent_end", (("user", "hi"), ("assistant", "stop:hello"))),
         *_failure_tail(),
         ("agent_end", (("user", "hi"), ("assistant", "stop:hello"), ("assistant", "error:")))]
-    assert agent.state.error_message == "saving the session failed"
+    assert agent.state.error_message == "RuntimeError: saving the session failed"
     assert run.done and not agent.state.is_streaming
 
 
@@ -238,7 +238,7 @@ def test_a_listener_raising_on_every_event_still_ends_the_run() -> None:
 
     agent.subscribe(broken)
     run = agent.prompt("hi")
-    _assert_failed(agent, run, rec, "cannot handle agent_start")
+    _assert_failed(agent, run, rec, "ValueError: cannot handle agent_start")
     # the prompt is recorded even so (the transcript keeps the user's input)
     assert summary(rec.events) == [
         ("agent_start",), ("message_start", "user", "hi"), ("message_end", "user", "hi"),
@@ -264,7 +264,7 @@ def test_a_raising_hook_before_the_request_fails_the_run(hook: str) -> None:
     rec = Recorder(agent)
     agent.steer("steered")
     run = agent.prompt("hi", timeout=WAIT)
-    _assert_failed(agent, run, rec, f"{hook} broke")
+    _assert_failed(agent, run, rec, f"RuntimeError: {hook} broke")
     assert summary(rec.events) == [
         ("agent_start",), ("turn_start",),
         ("message_start", "user", "hi"), ("message_end", "user", "hi"),
@@ -280,7 +280,7 @@ def test_a_raising_finish_turn_fails_the_run_after_the_response() -> None:
     agent, fn = _hook_failure("finish_turn")
     rec = Recorder(agent)
     run = agent.prompt("hi", timeout=WAIT)
-    _assert_failed(agent, run, rec, "finish_turn broke")
+    _assert_failed(agent, run, rec, "RuntimeError: finish_turn broke")
     assert summary(rec.events)[-5:] == [
         ("message_end", "assistant", "stop:never"), *_failure_tail(),
         ("agent_end", (("user", "hi"), ("assistant", "stop:never"), ("assistant", "error:")))]
@@ -296,7 +296,7 @@ def test_a_raising_hook_after_an_abort_gives_an_aborted_message() -> None:
 
     agent.convert_to_llm = convert
     run = agent.prompt("hi")
-    _assert_failed(agent, run, rec, "gave up", stop_reason="aborted")
+    _assert_failed(agent, run, rec, "RuntimeError: gave up", stop_reason="aborted")
 
 
 def test_a_stream_function_that_raises_fails_the_run() -> None:
@@ -306,7 +306,7 @@ def test_a_stream_function_that_raises_fails_the_run() -> None:
     agent = Agent(stream_fn=broken_stream_fn)
     rec = Recorder(agent)
     run = agent.prompt("hi")
-    synthetic = _assert_failed(agent, run, rec, "socket closed")
+    synthetic = _assert_failed(agent, run, rec, "ConnectionError: socket closed")
     assert (synthetic.api, synthetic.provider, synthetic.model) == ("", "", "")
     assert summary(rec.events)[-4:] == [
         *_failure_tail(),
@@ -336,7 +336,7 @@ def test_a_raising_prepare_next_turn_restores_the_steering_it_never_delivered() 
     agent.prepare_next_turn = prepare_next_turn
     rec = Recorder(agent)
     run = agent.prompt("go")
-    _assert_failed(agent, run, rec, "compaction failed")
+    _assert_failed(agent, run, rec, "RuntimeError: compaction failed")
     agent.steering_mode = "all"
     assert [label(m)[1] for m in agent.peek_queued_messages()] == ["s1", "s2"]
 
@@ -354,7 +354,7 @@ def test_queued_prompts_are_recorded_even_when_a_listener_fails_on_one() -> None
     for text in ("s1", "s2", "s3"):
         agent.steer(text)
     run = agent.continue_(timeout=WAIT)  # the assistant tail: the steering is run as a prompt
-    _assert_failed(agent, run, rec, "ui crashed")
+    _assert_failed(agent, run, rec, "RuntimeError: ui crashed")
     # the prompts are recorded as after an agent_start failure: s2 (its start failed, its
     # end is still sent) and s3 reach the transcript once each, so nothing is queued again
     assert labels(run.messages) == [("user", "s1"), ("user", "s2"), ("user", "s3"),
@@ -388,7 +388,7 @@ def test_a_listener_raising_during_parallel_tools_waits_for_the_running_tools() 
     gate.release("call_1").set()
     assert run.wait(WAIT)
     assert a_done_at_end == [True]
-    _assert_failed(agent, run, rec, "ui crashed")
+    _assert_failed(agent, run, rec, "RuntimeError: ui crashed")
     assert summary(rec.events)[7:] == [
         ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
         ("tool_execution_end", "call_2"),
@@ -411,7 +411,7 @@ def test_the_agent_works_again_after_a_failed_run() -> None:
     agent, fn = make_agent([assistant_text("ok")])
     agent.convert_to_llm = lambda messages: 1 / 0  # type: ignore[assignment,return-value]
     agent.prompt("hi")
-    assert agent.state.error_message == "division by zero"
+    assert agent.state.error_message == "ZeroDivisionError: division by zero"
     from piagent.agent import default_convert_to_llm
 
     agent.convert_to_llm = default_convert_to_llm

@@ -42,8 +42,8 @@ def test_one_shot_question_prints_the_answer_and_exits_zero(server: ChatServer) 
     proc = _piagent("chat", "-m", "local/tiny", "--base-url", server.url,
                     "--temperature", "0.2", "--max-tokens", "50", "What", "is", "up?")
     assert proc.returncode == 0, proc.stderr
-    assert "assistant> Hello there." in proc.stdout
-    assert "(12 tokens in, 3 out)" in proc.stdout
+    assert proc.stdout == "Hello there.\n"  # the answer alone: everything else on stderr
+    assert proc.stderr == "(12 tokens in, 3 out)\n"
     body = server.bodies[0]
     assert body["messages"][-1]["content"] in ("What is up?",
                                                [{"type": "text", "text": "What is up?"}])
@@ -55,7 +55,7 @@ def test_one_shot_from_stdin(server: ChatServer) -> None:
     proc = _piagent("chat", "-m", "local/tiny", "--base-url", server.url, "-",
                     stdin="Summarise this\nplease\n")
     assert proc.returncode == 0, proc.stderr
-    assert "assistant> Hello there." in proc.stdout
+    assert proc.stdout == "Hello there.\n"
     sent = server.bodies[0]["messages"][-1]["content"]
     assert "Summarise this\nplease" in json.dumps(sent).replace("\\n", "\n")
 
@@ -83,6 +83,8 @@ def test_one_shot_failure_exits_non_zero() -> None:
     assert "base_url" not in proc.stdout + proc.stderr
     assert "urllib3" not in proc.stdout + proc.stderr
     assert "retrying (1 of 2)" in proc.stdout + proc.stderr
+    assert proc.stdout == ""  # no answer: nothing on stdout
+    assert proc.stderr.count("connection refused") == 3  # two retry notes, the error once
 
 
 def test_bad_flag_values_say_what_is_accepted() -> None:
@@ -102,10 +104,12 @@ def test_bad_flag_values_say_what_is_accepted() -> None:
 def test_models_lists_the_catalogue() -> None:
     proc = _piagent("models", "openai")
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    header, *lines = proc.stdout.splitlines()
+    assert header.split() == ["MODEL", "$", "IN/1M", "$", "OUT/1M"]
     assert lines and all(line.startswith("openai/") for line in lines)
-    assert any(line.startswith("openai/gpt-4o-mini ") and "per 1M tokens" in line
-               for line in lines)
+    assert any(line.split() == ["openai/gpt-4o-mini", "0.15", "0.60"] for line in lines)
+    assert len({len(line) for line in [header, *lines]}) == 1  # the columns line up
+    assert len({len(line) for line in _piagent("models").stdout.splitlines()}) == 1
     proc = _piagent("models", "nosuch")
     assert proc.returncode == 2
     assert "piagent models: no provider 'nosuch' in the catalogue; it has " in proc.stderr

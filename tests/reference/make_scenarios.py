@@ -282,7 +282,8 @@ add("finish_turn_continue_with_follow_up",
     responses=[text("First."), text("Second."), text("Third?")])
 add("finish_turn_throws", description="finish_turn raises.", hooks={"finishTurn": {"1": "throw"}},
     responses=[text("First.")],
-    differences={"agent": ["agent-end-run-messages"], "agent_loop": ["agent-loop-error-not-hang"]})
+    differences={"agent": ["agent-end-run-messages", "failed-run-names-its-type"],
+                 "agent_loop": ["agent-loop-error-not-hang"]})
 add("prepare_next_turn_messages", description="prepare_next_turn appends a message.",
     tools=[READ], hooks={"prepareNextTurn": {"1": {"messages": ["Note: be brief"]}}},
     responses=[calls(("read", {"path": "a"}, "c1")), text("Brief.")])
@@ -325,7 +326,7 @@ add("convert_to_llm_drop_system", description="convert_to_llm drops system messa
 add("convert_to_llm_throws_agent", description="convert_to_llm raises inside an Agent run: the "
     "seed's handleRunFailure.", hooks={"convertToLlm": {"*": {"throw": "bad message"}}},
     responses=[text("unused")], entries=["agent"],
-    differences=['agent-end-run-messages'])
+    differences=['agent-end-run-messages', 'failed-run-names-its-type'])
 
 # --- queues -------------------------------------------------------------------------------
 
@@ -437,7 +438,8 @@ add("abort_finish_turn_sees_abort", description="finish_turn after an aborted st
 add("listener_throws_at_message_end", description="A listener raises at the assistant's "
     "message_end: handleRunFailure.", listenerThrows=[
         {"on": {"type": "message_end", "role": "assistant"}, "message": "listener broke"}],
-    responses=[text("Hello.")], entries=["agent"], differences=["agent-end-run-messages"])
+    responses=[text("Hello.")], entries=["agent"],
+    differences=["agent-end-run-messages", "failed-run-names-its-type"])
 add("listener_throws_at_tool_end_sibling_running",
     description="A listener raises at one tool's end while its sibling still runs.",
     tools=[READ], finishOrder=["c2", "c1"],
@@ -445,7 +447,8 @@ add("listener_throws_at_tool_end_sibling_running",
                      "message": "listener broke"}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
     entries=["agent"],
-    differences=["results-kept-after-listener-failure", "agent-end-run-messages"])
+    differences=["results-kept-after-listener-failure", "agent-end-run-messages",
+                 "failed-run-names-its-type"])
 add("hook_throws_in_agent_loop_stream", description="prepare_request raises under agent_loop: "
     "pi's stream never ends; piagent raises AgentLoopError.",
     hooks={"prepareRequest": {"1": {"throw": "hook broke"}}}, responses=[text("unused")],

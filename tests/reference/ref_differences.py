@@ -113,6 +113,42 @@ def agent_end_run_messages(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def failed_run_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
+    """A run that fails (a hook or listener raised) says the exception's type: the driver
+    raises RuntimeError, so pi's "bad message" is piagent's "RuntimeError: bad message"."""
+    thrown: set[str] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "throw" and isinstance(item, str):
+                    thrown.add(item)
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    collect(scenario.get("hooks", {}))
+    if "throw" in (scenario.get("hooks", {}).get("finishTurn") or {}).values():
+        thrown.add("finishTurn failed")
+    thrown.update(rule.get("message", "listener failed")
+                  for rule in scenario.get("listenerThrows", []))
+    out = copy.deepcopy(out)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if value.get("errorMessage") in thrown:  # the failure message, the state
+                value["errorMessage"] = f"RuntimeError: {value['errorMessage']}"
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(out)
+    return out
+
+
 def agent_loop_error_not_hang(out: Json, scenario: dict[str, Any]) -> Json:
     out = copy.deepcopy(out)
     match = re.search(r"unhandled rejection: (.*)\)$", out.get("error") or "")
@@ -288,6 +324,11 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "including the synthetic failure message; pi's handleRunFailure sends only the "
                "failure message.",
                agent_end_run_messages),
+    Difference("failed-run-names-its-type",
+               "A run that fails because a hook or a listener raised ends with an error message "
+               "that names the exception type (\"RuntimeError: bad message\"); pi's "
+               "handleRunFailure keeps the message alone.",
+               failed_run_names_its_type),
     Difference("agent-loop-error-not-hang",
                "A hook that raises under agent_loop ends the stream with AgentLoopError; pi's "
                "agentLoop leaves an unhandled rejection and a stream that never ends.",
