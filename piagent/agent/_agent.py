@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ..abort import AbortSignal
 from ..errors import AgentBusyError
@@ -56,20 +56,23 @@ from ..messages import (
 from ..models import Model
 from ..sessions import SessionStore, check_session_id
 from ..stream import StreamFn, get_default_stream_fn
-from ..tools import AgentTool, ToolExecutionMode
+from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import (
     create_initial_system_message,
     get_current_system_message,
     to_tool_declaration,
 )
+from ._guard import RunGuard
 from ._input import as_message, default_convert_to_llm, normalise_input
+from ._limits import Limits
 from ._queues import QueueLedger, QueueMode, Takings, check_mode
-from ._run import AgentEventIterator, AgentRun
+from ._run import AgentEventIterator, AgentRun, TypedRun
 from ._state import AgentState
 
 __all__ = ["Agent", "Listener"]
 
 _log = logging.getLogger("piagent.agent")
+T = TypeVar("T")
 
 Listener = Callable[[AgentEvent, AbortSignal], Any]
 """``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
@@ -194,8 +197,13 @@ class Agent:
         temperature: float | None = None,
         max_retry_delay_ms: int | None = None,
         store: SessionStore | None = None,
+        limits: Limits | None = None,
+        output_type: Any = None,
     ) -> None:
         tools = list(tools)
+        self.limits = limits
+        self.output_type = output_type
+        self._make_guard(None)  # a wrong limits= or output_type= fails here, at once
         if store is not None:
             _check_store(store, session_id, "Agent()")
         self._store: SessionStore | None = None
@@ -385,16 +393,33 @@ class Agent:
 
     # --- runs ---------------------------------------------------------------------------
 
+    @overload
     def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None, *, block: bool = True,
-               timeout: float | None = None) -> AgentRun:
+               timeout: float | None = None, output_type: None = None) -> AgentRun: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: type[T]) -> TypedRun[T]: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: object) -> TypedRun[Any]: ...
+
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: object = None) -> AgentRun:
         """Start a run with new input; by default wait until it settles.
 
         ``input`` is a str (with optional ``images``), a message or a list of messages.
         With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
+        ``output_type`` (else the agent's) asks for a typed final result (docs/output.md).
         """
         prompts = normalise_input(input, images)
-        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout)
+        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout,
+                          output_type)
 
     def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Continue from the transcript (a retry after an error, or queued input).
@@ -556,15 +581,30 @@ class Agent:
             return self._continue_input(takings)
         return None, False, frozenset(store.started(session_id))
 
+    def _make_guard(self, output_type: object) -> RunGuard | None:
+        """The run's limits and output (``None``: neither, the loop runs as it is)."""
+        limits, output = self.limits, self.output_type if output_type is None else output_type
+        if limits is not None and not isinstance(limits, Limits):
+            msg = f"limits must be a piagent.Limits or None, not {type(limits).__name__}."
+            raise TypeError(msg)
+        if limits is None and output is None:
+            return None
+        schema = output if isinstance(output, OutputSchema) or output is None \
+            else OutputSchema(output)
+        return RunGuard(limits, schema)
+
     def _call(self, busy_message: str, choose: Callable[[Takings], _RunInput],
-              block: bool, timeout: float | None) -> AgentRun:
+              block: bool, timeout: float | None, output_type: object = None) -> AgentRun:
         """Start a run, then wait for it as asked.
 
         A ``KeyboardInterrupt`` anywhere after the worker thread was created (``Thread.start``
         waits for the new thread, so Ctrl-C often lands there) aborts the run and waits for
         it to settle, as one during the wait does; a second one escapes at once.
         """
-        run = AgentRun(self._queues.takings())
+        guard = self._make_guard(output_type)
+        run = (TypedRun if guard is not None and guard.output is not None
+               else AgentRun)(self._queues.takings())
+        run._guard = guard
         try:
             self._start(run, busy_message, choose)
             if not block and timeout is None:
@@ -674,6 +714,10 @@ class Agent:
             context = AgentContext(list(state.messages), list(state.tools))
             config = self._loop_config(run, skip_initial_steering_poll)
             stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
+            guard = run._guard
+            if guard is not None:  # limits and typed output, through the loop's hooks
+                context.tools = guard.tools(context.tools)
+                config, stream_fn = guard.config(config), guard.stream_fn(stream_fn)
 
             # _process with its lookups done once (the loop emits dozens of events a turn)
             apply, observe, signal = self._state._apply, run._observe, run.signal
@@ -698,6 +742,11 @@ class Agent:
             _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
             self._fail_run(run, exc)
         finally:
+            if run._guard is not None:
+                try:
+                    run._guard.close()  # charges a budget what the last response spent
+                except Exception:
+                    _log.exception("The run's budget could not be charged at its end")
             run.takings.restore()
             self._settle(run)
 
