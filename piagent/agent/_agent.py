@@ -401,6 +401,11 @@ class Agent:
     @overload
     def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: OutputSchema[T]) -> TypedRun[T]: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
                timeout: float | None = None, output_type: type[T]) -> TypedRun[T]: ...
 
     @overload

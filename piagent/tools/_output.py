@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import jsonschema
 
@@ -40,6 +40,14 @@ class OutputSchema(Generic[T]):
     (a failure there is an error result the model sees, like a validation failure) and
     returns ``terminate=True`` with the arguments as ``details``.
     """
+
+    @overload
+    def __init__(self: OutputSchema[T], output_type: type[T], *, name: str = ...,
+                 description: str | None = ...) -> None: ...
+
+    @overload
+    def __init__(self: OutputSchema[Any], output_type: object, *, name: str = ...,
+                 description: str | None = ...) -> None: ...
 
     def __init__(self, output_type: Any, *, name: str = DEFAULT_OUTPUT_TOOL,
                  description: str | None = None) -> None:
