@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..agent import Agent, Limits
     from ..models import Model
 
 from ..sessions import SessionCorruptError, SQLiteStore
@@ -248,7 +248,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   model=model, tools=tools,
                   thinking_level=args.thinking, temperature=args.temperature,
                   max_tokens=args.max_tokens,
-                  get_api_key=(lambda provider: api_key) if api_key else None)
+                  get_api_key=(lambda provider: api_key) if api_key else None,
+                  limits=_limits(args))
     style = Style.for_stream(out)
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer = EventPrinter(out, style=style, show_usage=True, show_waiting=interactive)
@@ -363,6 +364,16 @@ def _catalogue_url(model: Model) -> str | None:
         return get_model(model.provider, model.id).base_url
     except LookupError:
         return None
+
+
+def _limits(args: argparse.Namespace) -> Limits | None:
+    """``--max-requests`` / ``--max-cost`` as the limits of every run, or ``None``."""
+    requests, cost = getattr(args, "max_requests", None), getattr(args, "max_cost", None)
+    if requests is None and cost is None:
+        return None
+    from ..agent import Limits
+
+    return Limits(max_requests=requests, max_cost=cost)
 
 
 def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -> int:
