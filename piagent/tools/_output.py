@@ -15,8 +15,6 @@ import typing
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
-import jsonschema
-
 from ..abort import AbortSignal
 from ..messages import TextContent
 from ._hints import converter_for, schema_for, unwrap_annotated
@@ -98,6 +96,8 @@ class OutputSchema(Generic[T]):
 
 def _schema_and_converter(output_type: Any) -> tuple[dict[str, Any], Callable[[Any], Any] | None]:
     if isinstance(output_type, dict):
+        import jsonschema  # loaded on first use, as the tools' validator is
+
         try:
             jsonschema.validators.validator_for(output_type).check_schema(output_type)
         except jsonschema.SchemaError as exc:
