@@ -156,6 +156,11 @@ class Agent:
     before its ``execute``, and ``resume()`` recovers a run a stopped process left
     (docs/sessions.md). ``attach_store()`` does the same later.
 
+    ``limits=`` (a ``Limits``, with an optional shared ``Budget``) ends each run at a
+    request, tool-call, token, cost or time limit (docs/limits.md); ``output_type=`` asks
+    every run for a typed final result, ``run.output`` (docs/output.md). Both are public
+    attributes too, read when a run starts.
+
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
     second run while one is active raises ``AgentBusyError``. Listeners run on the run's
