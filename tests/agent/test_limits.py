@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import piagent.agent._guard as guard_module
 from piagent import (
     Agent,
     AssistantMessage,
@@ -122,8 +124,8 @@ def test_the_tool_call_limit_refuses_calls_beyond_it_then_ends_the_run() -> None
                                  "made, 1 refused.")
 
 
-def test_wall_time_is_checked_before_each_request() -> None:
-    clock = [0.0]
+def test_wall_time_is_checked_before_each_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]  # the guard's clock: each tool call takes ten "seconds"
 
     @tool
     def slow() -> str:
@@ -131,20 +133,33 @@ def test_wall_time_is_checked_before_each_request() -> None:
         clock[0] += 10.0
         return "done"
 
+    monkeypatch.setattr(guard_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     scripted = ScriptedStreamFn([assistant_tool_calls(("slow", {}))] * 10)
     agent = Agent(model=scripted.model, tools=[slow], stream_fn=scripted,
                   limits=Limits(max_seconds=25.0))
-    import piagent.agent._guard as guard_module
-
-    real = guard_module.time.monotonic
-    base = real()
-    guard_module.time.monotonic = lambda: base + clock[0]  # type: ignore[attr-defined]
-    try:
-        run = agent.prompt("Go.")
-    finally:
-        guard_module.time.monotonic = real  # type: ignore[attr-defined]
+    run = agent.prompt("Go.")
     assert scripted.call_count == 3
     assert run.error_message == "The run reached its limit max_seconds=25: 30 s elapsed."
+
+
+def test_the_final_result_tool_is_not_a_counted_tool_call() -> None:
+    scripted = ScriptedStreamFn([assistant_tool_calls(("poke", {})),
+                                 assistant_tool_calls(("final_result", {"result": "ok"}))])
+    agent = Agent(model=scripted.model, tools=[poke], stream_fn=scripted,
+                  limits=Limits(max_tool_calls=1))
+    run = agent.prompt("Poke once, then answer.", output_type=str)
+    assert run.output == "ok" and run.limit_hit is None
+
+
+def test_the_limit_message_arrives_with_the_usual_events() -> None:
+    scripted = forever()
+    agent = Agent(model=scripted.model, tools=[poke], stream_fn=scripted,
+                  limits=Limits(max_requests=1))
+    run = agent.prompt("Go.")
+    tail = [e.type for e in run.events()][-6:]
+    assert tail == ["turn_end", "turn_start", "message_start", "message_end", "turn_end",
+                    "agent_end"]
+    assert agent.state.messages[-1] is run.messages[-1]
 
 
 def test_a_budget_is_shared_by_runs_and_agents() -> None:
