@@ -48,6 +48,8 @@ DOCUMENTED = {
     # Agent (§7)
     "Agent", "AgentRun", "AgentState", "AgentEventIterator", "default_convert_to_llm",
     "RUN_SETTLED", "RunSettled", "QueueView",
+    # limits and typed output (docs/limits.md, docs/output.md)
+    "Limits", "Budget", "BudgetStore", "LimitHit", "OutputSchema", "TypedRun",
     # models (§8; the catalogue lives in piagent.providers)
     "Model", "ModelCost", "calculate_cost",
     # errors

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from ._agent import Agent, Listener
 from ._input import default_convert_to_llm, normalise_input
+from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._queues import QueueMode, QueueView
-from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled
+from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled, TypedRun
 from ._state import AgentState
 
 __all__ = [
@@ -23,10 +24,15 @@ __all__ = [
     "AgentEventIterator",
     "AgentRun",
     "AgentState",
+    "Budget",
+    "BudgetStore",
+    "LimitHit",
+    "Limits",
     "Listener",
     "QueueMode",
     "QueueView",
     "RunSettled",
+    "TypedRun",
     "default_convert_to_llm",
     "normalise_input",
 ]

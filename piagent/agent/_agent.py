@@ -11,7 +11,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ..abort import AbortSignal
 from ..errors import AgentBusyError
@@ -31,8 +31,9 @@ from ..messages import AgentMessage, ImageContent, Message, ThinkingLevel
 from ..models import Model
 from ..sessions import SessionStore
 from ..stream import ClientIdentity, ProviderResponse, StreamFn, StreamOptions
-from ..tools import AgentTool, ToolExecutionMode
+from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
+from ._guard import make_guard
 from ._input import (
     RunInput,
     as_message,
@@ -42,13 +43,16 @@ from ._input import (
     normalise_input,
     starting_transcript,
 )
+from ._limits import Limits
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queues import QueueLedger, QueueMode, QueueView, Takings, check_mode
-from ._run import AgentEventIterator, AgentRun
+from ._run import AgentEventIterator, AgentRun, TypedRun
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
 
 __all__ = ["Agent", "Listener"]
+
+T = TypeVar("T")
 
 # how long prompt(timeout=...) waits for an aborted run to stop before it gives up waiting
 AFTER_ABORT_WAIT_S = 5.0
@@ -72,6 +76,11 @@ class Agent:
     ``message_end`` before any listener sees it, each tool call is marked started just
     before its ``execute``, and ``resume()`` recovers a run a stopped process left
     (docs/sessions.md). ``attach_store()`` does the same later.
+
+    ``limits=`` (a ``Limits``, with an optional shared ``Budget``) ends each run at a
+    request, tool-call, token, cost or time limit (docs/limits.md); ``output_type=`` asks
+    every run for a typed final result, ``run.output`` (docs/output.md). Both are public
+    attributes too, read when a run starts.
 
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
@@ -120,12 +129,16 @@ class Agent:
         timeout_ms: float | None = None,
         env: Mapping[str, str] | None = None,
         store: SessionStore | None = None,
+        limits: Limits | None = None,
+        output_type: Any = None,
     ) -> None:
         # the request options are checked here, as StreamOptions checks them
         StreamOptions(on_payload=on_payload, on_response=on_response, identity=identity,
                       on_provider_stream_event=on_provider_stream_event,
                       timeout_ms=timeout_ms, env=env)
         tools = list(tools)
+        self.limits, self.output_type = limits, output_type
+        make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
         messages = list(messages)  # empty (the default): "not given", the store's are used
         stored = [] if store is None else stored_messages(store, session_id, messages)
         # the session store and the session it keeps (``session_id`` is the same value, but
@@ -281,16 +294,38 @@ class Agent:
 
     # --- runs ---------------------------------------------------------------------------
 
+    @overload
     def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
                images: Sequence[ImageContent] | None = None, *, block: bool = True,
-               timeout: float | None = None) -> AgentRun:
+               timeout: float | None = None, output_type: None = None) -> AgentRun: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: OutputSchema[T]) -> TypedRun[T]: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: type[T]) -> TypedRun[T]: ...
+
+    @overload
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: object) -> TypedRun[Any]: ...
+
+    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
+               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+               timeout: float | None = None, output_type: object = None) -> AgentRun:
         """Start a run with new input; by default wait until it settles.
 
         ``input`` is a str (with optional ``images``), a message or a list of messages.
         With ``timeout`` the run is aborted and waited for, then ``TimeoutError`` raised.
+        ``output_type`` (else the agent's) asks for a typed final result (docs/output.md).
         """
         prompts = normalise_input(input, images)
-        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout)
+        return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout,
+                          output_type)
 
     def continue_(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Continue from the transcript (a retry after an error, or queued input).
@@ -400,14 +435,17 @@ class Agent:
         return self._link.resume_input(self._queues, takings)
 
     def _call(self, busy_message: str, choose: Callable[[Takings], RunInput],
-              block: bool, timeout: float | None) -> AgentRun:
+              block: bool, timeout: float | None, output_type: object = None) -> AgentRun:
         """Start a run, then wait for it as asked.
 
         A ``KeyboardInterrupt`` anywhere after the worker thread was created (``Thread.start``
         waits for the new thread, so Ctrl-C often lands there) aborts the run and waits for
         it to settle, as one during the wait does; a second one escapes at once.
         """
-        run = AgentRun(self._queues.takings())
+        guard = make_guard(self.limits, self.output_type if output_type is None else output_type)
+        run = (TypedRun if guard is not None and guard.output is not None
+               else AgentRun)(self._queues.takings())
+        run._guard = guard
         try:
             self._start(run, busy_message, choose)
             if not block and timeout is None:

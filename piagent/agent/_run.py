@@ -11,7 +11,7 @@ import enum
 import threading
 import time
 from collections.abc import Iterator
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 from ..abort import AbortController, AbortSignal
 from ..errors import AgentRunError
@@ -19,7 +19,13 @@ from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
 
-__all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled"]
+if TYPE_CHECKING:
+    from ._guard import RunGuard
+    from ._limits import LimitHit
+
+__all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled", "TypedRun"]
+
+T = TypeVar("T")
 
 WAIT_SLICE = 0.05  # seconds: blocking waits wake this often so Ctrl-C arrives promptly
 
@@ -53,6 +59,7 @@ class AgentRun:
         self._closed = False
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
+        self._guard: RunGuard | None = None  # limits and output (_guard); read once settled
 
     def __repr__(self) -> str:
         state = "done" if self.done else "running"
@@ -80,6 +87,20 @@ class AgentRun:
     def error_message(self) -> str | None:
         """The run's error (an error or aborted final message), or ``None``."""
         return self._error_message
+
+    @property
+    def output(self) -> Any:
+        """The validated final result of a run with an ``output_type`` (a ``T`` instance for
+        a dataclass ``T``), or ``None`` (no output type, or the model gave none)."""
+        guard = self._guard
+        return guard.value if guard is not None and self.done else None
+
+    @property
+    def limit_hit(self) -> LimitHit | None:
+        """The limit that ended the run (``Limits``, ``Budget``, ``output_retries``), or
+        ``None``; its ``message`` is the run's ``error_message``."""
+        guard = self._guard
+        return guard.hit if guard is not None and self.done else None
 
     @property
     def reply(self) -> AssistantMessage | None:
@@ -201,6 +222,16 @@ class AgentRun:
             self._closed = True
             self._events_cond.notify_all()
         self._settled.set()
+
+
+class TypedRun(AgentRun, Generic[T]):
+    """An ``AgentRun`` of ``prompt(..., output_type=T)``: ``output`` is typed ``T | None``."""
+
+    @property
+    def output(self) -> T | None:
+        """The validated final result (a ``T``), or ``None`` if the model gave none."""
+        value: T | None = super().output
+        return value
 
 
 class AgentEventIterator:

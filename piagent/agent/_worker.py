@@ -116,6 +116,10 @@ def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None
         context = AgentContext(list(state.messages), list(state.tools))
         config = agent._loop_config(run, skip_initial_steering_poll)
         stream_fn = agent.stream_fn if agent.stream_fn is not None else get_default_stream_fn()
+        guard = run._guard
+        if guard is not None:  # limits and typed output, through the loop's hooks
+            context.tools = guard.tools(context.tools)
+            config, stream_fn = guard.config(config), guard.stream_fn(stream_fn)
         emit = emitter(agent, run)
         if started is not None:
             run_agent_loop_resume(context, config, emit, run.signal, stream_fn, started=started)
@@ -131,6 +135,11 @@ def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None
                      extra=_RUN_FAILED)
         fail_run(agent, run, exc)
     finally:
+        if run._guard is not None:
+            try:
+                run._guard.close()  # charges a budget what the last response spent
+            except Exception:
+                _log.exception("The run's budget could not be charged at its end")
         run.takings.restore()
         agent._settle(run)
 

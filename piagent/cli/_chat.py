@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..agent import Agent, Limits
     from ..models import Model
 
 from ..mcp import MCPError, refresh_tools
@@ -265,7 +265,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   thinking_level=args.thinking, temperature=args.temperature,
                   max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None,
-                  prepare_next_turn=refresh_tools(*servers) if servers else None)
+                  prepare_next_turn=refresh_tools(*servers) if servers else None,
+                  limits=_limits(args))
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer: EventPrinter
     if question:  # one-shot: stdout is the answer alone, everything else goes to stderr
@@ -387,6 +388,16 @@ def _catalogue_url(model: Model) -> str | None:
         return get_model(model.provider, model.id).base_url
     except LookupError:
         return None
+
+
+def _limits(args: argparse.Namespace) -> Limits | None:
+    """``--max-requests`` / ``--max-cost`` as the limits of every run, or ``None``."""
+    requests, cost = getattr(args, "max_requests", None), getattr(args, "max_cost", None)
+    if requests is None and cost is None:
+        return None
+    from ..agent import Limits
+
+    return Limits(max_requests=requests, max_cost=cost)
 
 
 def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -> int:

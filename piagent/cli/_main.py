@@ -125,6 +125,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"expected an amount of USD above 0, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not value > 0 or value == float("inf"):
+        msg = f"expected an amount of USD above 0, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 # --- entry point ---------------------------------------------------------------------------
 
 _SESSIONS_DB_HELP = ("the SQLite file that keeps the sessions (default: $PIAGENT_SESSIONS_DB, "
@@ -180,6 +192,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="keep the conversation as NAME and resume it the next time "
                            "(see 'piagent sessions')")
     chat.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
+    chat.add_argument("--max-requests", type=_positive_int, metavar="N",
+                      help="end a run after N model requests (docs/limits.md)")
+    chat.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                      help="end a run once it has spent USD (catalogue prices)")
 
     sessions = commands.add_parser(
         "sessions", help="list the conversations kept with 'piagent chat --session NAME'",

@@ -7,6 +7,7 @@ them in memory. ``Agent(store=..., session_id=...)`` loads and appends through o
 
 from __future__ import annotations
 
+from ._budgets import BudgetSpend
 from ._jsonl import JsonlStore
 from ._memory import MemoryStore
 from ._postgres import PostgresStore
@@ -15,6 +16,7 @@ from ._sqlite import SQLiteStore
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "BudgetSpend",
     "JsonlStore",
     "MemoryStore",
     "PostgresStore",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._budgets import BudgetSpend, check_budget_key, check_charge, memory_charge
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -33,6 +34,7 @@ class MemoryStore:
         # guards _sessions: every method reads or writes it under this lock, from any thread
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        self._budgets: dict[str, BudgetSpend] = {}  # charge_budget's totals, also under _lock
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -91,3 +93,12 @@ class MemoryStore:
         with self._lock:
             session = self._sessions.get(session_id)
             return set(session.marks) if session else set()
+
+    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+
+    def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
+                      requests: int = 0) -> BudgetSpend:
+        """Add to what has been spent under ``key`` and return the new totals, atomically
+        (every process sees the other's charges); a charge of nothing reads the totals."""
+        amounts = check_charge(cost, tokens, requests)
+        return memory_charge(self, check_budget_key(key), *amounts)

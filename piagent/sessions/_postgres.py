@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._budgets import BudgetSpend, check_budget_key, check_charge, postgres_charge
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -324,3 +325,12 @@ class PostgresStore:
         """(answered tool-call id or None, JSON) per message; all encoded before any write."""
         return [(m.tool_call_id if isinstance(m, ToolResultMessage) else None, encode_message(m))
                 for m in check_messages(messages)]
+
+    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+
+    def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
+                      requests: int = 0) -> BudgetSpend:
+        """Add to what has been spent under ``key`` and return the new totals, atomically
+        (every process sees the other's charges); a charge of nothing reads the totals."""
+        amounts = check_charge(cost, tokens, requests)
+        return postgres_charge(self, to_column(check_budget_key(key)), *amounts)

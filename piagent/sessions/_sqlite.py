@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._budgets import BudgetSpend, check_budget_key, check_charge, sqlite_charge
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -327,3 +328,12 @@ class SQLiteStore:
             row = conn.execute("SELECT MAX(created_at) FROM piagent_records WHERE session_id = ?",
                                (session_id,)).fetchone()
         return None if row[0] is None else float(row[0])
+
+    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+
+    def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
+                      requests: int = 0) -> BudgetSpend:
+        """Add to what has been spent under ``key`` and return the new totals, atomically
+        (every process sees the other's charges); a charge of nothing reads the totals."""
+        amounts = check_charge(cost, tokens, requests)
+        return sqlite_charge(self, check_budget_key(key), *amounts)

@@ -9,6 +9,7 @@ package's.
 from __future__ import annotations
 
 from ._decorator import tool
+from ._output import OutputSchema
 from ._tool import (
     AgentTool,
     AgentToolResult,
@@ -22,6 +23,7 @@ from ._tool import (
 __all__ = [
     "AgentTool",
     "AgentToolResult",
+    "OutputSchema",
     "ReplayPolicy",
     "ToolExecuteFn",
     "ToolExecutionMode",
