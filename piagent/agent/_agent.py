@@ -9,28 +9,15 @@ main thread the caller waits in short slices, so Ctrl-C aborts the run cleanly.
 from __future__ import annotations
 
 import contextvars
-import inspect
-import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
 
 from ..abort import AbortSignal
 from ..errors import AgentBusyError
-from ..events import (
-    AgentEndEvent,
-    AgentEvent,
-    MessageEndEvent,
-    MessageStartEvent,
-    ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
-    TurnEndEvent,
-)
 from ..loop import (
     AfterToolCallContext,
     AfterToolCallResult,
-    AgentContext,
     AgentLoopConfig,
     AgentLoopTurnUpdate,
     AgentTurnContext,
@@ -39,96 +26,32 @@ from ..loop import (
     PrepareRequestContext,
     RequestUpdate,
     TurnDecision,
-    run_agent_loop,
-    run_agent_loop_continue,
-    run_agent_loop_resume,
-    unanswered_tool_calls,
 )
-from ..messages import (
-    AgentMessage,
-    AssistantMessage,
-    ImageContent,
-    Message,
-    SystemMessage,
-    TextContent,
-    ThinkingLevel,
-    ToolCall,
-    messages_to_json,
-)
+from ..messages import AgentMessage, ImageContent, Message, ThinkingLevel
 from ..models import Model
-from ..sessions import SessionStore, check_session_id
-from ..stream import StreamFn, get_default_stream_fn
+from ..sessions import SessionStore
+from ..stream import StreamFn
 from ..tools import AgentTool, ToolExecutionMode
-from ..transcript import (
-    create_initial_system_message,
-    get_current_system_message,
-    to_tool_declaration,
+from ..transcript import get_current_system_message
+from ._input import (
+    RunInput,
+    as_message,
+    check_listener,
+    continue_input,
+    default_convert_to_llm,
+    normalise_input,
+    starting_transcript,
 )
-from ._input import as_message, default_convert_to_llm, normalise_input
+from ._persistence import StoreLink, check_store, stored_messages
 from ._queues import QueueLedger, QueueMode, Takings, check_mode
 from ._run import AgentEventIterator, AgentRun, on_main_thread
 from ._state import AgentState
+from ._worker import Listener, Listeners, run_worker, still_running
 
 __all__ = ["Agent", "Listener"]
 
-_log = logging.getLogger("piagent.agent")
-
-Listener = Callable[[AgentEvent, AbortSignal], Any]
-"""``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
-
 # how long prompt(timeout=...) waits for an aborted run to stop before it gives up waiting
 AFTER_ABORT_WAIT_S = 5.0
-
-
-def _still_running(run: AgentRun) -> str:
-    """Which part of an aborted run has not returned, read from its events so far."""
-    tools: dict[str, str] = {}
-    waiting_for_model = True  # until an assistant message ends, the model call comes next
-    for event in list(run._events):  # a snapshot: the worker appends to it
-        if isinstance(event, ToolExecutionStartEvent):
-            tools[event.tool_call_id] = event.tool_name
-        elif isinstance(event, ToolExecutionEndEvent):
-            tools.pop(event.tool_call_id, None)
-        elif isinstance(event, MessageEndEvent):
-            waiting_for_model = getattr(event.message, "role", None) != "assistant"
-    if tools:
-        names = ", ".join(repr(name) for name in tools.values())
-        return f"tool {names}" if len(tools) == 1 else f"tools {names}"
-    if waiting_for_model:
-        return "the stream function (the model call)"
-    return "a hook or listener"
-
-
-def _check_store(store: object, session_id: object, where: str) -> None:
-    """A store must come with a session id; both are checked at once."""
-    if not isinstance(store, SessionStore):
-        msg = (f"{where}: store must be a SessionStore (SQLiteStore, PostgresStore, JsonlStore, "
-               f"MemoryStore or an object with their methods), not {type(store).__name__}.")
-        raise TypeError(msg)
-    if session_id is None:
-        msg = (f"{where}: a store needs a session_id (a non-empty str of at most 200 "
-               "characters) naming the transcript to keep, e.g. session_id='user-42'.")
-        raise ValueError(msg)
-    check_session_id(session_id)
-
-
-def _check_listener(listener: Any) -> None:
-    if not callable(listener):
-        msg = (f"subscribe() takes a callable listener(event, signal), not "
-               f"{type(listener).__name__}.")
-        raise TypeError(msg)
-    try:
-        signature = inspect.signature(listener)
-    except (TypeError, ValueError):  # a builtin without a signature: trust it
-        return
-    try:
-        signature.bind(None, None)
-    except TypeError:
-        msg = (f"subscribe(): the listener {getattr(listener, '__qualname__', listener)!r} must "
-               f"take two arguments, (event, signal), but its signature is {signature}; write "
-               f"e.g. 'def on_event(event, signal): ...' or 'lambda event, signal: ...'.")
-        raise TypeError(msg) from None
-
 
 _BUSY_PROMPT = ("Agent is already processing a prompt. Use steer() or follow_up() to queue "
                 "messages, or wait for completion.")
@@ -137,11 +60,6 @@ _BUSY_RESET = "Agent is already processing. Wait for completion before resetting
 _BUSY_RESUME = "Agent is already processing. Wait for completion before resuming."
 _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replacing the "
                  "transcript (agent.state.messages) of a session kept in a store.")
-
-# what a run starts from: (prompts or None to continue, skip the initial steering poll,
-# and for resume() the ids of the tool calls the store marked started, else None)
-_RunInput = tuple["list[AgentMessage] | None", bool, "frozenset[str] | None"]
-
 
 class Agent:
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
@@ -198,30 +116,13 @@ class Agent:
         store: SessionStore | None = None,
     ) -> None:
         tools = list(tools)
-        if store is not None:
-            _check_store(store, session_id, "Agent()")
-        self._store: SessionStore | None = None
-        # the session the store keeps (set with the store; ``session_id`` is the same value,
-        # but it is a public option for the provider that the caller may change)
-        self._store_session: str | None = None
-        # how many leading messages of state.messages the store holds; only the thread
-        # that owns the agent's state at the time (the caller between runs, the run's
-        # worker during one) reads or writes it
-        self._stored_count = 0
         messages = list(messages)  # empty (the default): "not given", the store's are used
-        stored: list[AgentMessage] = []
-        if store is not None and session_id is not None:
-            stored = store.load(session_id)
-            if stored and messages:
-                msg = (f"Agent(): session {session_id!r} already holds {len(stored)} messages "
-                       "in the store; pass messages= or a stored session, not both (to "
-                       "overwrite the stored transcript, assign agent.state.messages).")
-                raise ValueError(msg)
-        if stored:
-            messages = list(stored)  # a stored transcript is used as it is
-        else:
-            messages = self._with_initial(messages, system_prompt, tools)
-        self._state = AgentState(model, thinking_level, tools, messages)
+        stored = [] if store is None else stored_messages(store, session_id, messages)
+        # the session store and the session it keeps (``session_id`` is the same value, but
+        # it is a public option for the provider that the caller may change)
+        self._link: StoreLink | None = None
+        self._state = AgentState(model, thinking_level, tools, list(stored) if stored else
+                                 starting_transcript(messages, system_prompt, tools))
         self.stream_fn = stream_fn
         self.convert_to_llm = convert_to_llm or default_convert_to_llm
         self.transform_context = transform_context
@@ -240,10 +141,7 @@ class Agent:
         self.temperature = temperature
         self.max_retry_delay_ms = max_retry_delay_ms
         self._queues = QueueLedger(steering_mode, follow_up_mode)
-        # guards changes to _listeners, a tuple replaced on each change, so emitting reads it
-        # without a lock and listeners may (un)subscribe while an event is delivered
-        self._listeners_lock = threading.Lock()
-        self._listeners: tuple[Listener, ...] = ()
+        self._listeners = Listeners()
         # guards _active: the check-and-set that starts a run, and its clearing
         self._run_lock = threading.Lock()
         self._active: AgentRun | None = None
@@ -254,28 +152,11 @@ class Agent:
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)
 
-    @staticmethod
-    def _with_initial(messages: list[AgentMessage], system_prompt: str,
-                      tools: list[AgentTool]) -> list[AgentMessage]:
-        """``messages`` led by the initial system message when they have none."""
-        if not (messages and isinstance(messages[0], SystemMessage)):
-            initial = create_initial_system_message(
-                system_prompt, [to_tool_declaration(t) for t in tools])
-            if initial is not None:
-                messages.insert(0, initial)
-        return messages
-
     def _connect(self, store: SessionStore, session_id: str,
                  stored: list[AgentMessage]) -> None:
-        """Make ``store`` the agent's: the stored transcript (``stored``, as loaded) becomes
-        the state's, or an empty session receives the state's messages."""
-        if stored:
-            self._state._reset(list(stored))
-        elif self._state.messages:
-            store.replace(session_id, self._state.messages)
-        self._store = store
-        self._store_session = self.session_id = session_id
-        self._stored_count = len(self._state.messages)
+        """Make ``store`` the agent's (see ``StoreLink``)."""
+        self._link = StoreLink(store, session_id, self._state, stored)
+        self.session_id = session_id
         self._state._replace = self._assign_messages
 
     def __repr__(self) -> str:
@@ -338,18 +219,8 @@ class Agent:
         Raises ``TypeError`` at once if ``listener`` is not callable or cannot take the two
         arguments (``lambda event: ...`` is the usual slip: write ``lambda event, signal: ...``).
         """
-        _check_listener(listener)
-        with self._listeners_lock:
-            self._listeners = (*self._listeners, listener)
-
-        def unsubscribe() -> None:
-            with self._listeners_lock:
-                listeners = list(self._listeners)
-                if listener in listeners:  # the first registration of it goes
-                    listeners.remove(listener)
-                    self._listeners = tuple(listeners)
-
-        return unsubscribe
+        check_listener(listener)
+        return self._listeners.add(listener)
 
     # --- queues -------------------------------------------------------------------------
 
@@ -404,7 +275,8 @@ class Agent:
         With a user or tool-result tail the loop continues as is. With an assistant tail
         the queued steering (else follow-up) messages are run as a prompt.
         """
-        return self._call(_BUSY_CONTINUE, self._continue_input, block, timeout)
+        return self._call(_BUSY_CONTINUE, lambda takings: continue_input(
+            self._state.messages, self._queues, takings), block, timeout)
 
     def resume(self, *, block: bool = True, timeout: float | None = None) -> AgentRun:
         """Finish what a stopped process left unfinished, then go on (durable.md §2).
@@ -461,7 +333,8 @@ class Agent:
     @property
     def store(self) -> SessionStore | None:
         """The session store the transcript is kept in, or ``None``."""
-        return self._store
+        link = self._link
+        return link.store if link is not None else None
 
     def attach_store(self, store: SessionStore, session_id: str) -> None:
         """Keep the transcript in ``store`` under ``session_id`` from now on.
@@ -471,7 +344,7 @@ class Agent:
         messages (its initial system message). ``session_id`` also becomes the provider
         session id. ``AgentBusyError`` while a run is active.
         """
-        _check_store(store, session_id, "attach_store()")
+        check_store(store, session_id, "attach_store()")
         with self._run_lock:
             if self._active is not None:
                 msg = "Agent is already processing. Wait for completion before attaching a store."
@@ -480,11 +353,8 @@ class Agent:
 
     def _replace_stored(self, messages: list[AgentMessage]) -> None:
         """Make ``messages`` the stored transcript (no-op without a store)."""
-        store, session_id = self._store, self._store_session
-        if store is None or session_id is None:
-            return
-        store.replace(session_id, messages)
-        self._stored_count = len(messages)
+        if self._link is not None:
+            self._link.replace(messages)
 
     def _assign_messages(self, messages: list[AgentMessage]) -> None:
         """An assignment to ``state.messages`` with a store: refused while a run is live
@@ -497,68 +367,16 @@ class Agent:
             self._replace_stored(messages)
             self._state._messages = messages
 
-    def _persist(self, message: AgentMessage) -> None:
-        """Store a message that just ended (the reducer has added it to the state).
-
-        If earlier messages are missing from the store (a failed append, or the live list
-        changed in place), the whole transcript replaces the stored one instead.
-        """
-        store, session_id = self._store, self._store_session
-        if store is None or session_id is None:
-            return
-        messages = self._state.messages
-        try:
-            if self._stored_count == len(messages) - 1:
-                store.append(session_id, [message])
-            else:
-                store.replace(session_id, messages)
-        except Exception as exc:
-            role = getattr(message, "role", type(message).__name__)
-            msg = (f"The session store {type(store).__name__} failed to store the {role} "
-                   f"message of session {session_id!r}: {type(exc).__name__}: {exc}")
-            raise RuntimeError(msg) from exc
-        self._stored_count = len(messages)
-
     # --- run machinery --------------------------------------------------------------------
 
-    def _continue_input(self, takings: Takings) -> _RunInput:
-        """What ``continue_`` runs: queued input as prompts, or the transcript as it is."""
-        messages = self._state.messages
-        if not messages or all(isinstance(m, SystemMessage) for m in messages):
-            msg = "No messages to continue from"
-            raise ValueError(msg)
-        if getattr(messages[-1], "role", None) != "assistant":
-            return None, False, None
-        with self._queues.lock:
-            steering = takings.take(self._queues.steering)
-            if steering:
-                return steering, True, None
-            follow_ups = takings.take(self._queues.follow_up)
-            if follow_ups:
-                return follow_ups, False, None
-        msg = "Cannot continue from message role: assistant"
-        raise ValueError(msg)
-
-    def _resume_input(self, takings: Takings) -> _RunInput:
-        """What ``resume`` runs: the unfinished batch with the store's start marks, or
-        what ``continue_`` would."""
-        store, session_id = self._store, self._store_session
-        if store is None or session_id is None:
+    def _resume_input(self, takings: Takings) -> RunInput:
+        if self._link is None:
             msg = ("resume() needs a session store: create the agent with "
                    "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
             raise ValueError(msg)
-        if self._stored_count == len(self._state.messages):
-            # nothing is missing from the store: it is the truth, and another process may
-            # have gone on with the session since this agent last ran (durable.md §3)
-            stored = store.load(session_id)
-            if messages_to_json(stored) != messages_to_json(self._state.messages):
-                self._state._reset(stored)
-                self._stored_count = len(stored)
-        if unanswered_tool_calls(self._state.messages) is None:
-            return self._continue_input(takings)
-        return None, False, frozenset(store.started(session_id))
+        return self._link.resume_input(self._queues, takings)
 
-    def _call(self, busy_message: str, choose: Callable[[Takings], _RunInput],
+    def _call(self, busy_message: str, choose: Callable[[Takings], RunInput],
               block: bool, timeout: float | None) -> AgentRun:
         """Start a run, then wait for it as asked.
 
@@ -584,7 +402,7 @@ class Agent:
             run.abort()
             if not run.wait(AFTER_ABORT_WAIT_S):
                 msg = (f"The run did not finish within {timeout} seconds, so it was aborted, "
-                       f"but {_still_running(run)} has not stopped {AFTER_ABORT_WAIT_S:g} s "
+                       f"but {still_running(run)} has not stopped {AFTER_ABORT_WAIT_S:g} s "
                        "after the abort (it ignores its signal). The run ends when it "
                        "returns; until then the agent is busy (agent.wait_for_idle()).")
                 raise TimeoutError(msg)
@@ -593,7 +411,7 @@ class Agent:
         return run
 
     def _start(self, run: AgentRun, busy_message: str,
-               choose: Callable[[Takings], _RunInput], here: bool = False) -> None:
+               choose: Callable[[Takings], RunInput], here: bool = False) -> None:
         """Start ``run`` on a worker thread, or with ``here`` execute it on this thread
         (returning once it has settled). Either way it runs in a copy of the caller's
         contextvars context."""
@@ -609,13 +427,13 @@ class Agent:
                 self._last_worker = None  # no thread to join for "idle"
             else:
                 thread = threading.Thread(target=context.run,
-                                          args=(self._run_worker, run, prompts, skip_poll,
+                                          args=(run_worker, self, run, prompts, skip_poll,
                                                 started),
                                           name="piagent-run", daemon=True)
                 # known before the thread starts, so a wait that sees the run settled joins it
                 run._thread = self._last_worker = thread
         if here:
-            context.run(self._run_worker, run, prompts, skip_poll, started)
+            context.run(run_worker, self, run, prompts, skip_poll, started)
             return
         try:
             thread.start()
@@ -631,6 +449,7 @@ class Agent:
             raise
 
     def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
+        """The loop's configuration for ``run``, read from the agent's options now."""
         state, queues, takings = self._state, self._queues, run.takings
         skip = [skip_initial_steering_poll]
 
@@ -640,18 +459,7 @@ class Agent:
                 return []
             return takings.take(queues.steering)
 
-        on_tool_execute = None
-        store, session_id = self._store, self._store_session
-        if store is not None and session_id is not None:
-            def on_tool_execute(call: ToolCall) -> None:  # on the tool's pool thread
-                try:
-                    store.mark_started(session_id, call.id)
-                except Exception as exc:
-                    msg = (f"The session store {type(store).__name__} failed to mark tool "
-                           f"call {call.id} ({call.name!r}) of session {session_id!r} "
-                           f"started: {type(exc).__name__}: {exc}")
-                    raise RuntimeError(msg) from exc
-
+        link = self._link
         prepare_next_turn = self.prepare_next_turn
         next_turn = None
         if prepare_next_turn is not None:
@@ -676,86 +484,11 @@ class Agent:
             get_follow_up_messages=lambda: takings.take(queues.follow_up),
             tool_execution=self.tool_execution,
             max_parallel_tools=self.max_parallel_tools,
-            tool_executor=self._tool_executor,
+            tool_executor=self.tool_executor,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
-            on_tool_execute=on_tool_execute,
+            on_tool_execute=link.mark_started() if link is not None else None,
         )
-
-    def _run_worker(self, run: AgentRun, prompts: list[AgentMessage] | None,
-                    skip_initial_steering_poll: bool, started: frozenset[str] | None) -> None:
-        """The run's worker thread: the loop, failure handling, settling."""
-        run._worker_started.set()
-        try:
-            state = self._state
-            context = AgentContext(list(state.messages), list(state.tools))
-            config = self._loop_config(run, skip_initial_steering_poll)
-            stream_fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
-
-            # _process with its lookups done once (the loop emits dozens of events a turn)
-            apply, observe, signal = self._state._apply, run._observe, run.signal
-            persist = self._store_ended if self._store is not None else None
-
-            def emit(event: AgentEvent) -> None:
-                apply(event)
-                if persist is not None and event.type == "message_end":
-                    persist(run, event.message)  # before anyone sees it (durable.md §1)
-                observe(event)
-                for listener in self._listeners:  # a snapshot: replaced, never changed
-                    listener(event, signal)
-
-            if started is not None:
-                run_agent_loop_resume(context, config, emit, run.signal, stream_fn,
-                                      started=started)
-            elif prompts is None:
-                run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
-            else:
-                run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
-        except BaseException as exc:  # the run must end with agent_end, whatever failed
-            _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
-            self._fail_run(run, exc)
-        finally:
-            run.takings.restore()
-            self._settle(run)
-
-    def _process(self, run: AgentRun, event: AgentEvent) -> None:
-        """The reducer, the run's record, then every listener in order (a barrier)."""
-        self._state._apply(event)
-        if event.type == "message_end" and self._store is not None:
-            self._store_ended(run, event.message)  # before anyone sees it (durable.md §1)
-        run._observe(event)
-        signal = run.signal
-        for listener in self._listeners:  # a snapshot: the tuple is replaced, never changed
-            listener(event, signal)
-
-    def _store_ended(self, run: AgentRun, message: AgentMessage) -> None:
-        """Append a message at its ``message_end``, before the run's record and listeners."""
-        try:
-            self._persist(message)
-        except Exception:
-            # the message is in the transcript though not stored: it counts as added
-            # (agent_end.messages) and as delivered (a queued one is not put back)
-            run._kept(message)
-            raise
-
-    def _fail_run(self, run: AgentRun, error: BaseException) -> None:
-        """The seed's handleRunFailure: a synthetic assistant message closes the run."""
-        model = self._state.model
-        message = AssistantMessage(
-            content=[TextContent("")], api=model.api if model else "",
-            provider=model.provider if model else "", model=model.id if model else "",
-            stop_reason="aborted" if run.signal.aborted else "error",
-            error_message=str(error) or type(error).__name__)
-        for event in (MessageStartEvent(message), MessageEndEvent(message),
-                      TurnEndEvent(message, [])):
-            self._process_safely(run, event)
-        self._process_safely(run, AgentEndEvent(run.messages))
-
-    def _process_safely(self, run: AgentRun, event: AgentEvent) -> None:
-        try:
-            self._process(run, event)
-        except Exception:  # the failure path must reach agent_end; the error is logged
-            _log.exception("A listener raised while the failed run was being closed")
 
     def _settle(self, run: AgentRun) -> None:
         with self._run_lock:

@@ -1,8 +1,10 @@
-"""What an Agent accepts as input, and what it sends to the model by default."""
+"""What an Agent accepts (input, listeners), what a run starts from, and what it sends to the
+model by default."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,8 +18,24 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ..tools import AgentTool
+from ..transcript import create_initial_system_message, to_tool_declaration
+from ._queues import QueueLedger, Takings
 
-__all__ = ["as_message", "check_message", "default_convert_to_llm", "normalise_input"]
+__all__ = [
+    "RunInput",
+    "as_message",
+    "check_listener",
+    "check_message",
+    "continue_input",
+    "default_convert_to_llm",
+    "normalise_input",
+    "starting_transcript",
+]
+
+# what a run starts from: (prompts or None to continue, skip the initial steering poll,
+# and for resume() the ids of the tool calls the store marked started, else None)
+RunInput = tuple["list[AgentMessage] | None", bool, "frozenset[str] | None"]
 
 _LLM_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
 _LLM_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolResultMessage})
@@ -89,3 +107,54 @@ def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
             check_message(item, where)
         return list(input)
     return [check_message(input, where)]
+
+
+def check_listener(listener: Any) -> None:
+    """``TypeError`` unless ``listener`` is a callable taking ``(event, signal)``."""
+    if not callable(listener):
+        msg = (f"subscribe() takes a callable listener(event, signal), not "
+               f"{type(listener).__name__}.")
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(listener)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        msg = (f"subscribe(): the listener {getattr(listener, '__qualname__', listener)!r} must "
+               f"take two arguments, (event, signal), but its signature is {signature}; write "
+               f"e.g. 'def on_event(event, signal): ...' or 'lambda event, signal: ...'.")
+        raise TypeError(msg) from None
+
+
+def starting_transcript(messages: list[AgentMessage], system_prompt: str,
+                        tools: list[AgentTool]) -> list[AgentMessage]:
+    """A new Agent's transcript: ``messages`` (given, or the store's) led by the initial
+    system message when they have none."""
+    messages = list(messages)
+    if not (messages and isinstance(messages[0], SystemMessage)):
+        initial = create_initial_system_message(
+            system_prompt, [to_tool_declaration(t) for t in tools])
+        if initial is not None:
+            messages.insert(0, initial)
+    return messages
+
+
+def continue_input(messages: list[AgentMessage], queues: QueueLedger,
+                   takings: Takings) -> RunInput:
+    """What ``continue_()`` runs: queued input as prompts, or the transcript as it is."""
+    if not messages or all(isinstance(m, SystemMessage) for m in messages):
+        msg = "No messages to continue from"
+        raise ValueError(msg)
+    if getattr(messages[-1], "role", None) != "assistant":
+        return None, False, None
+    with queues.lock:
+        steering = takings.take(queues.steering)
+        if steering:
+            return steering, True, None
+        follow_ups = takings.take(queues.follow_up)
+        if follow_ups:
+            return follow_ups, False, None
+    msg = "Cannot continue from message role: assistant"
+    raise ValueError(msg)

@@ -25,7 +25,7 @@ def held_worker_exit() -> Iterator[tuple[threading.Event, threading.Event]]:
     reached, release = threading.Event(), threading.Event()
 
     def on_call(frame: FrameType, event: str, arg: Any) -> Tracer | None:
-        if event == "call" and frame.f_code.co_name == "_run_worker":
+        if event == "call" and frame.f_code.co_name == "run_worker":
             def on_line(frame: FrameType, event: str, arg: Any) -> Tracer:
                 if event == "return":
                     reached.set()

@@ -1,0 +1,170 @@
+"""A run on its worker thread: the listeners, the one emit path, the loop, the failure close.
+
+Every event of a run, from the loop or from the failure path, goes through ``emitter``: the
+reducer updates the state, a ``message_end`` is stored, the run records the event (waking its
+iterators), then every listener runs in subscription order, each a barrier.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..abort import AbortSignal
+from ..events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    TurnEndEvent,
+)
+from ..loop import (
+    AgentContext,
+    AgentLoopConfig,
+    run_agent_loop,
+    run_agent_loop_continue,
+    run_agent_loop_resume,
+)
+from ..messages import AgentMessage, AssistantMessage, TextContent
+from ..stream import StreamFn, get_default_stream_fn
+from ._persistence import StoreLink
+from ._run import AgentRun
+from ._state import AgentState
+
+__all__ = ["Listener", "Listeners", "RunHost", "emitter", "run_worker", "still_running"]
+
+_log = logging.getLogger("piagent.agent")
+
+Listener = Callable[[AgentEvent, AbortSignal], Any]
+"""``listener(event, signal)``: runs on the run's worker thread; the loop waits for it."""
+
+
+class Listeners:
+    """An Agent's listeners. ``all`` is a tuple replaced whole on each change, so the emit
+    path reads it without a lock and a listener may (un)subscribe while an event is
+    delivered (the delivery goes on with the tuple it started with)."""
+
+    __slots__ = ("_lock", "all")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards changes to ``all`` (any thread subscribes)
+        self.all: tuple[Listener, ...] = ()
+
+    def add(self, listener: Listener) -> Callable[[], None]:
+        """Add ``listener`` last; returns the function that removes it (once)."""
+        with self._lock:
+            self.all = (*self.all, listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                listeners = list(self.all)
+                if listener in listeners:  # the first registration of it goes
+                    listeners.remove(listener)
+                    self.all = tuple(listeners)
+
+        return unsubscribe
+
+
+class RunHost(Protocol):
+    """What a run reads from its Agent (``Agent`` is the one host)."""
+
+    stream_fn: StreamFn | None
+    _state: AgentState
+    _link: StoreLink | None
+    _listeners: Listeners
+
+    def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool
+                     ) -> AgentLoopConfig: ...
+
+    def _settle(self, run: AgentRun) -> None: ...
+
+
+def emitter(agent: RunHost, run: AgentRun) -> Callable[[AgentEvent], None]:
+    """The one emit path of ``run``: reducer, store, the run's record, listeners.
+
+    The lookups are done once here: the loop emits dozens of events a turn.
+    """
+    apply, observe, signal, listeners = (agent._state._apply, run._observe, run.signal,
+                                         agent._listeners)
+    link = agent._link
+    persist = link.ended if link is not None else None
+
+    def emit(event: AgentEvent) -> None:
+        apply(event)
+        if persist is not None and event.type == "message_end":
+            persist(run, event.message)  # before anyone sees it (docs/sessions.md)
+        observe(event)
+        for listener in listeners.all:  # a snapshot: the tuple is replaced, never changed
+            listener(event, signal)
+
+    return emit
+
+
+def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None,
+               skip_initial_steering_poll: bool, started: frozenset[str] | None) -> None:
+    """The run's worker thread: the loop, failure handling, settling."""
+    run._worker_started.set()
+    try:
+        state = agent._state
+        context = AgentContext(list(state.messages), list(state.tools))
+        config = agent._loop_config(run, skip_initial_steering_poll)
+        stream_fn = agent.stream_fn if agent.stream_fn is not None else get_default_stream_fn()
+        emit = emitter(agent, run)
+        if started is not None:
+            run_agent_loop_resume(context, config, emit, run.signal, stream_fn, started=started)
+        elif prompts is None:
+            run_agent_loop_continue(context, config, emit, run.signal, stream_fn)
+        else:
+            run_agent_loop(prompts, context, config, emit, run.signal, stream_fn)
+    except BaseException as exc:  # the run must end with agent_end, whatever failed
+        _log.warning("The agent run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        fail_run(agent, run, exc)
+    finally:
+        run.takings.restore()
+        agent._settle(run)
+
+
+def fail_run(agent: RunHost, run: AgentRun, error: BaseException) -> None:
+    """The seed's handleRunFailure: a synthetic assistant message closes the run, through
+    the same emit path; a listener that raises here is logged, so ``agent_end`` comes."""
+    model = agent._state.model
+    message = AssistantMessage(
+        content=[TextContent("")], api=model.api if model else "",
+        provider=model.provider if model else "", model=model.id if model else "",
+        stop_reason="aborted" if run.signal.aborted else "error",
+        error_message=str(error) or type(error).__name__)
+    emit = emitter(agent, run)
+    for event in (MessageStartEvent(message), MessageEndEvent(message),
+                  TurnEndEvent(message, [])):
+        _emit_closing(emit, event)
+    _emit_closing(emit, AgentEndEvent(run.messages))  # made now: with the message above
+
+
+def _emit_closing(emit: Callable[[AgentEvent], None], event: AgentEvent) -> None:
+    try:
+        emit(event)
+    except Exception:  # the failure path must reach agent_end; the error is logged
+        _log.exception("A listener raised while the failed run was being closed")
+
+
+def still_running(run: AgentRun) -> str:
+    """Which part of an aborted run has not returned, read from its events so far."""
+    tools: dict[str, str] = {}
+    waiting_for_model = True  # until an assistant message ends, the model call comes next
+    for event in list(run._events):  # a snapshot: the worker appends to it
+        if isinstance(event, ToolExecutionStartEvent):
+            tools[event.tool_call_id] = event.tool_name
+        elif isinstance(event, ToolExecutionEndEvent):
+            tools.pop(event.tool_call_id, None)
+        elif isinstance(event, MessageEndEvent):
+            waiting_for_model = getattr(event.message, "role", None) != "assistant"
+    if tools:
+        names = ", ".join(repr(name) for name in tools.values())
+        return f"tool {names}" if len(tools) == 1 else f"tools {names}"
+    if waiting_for_model:
+        return "the stream function (the model call)"
+    return "a hook or listener"
