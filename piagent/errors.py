@@ -1,21 +1,33 @@
 """The exception hierarchy of piagent.
 
 Failures inside a run are data (error messages and error tool results); exceptions
-are for misuse of the API and for callers who use a lower layer directly::
+are for misuse of the API and for callers who use a lower layer directly. Every exception
+class piagent defines derives from ``PiAgentError`` and keeps a fitting builtin base,
+so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundError``::
 
     PiAgentError
-    ├── AgentBusyError (+RuntimeError)        a second run, continue or reset while one is active
+    ├── AgentBusyError (+RuntimeError)        a second run, continue, reset or resume while one is
+    │                                         active; a runner's start() while the session has a
+    │                                         live run in any process (the session-busy error)
     ├── AgentLoopError (+RuntimeError)        a hook or convert_to_llm raised inside agent_loop()
     ├── StreamFnError (+LookupError)          no stream function configured
     ├── ToolArgumentError (+ValueError)       arguments failed a tool's schema (becomes a tool result)
     ├── UnknownMessageTypeError (+ValueError) a dict whose role/type is not registered
+    ├── SessionCorruptError (+ValueError)     a stored record that cannot be decoded (piagent.sessions)
+    ├── RunNotFoundError (+KeyError)          no run has this id (piagent.runs)
     ├── ProviderError                         a provider request failed (mapped into error messages)
     │   ├── ProviderConnectionError
     │   └── ProviderResponseError (+ValueError)
     └── ProxyError
         └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
 
-``TimeoutError`` (builtin) is raised by blocking waits that pass their timeout.
+``SessionCorruptError`` lives in ``piagent.sessions`` and ``RunNotFoundError`` in
+``piagent.runs``, beside what raises them. Besides these, piagent raises builtin exceptions
+on purpose: ``TypeError``/``ValueError`` for a wrong argument (naming the parameter and what
+is accepted), ``TimeoutError`` from blocking waits that pass their timeout,
+``ConnectionError`` for a PostgreSQL server that cannot be reached, ``ImportError`` for a
+missing extra, ``LookupError`` for an unknown catalogue model, and ``RuntimeError`` for a
+closed store or a file written by a newer piagent (docs/errors.md lists them).
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ __all__ = [
 
 
 class PiAgentError(Exception):
-    """Base class of every exception piagent raises on purpose."""
+    """Base class of every exception class piagent defines (see the module's tree)."""
 
 
 class AgentBusyError(PiAgentError, RuntimeError):

@@ -5,12 +5,14 @@
 - ``AgentRun``: one run (wait, abort, its events and messages); ``AgentEventIterator``: the
   events of a run as they happen (``Agent.stream()``), with ``poll(timeout)``.
 - ``AgentState``: the live state the reducer updates.
+- ``normalise_input``: what ``prompt()`` accepts, as the list of messages it runs (a runner
+  checks the input of a run it starts elsewhere with it).
 """
 
 from __future__ import annotations
 
 from ._agent import Agent, Listener
-from ._input import default_convert_to_llm
+from ._input import default_convert_to_llm, normalise_input
 from ._queues import QueueMode
 from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled
 from ._state import AgentState
@@ -25,4 +27,5 @@ __all__ = [
     "QueueMode",
     "RunSettled",
     "default_convert_to_llm",
+    "normalise_input",
 ]

@@ -86,9 +86,11 @@ def as_message(message: str | AgentMessage, where: str = "steer()") -> AgentMess
 
 
 def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
-                    images: Sequence[ImageContent] | None,
+                    images: Sequence[ImageContent] | None = None,
                     where: str = "prompt()") -> list[AgentMessage]:
     """The prompts of a run: a ``str`` (with optional images), a message or a list of them.
+
+    ``where`` names the call in the error text (``"prompt()"``, a runner's ``"start()"``).
 
     Raises ``TypeError`` at once, naming what is accepted, for anything else (a dict, a
     number, ``None``, a list of str).

@@ -9,13 +9,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..errors import PiAgentError
+
 if TYPE_CHECKING:
     from ..abort import AbortSignal
 
 __all__ = ["CliError", "EventPrinter", "Style", "cli_words"]
 
 
-class CliError(Exception):
+class CliError(PiAgentError):
     """A problem to report in one line, in the CLI's words, with exit code 2."""
 
 

@@ -11,8 +11,9 @@ run's state and times; an unknown run id raises ``RunNotFoundError``.
 
 from __future__ import annotations
 
+from ._base import Runner
 from ._queued import QueuedRunner
-from ._runner import LocalRunner, Runner
+from ._runner import LocalRunner
 from ._types import RunEvent, RunInfo, RunNotFoundError, RunState
 
 __all__ = ["LocalRunner", "QueuedRunner", "RunEvent", "RunInfo", "RunNotFoundError", "RunState",

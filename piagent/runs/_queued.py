@@ -12,26 +12,18 @@ recovers the transcript with ``agent.resume()`` (durable.md §2's ``replay`` rul
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..agent import Agent
+from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
-from ._runner import (
-    WAIT_SLICE_S,
-    _check_timeout,
-    _input_messages,
-    _LocalRun,
-    _needs_resume,
-    _Runner,
-    backend_for,
-)
+from ._base import WAIT_SLICE_S, RunnerBase, check_timeout, new_owner
+from ._execution import LocalRun, needs_resume
+from ._registry import backend_for
 from ._types import RunState
 
 __all__ = ["QueuedRunner"]
@@ -45,7 +37,7 @@ class _Taking(Protocol):
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take: ...
 
 
-class QueuedRunner(_Runner):
+class QueuedRunner(RunnerBase):
     """Runs addressed by id (durable.md §3) that execute wherever ``execute`` is called.
 
     ``submit(run_id, payload)`` sends a run to an executor (``payload`` is a JSON-able dict);
@@ -72,10 +64,10 @@ class QueuedRunner(_Runner):
             msg = f"submit must be a callable (run_id, payload) -> None, got {submit!r}."
             raise TypeError(msg)
         for name, value in (("lease_s", lease_s), ("queue_timeout", queue_timeout)):
-            if not _check_timeout(value, name, none_ok=False):
+            if not check_timeout(value, name, none_ok=False):
                 msg = f"{name} must be a number of seconds > 0, got {value!r}."
                 raise ValueError(msg)
-        self._lost_grace_s = _check_timeout(redelivery_grace, "redelivery_grace",
+        self._lost_grace_s = check_timeout(redelivery_grace, "redelivery_grace",
                                             none_ok=False) or 0.0
         self._backend = backend
         self._taker: _Taking = backend  # type: ignore[assignment]
@@ -84,7 +76,7 @@ class QueuedRunner(_Runner):
         self.submit = submit
         self.lease_s = float(lease_s)
         self.queue_timeout = float(queue_timeout)
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._owner = new_owner()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r}, lease_s={self.lease_s:g})"
@@ -99,11 +91,7 @@ class QueuedRunner(_Runner):
         run is recorded as an error and the exception propagates.
         """
         check_session_id(session_id)
-        if not isinstance(input, (str, list, tuple)) and not hasattr(input, "role"):
-            msg = (f"start() accepts a str, a message or a list of messages, got "
-                   f"{type(input).__name__}.")
-            raise TypeError(msg)
-        messages = [message_to_dict(m) for m in _input_messages(input, images)]
+        messages = [message_to_dict(m) for m in normalise_input(input, images, "start()")]
         payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
@@ -139,7 +127,7 @@ class QueuedRunner(_Runner):
             msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
             self._backend.finish(run_id, self._owner, "error", msg)
             raise TypeError(msg)
-        local = _LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
+        local = LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
                           next_seq=take.next_seq)
         try:
             agent.attach_store(self.store, session_id)
@@ -148,7 +136,7 @@ class QueuedRunner(_Runner):
             if take.kind == "recover" and payload["input"][0] not in stored:
                 take = Take("fresh", take.next_seq)  # it died before its input was stored
             if take.kind == "recover":
-                if not _needs_resume(agent.state.messages):  # it ended; its end went unrecorded
+                if not needs_resume(agent.state.messages):  # it ended; its end went unrecorded
                     logger.warning("run %s: recovered with nothing left to run", run_id)
                     self._backend.finish(run_id, self._owner, "done", None)
                     return "done"

@@ -1,4 +1,5 @@
-"""The runs of an ``SQLiteStore``: three tables in the store's own file (WAL).
+"""The runs of an ``SQLiteStore``: three tables in the store's own file (WAL), reached through
+the store's connections (``SQLiteStore.connection``/``write``/``open``/``ensure_schema``).
 
 Any process on the machine reads and controls a run here. Readers in the process that
 writes are woken by a Condition at once; readers elsewhere notice a commit by polling
@@ -22,14 +23,8 @@ from ._types import LIVE_STATES, RunInfo, RunState
 
 SCHEMA_VERSION = 1
 POLL_S = 0.01  # how often a reader checks for commits by other processes
-_IDLE_CONNECTIONS = 4  # write/read connections kept open between calls
-_BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS piagent_schema (
-    component TEXT PRIMARY KEY,
-    version INTEGER NOT NULL
-);
 CREATE TABLE IF NOT EXISTS piagent_runs (
     run_id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
@@ -83,11 +78,8 @@ class SQLiteBackend:
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self.path = store.path
-        # guards _idle and _ready. A connection belongs to the one thread that took it from
-        # _idle (or opened it) until it puts it back; a watch owns its own until it closes.
-        self._lock = threading.Lock()
-        self._setup_lock = threading.Lock()  # held while the first connection makes the schema
-        self._idle: list[sqlite3.Connection] = []
+        # held while the first use makes the runs' tables; guards _ready
+        self._setup_lock = threading.Lock()
         self._ready = False
         # notified after this process commits events or a state: same-process readers wake
         # at once. _generation (guarded by it) counts those commits.
@@ -98,77 +90,31 @@ class SQLiteBackend:
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.path!r})"
 
-    # --- connections ---------------------------------------------------------------------
+    # --- connections: the store's, the runs' tables made on first use ------------------
 
-    def open(self) -> sqlite3.Connection:
+    def _set_up(self) -> None:
         if not self._ready:
             with self._setup_lock:
                 if not self._ready:
-                    self._store.session_ids()  # the store puts the file in WAL, makes its tables
-                    conn = self._connect()
-                    try:
-                        self._create_schema(conn)
-                    finally:
-                        conn.close()
-                    with self._lock:
-                        self._ready = True
-        return self._connect()
+                    self._store.ensure_schema("runs", SCHEMA_VERSION, _SCHEMA)
+                    self._ready = True
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None,
-                               check_same_thread=False)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _create_schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            row = conn.execute("SELECT version FROM piagent_schema WHERE component = 'runs'"
-                               ).fetchone()
-            if row is None:
-                conn.execute("INSERT INTO piagent_schema VALUES ('runs', ?)", (SCHEMA_VERSION,))
-            elif row[0] > SCHEMA_VERSION:
-                msg = (f"{self.path!r} holds runs schema version {row[0]}; this piagent reads "
-                       f"version {SCHEMA_VERSION}. Upgrade piagent.")
-                raise RuntimeError(msg)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()
-            raise
+    def open(self) -> sqlite3.Connection:
+        """A connection a watch owns (and closes)."""
+        self._set_up()
+        return self._store.open()
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self.open()
-        try:
+        self._set_up()
+        with self._store.connection() as conn:
             yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.rollback()
-            conn.close()  # a connection that failed is not reused
-            raise
-        with self._lock:
-            if len(self._idle) < _IDLE_CONNECTIONS:
-                self._idle.append(conn)
-                return
-        conn.close()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
+        self._set_up()
+        with self._store.write() as conn:
             yield conn
-            conn.execute("COMMIT")
 
     def _changed(self) -> None:
         with self._changes:

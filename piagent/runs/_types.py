@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
+from ..errors import PiAgentError
+
 RunState: TypeAlias = Literal["queued", "running", "done", "error", "aborted", "lost"]
 """``queued`` and ``running`` are live (the run holds its session's lease); the rest are final."""
 
@@ -28,8 +30,8 @@ def parse_event_id(value: object) -> int:
     return int(value)
 
 
-class RunNotFoundError(KeyError):
-    """No run has this id (in the runner's store)."""
+class RunNotFoundError(PiAgentError, KeyError):
+    """No run has this id (in the runner's store). A ``KeyError`` too."""
 
     def __str__(self) -> str:  # KeyError would print the repr of its argument
         return str(self.args[0]) if self.args else ""

@@ -29,11 +29,11 @@ SCHEMA_VERSION = 1
 _IDLE_CONNECTIONS = 4  # connections kept open between calls; more are closed after use
 _SETUP_RETRY_S = 0.01  # first pause between setup attempts on a new file; doubles to 0.2 s
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS piagent_schema (
+_SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS piagent_schema (
     component TEXT PRIMARY KEY,
     version INTEGER NOT NULL
-);
+)"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS piagent_records (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,          -- per session, from 0, one per record
@@ -52,6 +52,10 @@ class SQLiteStore:
     ``synchronous="NORMAL"`` (the default, with WAL) keeps every committed append through a
     crash of the process; ``"FULL"`` also through a power cut, at an fsync per append.
     ``busy_timeout_s`` is how long a write waits for another process's write.
+
+    Code that keeps its own tables in the same file (``piagent.runs`` does) builds on
+    ``open()``, ``connection()``, ``write()`` and ``ensure_schema()``: the store's
+    connections, set up as its own, and its versioned schema bootstrap.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0,
@@ -102,21 +106,36 @@ class SQLiteStore:
             raise
         return conn
 
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
+    def open(self) -> sqlite3.Connection:
+        """A new connection to the file, set up as the store's own (WAL, the busy timeout,
+        ``synchronous``; autocommit: open transactions with ``BEGIN``), the sessions'
+        tables in place. The caller owns it and closes it; any thread may use it, one at a
+        time. ``RuntimeError`` once the store is closed."""
         with self._lock:
-            if self._closed:
-                msg = f"{self!r} is closed."
-                raise RuntimeError(msg)
-            conn = self._idle.pop() if self._idle else None
+            self._check_open()
             ready = self._schema_ready
-        if conn is None and ready:
-            conn = self._open()
-        elif conn is None:
-            # the first connections open one at a time: switching a new file to WAL from
-            # two connections at once can fail with "database is locked" at once
-            with self._setup_lock:
-                conn = self._set_up()
+        if ready:
+            return self._open()
+        # the first connections open one at a time: switching a new file to WAL from two
+        # connections at once can fail with "database is locked" at once
+        with self._setup_lock:
+            return self._set_up()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = f"{self!r} is closed."
+            raise RuntimeError(msg)
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection from the store's pool for the ``with`` block, owned by the calling
+        thread until it ends. One the block leaves by an exception is rolled back and
+        closed, never reused; at most a few idle ones are kept."""
+        with self._lock:
+            self._check_open()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.open()
         try:
             yield conn
         except BaseException:
@@ -127,9 +146,8 @@ class SQLiteStore:
         with self._lock:
             if not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
                 self._idle.append(conn)
-                conn = None
-        if conn is not None:
-            conn.close()
+                return
+        conn.close()
 
     def _set_up(self) -> sqlite3.Connection:
         """The first connection: opened, switched to WAL, the schema created. Another process
@@ -163,31 +181,43 @@ class SQLiteStore:
             pause = min(pause * 2, 0.2)
 
     def _create_schema(self, conn: sqlite3.Connection) -> None:
+        self._apply_schema(conn, "sessions", SCHEMA_VERSION, _SCHEMA)
+        with self._lock:
+            self._schema_ready = True
+
+    def ensure_schema(self, component: str, version: int, ddl: str) -> None:
+        """Create a component's tables in the file once, in one ``BEGIN IMMEDIATE``
+        transaction: ``ddl`` is ``;``-separated idempotent statements (``CREATE TABLE IF
+        NOT EXISTS ...``); ``component`` is recorded at ``version`` in ``piagent_schema``.
+        ``RuntimeError`` if the file holds a newer version of it (an older piagent)."""
+        with self.connection() as conn:
+            self._apply_schema(conn, component, version, ddl)
+
+    def _apply_schema(self, conn: sqlite3.Connection, component: str, version: int,
+                      ddl: str) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA.split(";"):
+            for statement in (_SCHEMA_TABLE, *ddl.split(";")):
                 if statement.strip():
                     conn.execute(statement)
-            row = conn.execute("SELECT version FROM piagent_schema WHERE component = 'sessions'"
-                               ).fetchone()
+            row = conn.execute("SELECT version FROM piagent_schema WHERE component = ?",
+                               (component,)).fetchone()
             if row is None:
-                conn.execute("INSERT INTO piagent_schema VALUES ('sessions', ?)",
-                             (SCHEMA_VERSION,))
-            elif row[0] > SCHEMA_VERSION:
-                msg = (f"{self.path!r} holds sessions schema version {row[0]}; this piagent "
-                       f"reads version {SCHEMA_VERSION}. Upgrade piagent.")
+                conn.execute("INSERT INTO piagent_schema VALUES (?, ?)", (component, version))
+            elif row[0] > version:
+                msg = (f"{self.path!r} holds {component} schema version {row[0]}; this "
+                       f"piagent reads version {version}. Upgrade piagent.")
                 raise RuntimeError(msg)
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
             raise
-        with self._lock:
-            self._schema_ready = True
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside ``BEGIN IMMEDIATE``: committed on success, else rolled back."""
-        with self._connection() as conn:
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A pooled connection inside ``BEGIN IMMEDIATE``: committed when the block ends,
+        rolled back if it raises (SQLite's file lock orders writers across processes)."""
+        with self.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             yield conn
             conn.execute("COMMIT")
@@ -210,7 +240,7 @@ class SQLiteStore:
 
     def load(self, session_id: str) -> list[AgentMessage]:
         check_session_id(session_id)
-        with self._connection() as conn:
+        with self.connection() as conn:
             rows = conn.execute(
                 "SELECT seq, data FROM piagent_records WHERE session_id = ? AND kind = 'message'"
                 " ORDER BY seq", (session_id,)).fetchall()
@@ -238,7 +268,7 @@ class SQLiteStore:
         if not items:
             return
         rows = self._rows(session_id, 0, items)  # encoded before the transaction opens
-        with self._write() as conn:
+        with self.write() as conn:
             start = self._next_seq(conn, session_id)
             conn.executemany(self._INSERT, [(r[0], start + r[1], *r[2:]) for r in rows])
 
@@ -247,7 +277,7 @@ class SQLiteStore:
         items = check_messages(messages)
         rows = self._rows(session_id, 0, items)
         keep = unanswered_call_ids(items)
-        with self._write() as conn:
+        with self.write() as conn:
             marks = [r[0] for r in conn.execute(
                 "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
                 " ORDER BY seq", (session_id,)) if r[0] in keep]
@@ -259,11 +289,11 @@ class SQLiteStore:
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
-        with self._write() as conn:
+        with self.write() as conn:
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
 
     def session_ids(self) -> list[str]:
-        with self._connection() as conn:
+        with self.connection() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT session_id FROM piagent_records ORDER BY session_id").fetchall()
         return [r[0] for r in rows]
@@ -273,7 +303,7 @@ class SQLiteStore:
         if not isinstance(tool_call_id, str):
             msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
             raise TypeError(msg)
-        with self._write() as conn:
+        with self.write() as conn:
             if conn.execute("SELECT 1 FROM piagent_records WHERE session_id = ? AND "
                             "kind = 'started' AND data = ?", (session_id, tool_call_id)
                             ).fetchone() is None:
@@ -282,7 +312,7 @@ class SQLiteStore:
 
     def started(self, session_id: str) -> set[str]:
         check_session_id(session_id)
-        with self._connection() as conn:
+        with self.connection() as conn:
             rows = conn.execute(
                 "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
                 " AND data NOT IN (SELECT tool_call_id FROM piagent_records WHERE"
@@ -293,7 +323,7 @@ class SQLiteStore:
     def last_activity(self, session_id: str) -> float | None:
         """When the session's last record was written (epoch seconds), ``None`` if unknown."""
         check_session_id(session_id)
-        with self._connection() as conn:
+        with self.connection() as conn:
             row = conn.execute("SELECT MAX(created_at) FROM piagent_records WHERE session_id = ?",
                                (session_id,)).fetchone()
         return None if row[0] is None else float(row[0])

@@ -38,7 +38,7 @@ def held_end() -> Iterator[tuple[threading.Event, threading.Event]]:
 
     def on_call(frame: FrameType, event: str, arg: Any) -> Tracer | None:
         if event == "call" and frame.f_code.co_name == "_end" \
-                and frame.f_code.co_filename.endswith("_runner.py"):
+                and frame.f_code.co_filename.endswith("_execution.py"):
             reached.set()
             release.wait(WAIT)
         return None

@@ -18,7 +18,7 @@ import pytest
 
 from piagent import AbortSignal, Agent, AgentBusyError, message_from_dict, tool
 from piagent.runs import QueuedRunner, RunEvent
-from piagent.runs._runner import backend_for
+from piagent.runs._registry import backend_for
 from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
