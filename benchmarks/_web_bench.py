@@ -57,8 +57,8 @@ def _cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wrk(url: str, seconds: float) -> dict[str, float]:
-    out = subprocess.run(["wrk", "-t2", f"-c{_CONNECTIONS}", f"-d{max(1, round(seconds))}s",
+def _wrk(url: str, seconds: float, connections: int) -> dict[str, float]:
+    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{max(1, round(seconds))}s",
                           "--timeout", "60s", "--latency", url], capture_output=True,
                          text=True, timeout=seconds + 90, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
@@ -77,8 +77,8 @@ def _wrk(url: str, seconds: float) -> dict[str, float]:
             "errors": float(errors.group(1)) if errors else 0.0}
 
 
-def _load(url: str, seconds: float) -> dict[str, float]:
-    """A Python closed-loop load generator: ``_CONNECTIONS`` threads, keep-alive."""
+def _load(url: str, seconds: float, connections: int) -> dict[str, float]:
+    """A Python closed-loop load generator: ``connections`` threads, keep-alive."""
     host, port, path = re.match(r"http://([^:/]+):(\d+)(/.*)", url).groups()  # type: ignore[union-attr]
     latencies: list[float] = []
     errors = [0]
@@ -101,7 +101,7 @@ def _load(url: str, seconds: float) -> dict[str, float]:
             latencies.extend(mine)
             errors[0] += failed
 
-    threads = [threading.Thread(target=client, name=f"load-{i}") for i in range(_CONNECTIONS)]
+    threads = [threading.Thread(target=client, name=f"load-{i}") for i in range(connections)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -111,7 +111,7 @@ def _load(url: str, seconds: float) -> dict[str, float]:
             "errors": float(errors[0])}
 
 
-def run_web(seconds: float) -> dict[str, Any]:
+def run_web(seconds: float, connections: int = _CONNECTIONS) -> dict[str, Any]:
     """Serve, load each view twice (alternating), return the averaged figures."""
     generator = "wrk" if shutil.which("wrk") else "python"
     drive = _wrk if generator == "wrk" else _load
@@ -140,9 +140,9 @@ def run_web(seconds: float) -> dict[str, Any]:
             pid = _worker_pid(gunicorn.pid)
             passes: dict[str, list[dict[str, float]]] = {"floor": [], "piagent": []}
             for view in ("floor", "piagent", "floor", "piagent"):
-                drive(f"{base}/{view}", 2.0)  # warm-up: threads, connections
+                drive(f"{base}/{view}", min(2.0, seconds), connections)  # warm-up
                 cpu0 = _cpu_s(pid)
-                figures = drive(f"{base}/{view}", seconds)
+                figures = drive(f"{base}/{view}", seconds, connections)
                 figures["cpu_ms_per_request"] = ((_cpu_s(pid) - cpu0) * 1000
                                                  / max(1.0, figures["requests"]))
                 passes[view].append(figures)
@@ -154,10 +154,10 @@ def run_web(seconds: float) -> dict[str, Any]:
                 gunicorn.kill()
                 gunicorn.wait(10)
     result: dict[str, Any] = {"generator": generator, "threads": _THREADS,
-                              "connections": _CONNECTIONS, "seconds": seconds}
+                              "connections": connections, "seconds": seconds}
     for view, runs in passes.items():
         result[view] = {key: sum(r[key] for r in runs) / len(runs) for key in runs[0]}
-    result["rps_ratio"] = result["piagent"]["rps"] / result["floor"]["rps"]
+    result["rps_ratio"] = result["piagent"]["rps"] / max(result["floor"]["rps"], 1e-9)
     return result
 
 

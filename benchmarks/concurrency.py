@@ -320,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--web", action="store_true",
                         help="also the gunicorn + Flask end-to-end figure (_web_bench.py)")
     parser.add_argument("--web-seconds", type=float, default=15.0)
+    parser.add_argument("--web-connections", type=int, default=200)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.web:
         from ._web_bench import run_web, web_table
 
-        result["web"] = run_web(args.web_seconds)
+        result["web"] = run_web(args.web_seconds, args.web_connections)
         print()
         print(web_table(result["web"]))
     if args.out:
