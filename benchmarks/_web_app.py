@@ -3,7 +3,8 @@
 ``GET /floor`` runs the hand-written requests + SSE loop (``_floor.py``; a
 ``requests.Session`` per worker thread, so its connection is reused across requests);
 ``GET /piagent`` makes an ``Agent`` and calls ``prompt(...)``, blocking until the run
-settles. Both run ``BENCH_ROUNDS`` rounds × ``BENCH_TOOLS`` instant tools (default 5 × 2)
+settles (the run executes on the request thread); ``GET /piagent_worker`` does the same
+with ``prompt(..., timeout=120)`` (the run gets its own worker thread). All run ``BENCH_ROUNDS`` rounds × ``BENCH_TOOLS`` instant tools (default 5 × 2)
 against the scripted server at ``BENCH_LLM_URL`` and answer with the final text.
 Served by ``gunicorn -k gthread`` in ``_web_bench.py``.
 """
@@ -51,6 +52,18 @@ def piagent_view() -> tuple[str, int]:
     model = Model(id=_MODEL, api="openai-completions", provider="local", base_url=_URL)
     agent = Agent(system_prompt=SYSTEM, model=model, tools=[_tool])
     run = agent.prompt(PROMPT)
+    if run.error_message:
+        return run.error_message, 500
+    return run.text, 200
+
+
+@app.get("/piagent_worker")
+def piagent_worker_view() -> tuple[str, int]:
+    from piagent import Agent, Model
+
+    model = Model(id=_MODEL, api="openai-completions", provider="local", base_url=_URL)
+    agent = Agent(system_prompt=SYSTEM, model=model, tools=[_tool])
+    run = agent.prompt(PROMPT, timeout=_TIMEOUT_S)
     if run.error_message:
         return run.error_message, 500
     return run.text, 200

@@ -1,10 +1,11 @@
 """The end-to-end figure: a gunicorn ``gthread`` worker serving ``_web_app.py``, under load.
 
 One gunicorn worker process with 200 threads (``-k gthread --threads 200``) serves
-``/floor`` (the hand-written loop) and ``/piagent`` (``Agent.prompt()`` per request); a
-load generator on 127.0.0.1 keeps 200 connections busy for ``seconds`` on one view, then
-the other, twice (floor, piagent, floor, piagent; each after a 2 s warm-up), and the
-figures of the two passes are averaged: requests per second, p50 and p99 latency, and the
+``/floor`` (the hand-written loop), ``/piagent`` (``Agent.prompt()`` per request, the run
+on the request thread) and ``/piagent_worker`` (the same with a ``timeout``, so the run has
+its own worker thread); a load generator on 127.0.0.1 keeps 200 connections busy for
+``seconds`` on one view, then the next, twice round (each pass after a 2 s warm-up), and
+the figures of the two passes are averaged: requests per second, p50 and p99 latency, and the
 worker's CPU per request (``/proc/<pid>/stat``). The load generator is ``wrk`` when it is
 installed (``apt-get install wrk``), else a Python one (``_load``: threads with
 keep-alive ``http.client`` connections; it needs CPU too, so its figures are lower).
@@ -29,6 +30,7 @@ __all__ = ["run_web", "web_table"]
 
 _THREADS = 200
 _CONNECTIONS = 200
+VIEWS = ["floor", "piagent", "piagent_worker"] * 2  # the order of the passes
 
 
 def _free_port() -> int:
@@ -138,8 +140,8 @@ def run_web(seconds: float, connections: int = _CONNECTIONS) -> dict[str, Any]:
                         raise
                     time.sleep(0.1)
             pid = _worker_pid(gunicorn.pid)
-            passes: dict[str, list[dict[str, float]]] = {"floor": [], "piagent": []}
-            for view in ("floor", "piagent", "floor", "piagent"):
+            passes: dict[str, list[dict[str, float]]] = {v: [] for v in VIEWS}
+            for view in VIEWS:
                 drive(f"{base}/{view}", min(2.0, seconds), connections)  # warm-up
                 cpu0 = _cpu_s(pid)
                 figures = drive(f"{base}/{view}", seconds, connections)
@@ -168,7 +170,7 @@ def web_table(web: dict[str, Any]) -> str:
            "",
            "| view | requests/s | p50 ms | p99 ms | worker CPU ms/request | non-200 |",
            "|---|---|---|---|---|---|"]
-    for view in ("floor", "piagent"):
+    for view in dict.fromkeys(VIEWS):
         f = web[view]
         out.append(f"| {view} | {f['rps']:.1f} | {f['p50_ms']:.1f} | {f['p99_ms']:.1f} | "
                    f"{f['cpu_ms_per_request']:.2f} | {f['errors']:.0f} |")
