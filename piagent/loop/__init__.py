@@ -25,14 +25,8 @@ from ._config import (
     RequestUpdate,
     TurnDecision,
 )
-from ._loop import (
-    agent_loop,
-    agent_loop_continue,
-    run_agent_loop,
-    run_agent_loop_continue,
-    run_agent_loop_resume,
-    unanswered_tool_calls,
-)
+from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._resume import run_agent_loop_resume, unanswered_tool_calls
 
 __all__ = [
     "AfterToolCallContext",
