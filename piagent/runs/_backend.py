@@ -111,6 +111,11 @@ class RunBackend(Protocol):
     def release_controls(self, ids: Sequence[int]) -> None:
         """Give claimed entries back to the inbox (the run ended before using them)."""
 
+    def purge(self, older_than: float) -> list[str]:
+        """Delete the final runs whose ``ended_at`` is more than ``older_than`` seconds ago
+        (by the medium's clock), their events and control entries; their ids. Never a run in
+        a live state. In batches, each its own transaction."""
+
     def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
         """Call ``wake()`` whenever this process sends control to ``session_id``."""
 

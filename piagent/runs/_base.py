@@ -1,24 +1,26 @@
 """What every runner shares: the ``Runner`` protocol and ``RunnerBase``, which reads a run
 by id, waits for it, steers, aborts and purges, all through the store's runs backend.
 
-A runner subclass (``LocalRunner``, ``QueuedRunner``) sets ``store`` and ``_backend`` and adds
-how its runs start and execute.
+A runner subclass (``LocalRunner``, ``QueuedRunner``) adds how its runs start and execute.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from ..agent import Agent
 from ..messages import AgentMessage, ImageContent, TextContent, UserMessage, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import ControlKind, RunBackend, SessionBusy
+from ._registry import backend_for
 from ._types import FINAL_STATES, RunEvent, RunInfo, RunNotFoundError, event_id, parse_event_id
 
 __all__ = ["END_GRACE_S", "LEASE_CHECK_S", "WAIT_SLICE_S", "Runner", "RunnerBase",
@@ -45,6 +47,8 @@ def new_owner() -> str:
 
 
 def check_timeout(value: object, name: str, none_ok: bool) -> float | None:
+    """``value`` as seconds (``None`` passes when ``none_ok``); ``ValueError`` naming ``name``
+    for a negative number or anything else."""
     if value is None and none_ok:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -87,12 +91,35 @@ class Runner(Protocol):
 
     def wait(self, run_id: str, timeout: float | None = None) -> bool: ...
 
+    def purge(self, older_than: float | datetime.timedelta) -> list[str]: ...
+
 
 class RunnerBase:
-    """What every runner shares: reading a run by id, waiting for it, steering, aborting."""
+    """What every runner shares: reading a run by id, waiting for it, steering, aborting,
+    purging finished runs."""
 
-    store: SessionStore
-    _backend: RunBackend
+    def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
+                 lease_s: float) -> None:
+        self._backend: RunBackend = backend_for(store)
+        if not callable(make_agent):
+            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
+            raise TypeError(msg)
+        if not check_timeout(lease_s, "lease_s", none_ok=False):
+            msg = f"lease_s must be a number of seconds > 0, got {lease_s!r}."
+            raise ValueError(msg)
+        self.store = store
+        self.make_agent = make_agent
+        self.lease_s = float(lease_s)
+        self._owner = new_owner()  # this runner's name in the runs it holds
+
+    @staticmethod
+    def _check_agent(session_id: str, agent: object) -> Agent:
+        """What ``make_agent(session_id)`` returned, if it is an ``Agent``."""
+        if not isinstance(agent, Agent):
+            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
+            raise TypeError(msg)
+        return agent
+
     # how long a run whose lease ran out (a live state, no end recorded) still counts as
     # live to readers and waiters, because something may take it over (a redelivery)
     _lost_grace_s: float = 0.0
@@ -247,5 +274,30 @@ class RunnerBase:
         info = self._info(run_id)
         if info.live:
             self._backend.send_control(info.session_id, run_id, "abort", reason)
+
+    # --- retention --------------------------------------------------------------------
+
+    def purge(self, older_than: float | datetime.timedelta) -> list[str]:
+        """Delete the runs that ended at least ``older_than`` ago (seconds, or a
+        ``datetime.timedelta``; ``0``: every finished run), with their events and control
+        entries; returns their ids.
+
+        A live run (``queued`` or ``running``, even one whose lease ran out and reads
+        ``lost``) is never deleted, nor is any transcript: those are the session store's.
+        Safe from any process at any time (a cron job, a Celery beat task): it deletes in
+        short batches, so runs go on meanwhile. A purged id reads ``RunNotFoundError``.
+        """
+        if isinstance(older_than, datetime.timedelta):
+            seconds = older_than.total_seconds()
+        elif isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            seconds = float(older_than)
+        else:
+            msg = (f"older_than must be a number of seconds >= 0 or a datetime.timedelta, "
+                   f"got {older_than!r}.")
+            raise TypeError(msg)
+        if not seconds >= 0:  # also refuses NaN
+            msg = f"older_than must be >= 0 (how long ago a run ended), got {older_than!r}."
+            raise ValueError(msg)
+        return self._backend.purge(seconds)
 
 

@@ -156,6 +156,17 @@ class MemoryBackend:
                 if entry.control.id in wanted:
                     entry.claimed_by = None
 
+    def purge(self, older_than: float) -> list[str]:
+        cutoff = time.time() - older_than
+        with self._lock:
+            gone = {run_id for run_id, run in self._runs.items() if run.state not in LIVE_STATES
+                    and run.ended_at is not None and run.ended_at < cutoff}
+            for run_id in gone:
+                del self._runs[run_id]
+            self._inbox = [e for e in self._inbox
+                           if e.claimed_by not in gone and e.run_id not in gone]
+        return sorted(gone)
+
     def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
         self._wakers.add(session_id, wake)
 
@@ -172,7 +183,11 @@ class _MemoryWatch:
         self._seen = -1  # the run's version at the last read/info/wait
 
     def _run(self) -> _Run:
-        return self._backend._runs[self._run_id]
+        run = self._backend._runs.get(self._run_id)
+        if run is None:
+            msg = f"run {self._run_id!r} disappeared from the store (purged)"
+            raise RuntimeError(msg)
+        return run
 
     def read(self, after: int) -> list[tuple[int, str]]:
         with self._backend._lock:

@@ -30,6 +30,7 @@ from ._types import LIVE_STATES, RunInfo, RunState
 logger = logging.getLogger("piagent.runs")
 
 SCHEMA_VERSION = 1
+PURGE_BATCH = 500  # runs deleted per transaction by purge()
 CONTROL_POLL_S = 2.0  # the safety net of an executing run's inbox: NOTIFY wakes it at once
 LISTEN_SLICE_S = 1.0  # the listener looks at its stop flag at least this often
 _STOP_JOIN_S = 5.0  # the bound on joining a stopped listener
@@ -227,6 +228,24 @@ class PostgresBackend:
                             [(run_id, first_seq + i, text) for i, text in enumerate(events)])
             self._notify(cur, f"e:{run_id}")
         self._run(write)
+
+    def purge(self, older_than: float) -> list[str]:
+        def write(cur: Any) -> list[str]:
+            cur.execute(self._sql(f"DELETE FROM {{s}}.runs WHERE run_id IN (SELECT run_id FROM "
+                                  f"{{s}}.runs WHERE state NOT IN {_LIVE} AND ended_at < "
+                                  f"{_NOW} - %s LIMIT {PURGE_BATCH} FOR UPDATE SKIP LOCKED) "
+                                  f"RETURNING run_id"), (older_than,))
+            ids = [str(row[0]) for row in cur.fetchall()]
+            cur.execute(self._sql("DELETE FROM {s}.run_events WHERE run_id = ANY(%s)"), (ids,))
+            cur.execute(self._sql("DELETE FROM {s}.run_control WHERE run_id = ANY(%s) OR "
+                                  "claimed_by = ANY(%s)"), (ids, ids))
+            return ids
+        removed: list[str] = []
+        while True:
+            ids: list[str] = self._run(write)
+            removed += ids
+            if len(ids) < PURGE_BATCH:
+                return removed
 
     def info(self, run_id: str) -> RunInfo | None:
         def read(cur: Any) -> RunInfo | None:

@@ -21,7 +21,7 @@ from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
-from ._base import RunnerBase, check_timeout, new_owner, wait_slice
+from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
 from ._types import RunState
@@ -57,26 +57,18 @@ class QueuedRunner(RunnerBase):
             msg = (f"{type(self).__name__} needs a store other processes reach (SQLiteStore, "
                    f"PostgresStore), got {type(store).__name__}.")
             raise TypeError(msg)
-        if not callable(make_agent):
-            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
-            raise TypeError(msg)
+        super().__init__(store, make_agent, lease_s)
         if not callable(submit):
             msg = f"submit must be a callable (run_id, payload) -> None, got {submit!r}."
             raise TypeError(msg)
-        for name, value in (("lease_s", lease_s), ("queue_timeout", queue_timeout)):
-            if not check_timeout(value, name, none_ok=False):
-                msg = f"{name} must be a number of seconds > 0, got {value!r}."
-                raise ValueError(msg)
+        if not check_timeout(queue_timeout, "queue_timeout", none_ok=False):
+            msg = f"queue_timeout must be a number of seconds > 0, got {queue_timeout!r}."
+            raise ValueError(msg)
         self._lost_grace_s = check_timeout(redelivery_grace, "redelivery_grace",
                                             none_ok=False) or 0.0
-        self._backend = backend
         self._taker: _Taking = backend  # type: ignore[assignment]
-        self.store = store
-        self.make_agent = make_agent
         self.submit = submit
-        self.lease_s = float(lease_s)
         self.queue_timeout = float(queue_timeout)
-        self._owner = new_owner()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r}, lease_s={self.lease_s:g})"
@@ -122,11 +114,12 @@ class QueuedRunner(RunnerBase):
         take = self._take(run_id, deadline)
         if take is None:
             return None
-        agent = self.make_agent(session_id)
-        if not isinstance(agent, Agent):
-            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
-            self._backend.finish(run_id, self._owner, "error", msg)
-            raise TypeError(msg)
+        made = self.make_agent(session_id)
+        try:
+            agent = self._check_agent(session_id, made)
+        except TypeError as exc:
+            self._backend.finish(run_id, self._owner, "error", str(exc))
+            raise
         local = LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
                           next_seq=take.next_seq)
         try:

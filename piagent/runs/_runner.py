@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from ..agent import Agent
 from ..messages import AgentMessage, ImageContent
 from ..sessions import SessionStore, check_session_id
-from ._base import WAIT_SLICE_S, RunnerBase, check_timeout, new_owner
+from ._base import WAIT_SLICE_S, RunnerBase, check_timeout
 from ._execution import LocalRun
-from ._registry import backend_for
 
 __all__ = ["LocalRunner"]
 
@@ -33,18 +32,7 @@ class LocalRunner(RunnerBase):
 
     def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
                  lease_s: float = 30.0) -> None:
-        self._backend = backend_for(store)
-        if not callable(make_agent):
-            msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
-            raise TypeError(msg)
-        lease = check_timeout(lease_s, "lease_s", none_ok=False)
-        if not lease:
-            msg = f"lease_s must be a number of seconds > 0, got {lease_s!r}."
-            raise ValueError(msg)
-        self.store = store
-        self.make_agent = make_agent
-        self.lease_s = lease
-        self._owner = new_owner()
+        super().__init__(store, make_agent, lease_s)
         # guards _local: the runs this runner executes, by id, until a wait or a later start
         # finds them finished. Any thread that starts or waits.
         self._lock = threading.Lock()
@@ -64,10 +52,7 @@ class LocalRunner(RunnerBase):
         ``agent.resume()`` and takes ``input`` as a follow-up.
         """
         check_session_id(session_id)
-        agent = self.make_agent(session_id)
-        if not isinstance(agent, Agent):
-            msg = f"make_agent({session_id!r}) must return an Agent, got {type(agent).__name__}."
-            raise TypeError(msg)
+        agent = self._check_agent(session_id, self.make_agent(session_id))
         with self._lock:
             self._local = {k: v for k, v in self._local.items() if v.thread.is_alive()}
         run_id = uuid.uuid4().hex

@@ -23,6 +23,7 @@ from ._types import LIVE_STATES, RunInfo, RunState
 
 SCHEMA_VERSION = 1
 POLL_S = 0.01  # how often a reader checks for commits by other processes
+PURGE_BATCH = 500  # runs deleted per write transaction by purge()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS piagent_runs (
@@ -210,6 +211,22 @@ class SQLiteBackend:
 
     def watch(self, run_id: str) -> _SQLiteWatch:
         return _SQLiteWatch(self, run_id)
+
+    def purge(self, older_than: float) -> list[str]:
+        cutoff = time.time() - older_than
+        removed: list[str] = []
+        while True:
+            with self._write() as conn:
+                ids = [(row[0],) for row in conn.execute(
+                    f"SELECT run_id FROM piagent_runs WHERE state NOT IN {_LIVE} AND "
+                    f"ended_at < ? LIMIT {PURGE_BATCH}", (cutoff,))]
+                conn.executemany("DELETE FROM piagent_run_events WHERE run_id = ?", ids)
+                conn.executemany("DELETE FROM piagent_run_control WHERE run_id = ?1 OR "
+                                 "claimed_by = ?1", ids)
+                conn.executemany("DELETE FROM piagent_runs WHERE run_id = ?", ids)
+            removed += [run_id for run_id, in ids]
+            if len(ids) < PURGE_BATCH:
+                return removed
 
     # --- the control inbox -----------------------------------------------------------------
 

@@ -8,6 +8,7 @@ the final states, the thread count after a run, and the errors bad arguments rai
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from piagent import Agent, AgentBusyError, UserMessage, event_to_dict, tool
 from piagent.messages import AgentMessage, ToolResultMessage
-from piagent.runs import LocalRunner, RunEvent, RunInfo, RunNotFoundError
+from piagent.runs import LocalRunner, QueuedRunner, RunEvent, RunInfo, RunNotFoundError
 from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
@@ -401,3 +402,77 @@ def test_waits_off_the_main_thread_return_when_the_run_ends() -> None:
     assert not thread.is_alive()
     assert results == [True, "agent_end"]
     assert harness.runner.status(run_id).state == "done"
+
+
+def _stored_event_rows(store: SessionStore, run_id: str) -> int | None:
+    """How many events of the run the medium holds (``None`` for a MemoryStore)."""
+    if isinstance(store, SQLiteStore):
+        with store.connection() as conn:
+            row = conn.execute("SELECT count(*) FROM piagent_run_events WHERE run_id = ?",
+                               (run_id,)).fetchone()
+        return int(row[0])
+    if isinstance(store, PostgresStore):
+        def count(cur: Any) -> int:
+            cur.execute(f'SELECT count(*) FROM "{store.schema}".run_events WHERE run_id = %s',
+                        (run_id,))
+            return int(cur.fetchone()[0])
+        return store.run(count)
+    return None
+
+
+def test_purge_removes_finished_runs_and_their_events_never_a_live_one(
+        store: SessionStore) -> None:
+    h = Harness(store, [assistant_text("one"), assistant_tool_calls(("block", {})),
+                        assistant_text("two")])
+    finished = h.runner.start("done-session", "go")
+    assert h.runner.wait(finished, WAIT)
+    assert _stored_event_rows(store, finished) != 0
+    live = h.runner.start("live-session", "hold")
+    assert h.entered.wait(WAIT)  # the live run is inside its tool
+    h.runner.steer("live-session", "steered")  # an inbox entry of the live run's session
+
+    assert h.runner.purge(older_than=datetime.timedelta(days=1)) == []  # ended just now
+    assert h.runner.status(finished).state == "done"
+
+    assert h.runner.purge(older_than=0) == [finished]
+    for call in (h.runner.status, h.runner.events, h.runner.wait):
+        with pytest.raises(RunNotFoundError, match=f"No run '{finished}'"):
+            call(finished)  # type: ignore[operator]
+    assert _stored_event_rows(store, finished) in (0, None)
+    assert [m.role for m in store.load("done-session")] == ["system", "user", "assistant"]
+
+    assert h.runner.status(live).state == "running"  # untouched, and it goes on
+    h.gate.set()
+    events = [item.type for item in h.runner.events(live, timeout=WAIT) if item is not None]
+    assert events[0] == "agent_start" and events[-1] == "agent_end"
+    assert h.runner.wait(live, WAIT) and h.runner.status(live).state == "done"
+    assert "steered" in h.user_texts("live-session")  # its inbox entry survived the purge
+    assert h.runner.purge(0.0) == [live]
+    assert h.runner.purge(0) == []
+
+
+def test_purge_never_removes_a_queued_run(store: SessionStore) -> None:
+    submitted: list[str] = []
+
+    def make() -> QueuedRunner:
+        return QueuedRunner(store, lambda session_id: Agent(),
+                            lambda run_id, payload: submitted.append(run_id))
+
+    if isinstance(store, MemoryStore):  # no queued runs there to purge
+        with pytest.raises(TypeError, match="needs a store other processes reach"):
+            make()
+        return
+    runner = make()
+    run_id = runner.start("s", "waits for a worker")
+    assert submitted == [run_id]
+    assert runner.purge(0) == []
+    assert runner.status(run_id).state == "queued"
+
+
+def test_purge_refuses_a_bad_age(store: SessionStore) -> None:
+    runner = Harness(store, []).runner
+    for bad, error in (("1d", TypeError), (True, TypeError), (None, TypeError),
+                       (-1, ValueError), (float("nan"), ValueError),
+                       (datetime.timedelta(seconds=-5), ValueError)):
+        with pytest.raises(error, match="older_than must be"):
+            runner.purge(bad)  # type: ignore[arg-type]
