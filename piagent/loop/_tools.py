@@ -1,10 +1,12 @@
 """Tool batches: sequential and parallel, on the caller's executor or the run's own pool.
 
 Each call is prepared on the run's worker thread in source order (``_call.py``).
-``execute`` and ``after_tool_call`` run on the pool. Progress updates and completions travel
-back to the worker thread through one FIFO inbox per batch, as typed records (``_Update``,
-``_Done``, ``_AbortNoticed``), and only the worker emits events: a tool's updates come
-before its end, ends come in completion order, and result messages in source order.
+``execute`` and ``after_tool_call`` run on the pool (a batch of one call on the run's own
+pool executes on the worker thread itself: no hand-over, and no pool thread for runs whose
+batches are all of one call). Progress updates and completions travel back to the worker
+thread through one FIFO inbox per batch, as typed records (``_Update``, ``_Done``,
+``_AbortNoticed``), and only the worker emits events: a tool's updates come before its end,
+ends come in completion order, and result messages in source order.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import contextvars
 import functools
 import logging
 import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..abort import AbortSignal
 from ..events import (
@@ -163,6 +166,58 @@ def _should_terminate(done: Sequence[Finalized]) -> bool:
 
 # --- one parallel execution: the pool side of a batch ----------------------------------------
 
+class _Submitter(Protocol):
+    """What a batch hands its calls to: an ``Executor``, or ``_HERE``."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
+        """Run ``fn(*args)``; ``RuntimeError`` once shut down."""
+
+
+class _Here:
+    """A ``_Submitter`` that runs the call at once, on the submitting thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
+        try:
+            fn(*args)
+        except Exception:  # logged and reported by the call itself, as on a pool thread
+            pass
+        return None
+
+
+_HERE = _Here()
+
+
+class _GraceWatch:
+    """For a call executing on the worker thread: once the run is aborted, a timer thread
+    names the call if it has not returned ``ABORT_GRACE_S`` later (the worker cannot)."""
+
+    def __init__(self, flight: _InFlight) -> None:
+        self._flight = flight
+        self._lock = threading.Lock()  # guards _timer and _stopped (aborting thread, worker)
+        self._timer: threading.Timer | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        """On abort (the aborting thread): start the timer."""
+        with self._lock:
+            if self._stopped or self._timer is not None:
+                return
+            self._timer = threading.Timer(ABORT_GRACE_S, self._warn)
+            self._timer.name, self._timer.daemon = "piagent-abort-watch", True
+            self._timer.start()
+
+    def _warn(self) -> None:
+        _log.warning("%s", self._flight._not_returned_text())
+
+    def stop(self) -> None:
+        """The call returned (the worker): cancel the timer and wait for its thread."""
+        with self._lock:
+            self._stopped = True
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+
 class _InFlight:
     """The calls of one batch handed to the pool, and what came back.
 
@@ -177,9 +232,10 @@ class _InFlight:
     __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
                  "remaining", "failure", "refusal")
 
-    def __init__(self, emit: Emit, pool: Executor,
+    def __init__(self, emit: Emit, pool: _Submitter,
                  task: Callable[[Prepared, int, _Inbox], None],
-                 prepared: list[Prepared], inbox: _Inbox, ahead: int) -> None:
+                 prepared: list[Prepared], inbox: _Inbox, ahead: int,
+                 start: bool = True) -> None:
         self._emit = emit
         self._pool = pool
         self._task = task
@@ -190,7 +246,12 @@ class _InFlight:
         self.remaining = len(prepared)
         self.failure: BaseException | None = None  # the first listener/hook failure
         self.refusal: BaseException | None = None  # the executor refused a call
-        for _ in range(min(ahead, len(prepared))):
+        if start:
+            self.start(ahead)
+
+    def start(self, ahead: int) -> None:
+        """Submit the first ``ahead`` calls."""
+        for _ in range(min(ahead, len(self._prepared))):
             self._submit_next()
 
     def _submit_next(self) -> None:
@@ -231,7 +292,7 @@ class _InFlight:
                         continue
                 kind = type(item)
                 if kind is _Update:
-                    self._updated(item)  # type: ignore[arg-type]  # checked by class
+                    self.updated(item)  # type: ignore[arg-type]  # checked by class
                 elif kind is _Done:
                     self._finished(item)  # type: ignore[arg-type]  # checked by class
                 else:
@@ -239,7 +300,19 @@ class _InFlight:
         finally:
             unregister()
 
-    def _updated(self, item: _Update) -> None:
+    def update_here(self, item: _Update) -> None:
+        """An update from the call executing on the worker thread itself: the updates other
+        threads queued before it first, then this one, so they keep their order."""
+        while True:
+            try:
+                queued = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if type(queued) is _Update:
+                self.updated(queued)
+        self.updated(item)
+
+    def updated(self, item: _Update) -> None:
         if self.results[item.index] is not None:
             return  # it came after the call's completion: dropped
         call = self._prepared[item.index].tool_call
@@ -302,7 +375,7 @@ class ToolRunner:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _get_pool(self) -> Executor:
+    def _get_pool(self) -> _Submitter:
         executor = self._config.tool_executor
         if executor is not None:
             return executor  # the caller's: it outlives the run and caps nothing itself
@@ -403,22 +476,46 @@ class ToolRunner:
         inbox: _Inbox = queue.SimpleQueue()
         cap = self._config.max_parallel_tools
         ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
+        # one call and no caller's executor: it executes here, on the run's worker thread;
+        # its updates from this thread are emitted as they come (others', when it returns)
+        if len(prepared) == 1 and self._config.tool_executor is None:
+            pool: _Submitter = _HERE
+            worker = threading.get_ident()
+        else:
+            pool, worker = self._get_pool(), None
 
         task = functools.partial(self._execute_one, context, message)  # no Python frame
-        flight = _InFlight(self._emit, self._get_pool(), task, prepared, inbox, ahead)
+        flight = _InFlight(self._emit, pool, task, prepared, inbox, ahead, start=False)
+        if worker is None:
+            flight.start(ahead)
+        else:  # the worker is busy with the call: a timer names it if it outlasts an abort
+            flight._task = functools.partial(self._execute_one, context, message,
+                                             flight=flight, worker=worker)
+            watch = _GraceWatch(flight)
+            unregister = self._signal.on_abort(watch.start)
+            try:
+                flight.start(ahead)
+            finally:
+                unregister()
+                watch.stop()
         flight.drain(self._signal)
         return [r for r in flight.results if r is not None], flight.failure or flight.refusal
 
     def _execute_one(self, context: AgentContext, message: AssistantMessage,
-                     prepared: Prepared, index: int, inbox: _Inbox) -> None:
-        """Pool thread: execute and finalize one call, always posting its completion."""
+                     prepared: Prepared, index: int, inbox: _Inbox,
+                     flight: _InFlight | None = None, worker: int | None = None) -> None:
+        """Pool thread (or, with ``flight``, the run's worker thread ``worker``): execute and
+        finalize one call, always posting its completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
         # the completion, and _InFlight drops an update whose call has its result already.
         accepting = True
 
         def on_update(partial: Any) -> None:
             if accepting:
-                inbox.put(_Update(index, partial))
+                if flight is not None and threading.get_ident() == worker:
+                    flight.update_here(_Update(index, partial))  # on the worker: now
+                else:
+                    inbox.put(_Update(index, partial))
 
         done: Finalized | None = None
         failure: Exception | None = None  # on_tool_execute's, if it raised
