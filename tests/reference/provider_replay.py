@@ -41,6 +41,11 @@ def pieces(body: bytes, mode: str) -> list[bytes]:
     return [body[i:i + CHUNK] for i in range(0, len(body), CHUNK)]
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: node's keep-alive connections are reset when its process exits."""
+
+
 class ReplayServer:
     """Serves the recordings; ``close()`` stops it and joins its threads."""
 
@@ -48,7 +53,7 @@ class ReplayServer:
         self._cache: dict[str, tuple[dict[str, Any], bytes]] = {}
         # guards _cache (handler threads)
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
