@@ -170,8 +170,10 @@ class ProviderCall:
 
         return parse
 
-    def open_sse(self, request: SSERequest) -> SSEResponse:
-        """POST ``request`` and return the accepted event stream; pushes ``start``.
+    def open_sse(self, request: SSERequest, *, push_start: bool = True) -> SSEResponse:
+        """POST ``request`` and return the accepted event stream; pushes ``start`` (unless
+        ``push_start`` is false: a relay such as the proxy client pushes the ``start`` its
+        server sends).
 
         Retries (only before any body byte is read) on connection errors, 408, 409, 429
         and 5xx, honouring ``retry-after-ms`` / ``retry-after`` (and Google's body
@@ -203,7 +205,8 @@ class ProviderCall:
             if isinstance(outcome, SSEResponse):
                 if request.on_response is not None:
                     _respond(request.on_response, outcome)
-                self.out.start()
+                if push_start:
+                    self.out.start()
                 return outcome
             error = outcome.error
             if not outcome.retryable or attempt >= max_retries:

@@ -74,13 +74,6 @@ class CompletionsStreamState:
         return usage if isinstance(usage, dict) else None
 
     def _delta(self, delta: dict[str, Any]) -> None:
-        content = delta.get("content")
-        if content:
-            if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
-                for part in content:
-                    self._content_part(part)
-            else:
-                self._add_text(str(content))
         if not _REASONING_KEYS.isdisjoint(delta):  # one test for the rare fields
             for name in _REASONING_FIELDS:
                 piece = delta.get(name)
@@ -89,11 +82,35 @@ class CompletionsStreamState:
                     break
             details = delta.get("reasoning_details")
             if isinstance(details, list):
-                self.details.extend(details)
+                self._reasoning_details(details)
+        content = delta.get("content")  # after the reasoning of the same chunk, as pi-ai
+        if content:
+            if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
+                for part in content:
+                    self._content_part(part)
+            else:
+                self._add_text(str(content))
         tools = delta.get("tool_calls")
         if tools:
             for tool in tools:
                 self._tool_delta(tool)
+
+    def _reasoning_details(self, details: list[Any]) -> None:
+        """OpenRouter-style replay entries: the thinking block opens where the first arrives
+        (before any text), and the streamed fragments of one entry are joined into one."""
+        for detail in details:
+            if not _is_detail(detail):
+                continue
+            if self.thinking is None:
+                self.thinking = self.out.open_thinking(signature="")
+            _append_detail(self.details, detail)
+
+    def apply_details(self) -> None:
+        """Write the collected ``reasoning_details`` into the thinking block's signature
+        (pi's JSON: compact, non-ASCII kept); at the end of the stream, whole or failed."""
+        if self.details and self.thinking is not None:
+            signature = json.dumps(self.details, separators=(",", ":"), ensure_ascii=False)
+            self.out.block(self.thinking).thinking_signature = signature
 
     def _add_text(self, piece: str) -> None:
         if self.text is None:
@@ -169,11 +186,7 @@ class CompletionsStreamState:
 
     def finish(self, compat: OpenAICompat) -> None:
         out = self.out
-        if self.details:
-            signature = json.dumps(self.details)
-            if self.thinking is None:
-                self.thinking = out.open_thinking()
-            out.block(self.thinking).thinking_signature = signature
+        self.apply_details()
         has_tools = bool(self.tools_by_index or self.tools_by_id)
         reason = self.finish_reason
         if reason is None:
@@ -191,6 +204,43 @@ class CompletionsStreamState:
             stop = "toolUse"  # some servers say "stop" after tool calls
         out.close_open_blocks()
         out.finish(stop)
+
+
+_DETAIL_FIELDS = {"reasoning.text": "text", "reasoning.summary": "summary",
+                  "reasoning.encrypted": "data"}
+
+
+def _is_detail(detail: Any) -> bool:
+    """A ``reasoning_details`` entry pi-ai keeps: a known type with its string payload."""
+    if not isinstance(detail, dict):
+        return False
+    field = _DETAIL_FIELDS.get(detail.get("type"))  # type: ignore[arg-type]
+    if field is None or not isinstance(detail.get(field), str):
+        return False
+    ident, fmt, index = detail.get("id"), detail.get("format", ""), detail.get("index")
+    return ((ident is None or isinstance(ident, str)) and isinstance(fmt, str)
+            and (index is None or (isinstance(index, int) and not isinstance(index, bool))))
+
+
+def _append_detail(details: list[dict[str, Any]], detail: dict[str, Any]) -> None:
+    """Consecutive text (or summary) fragments are one entry; encrypted ones stay apart."""
+    kind = detail["type"]
+    last = details[-1] if details else None
+    if last is None or kind == "reasoning.encrypted" or last.get("type") != kind:
+        details.append(dict(detail))
+        return
+    field = _DETAIL_FIELDS[kind]
+    last[field] += detail[field]
+    # pi-ai's `||=` (signature, format: replaced when empty) and `??=` (id, index: when
+    # missing); a key the newer fragment lacks is then dropped, as JSON.stringify drops it
+    for key, empty in (("signature", not last.get("signature") and kind == "reasoning.text"),
+                       ("format", not last.get("format")), ("id", last.get("id") is None),
+                       ("index", last.get("index") is None)):
+        if empty:
+            if key in detail:
+                last[key] = detail[key]
+            else:
+                last.pop(key, None)
 
 
 def event_error(data: str) -> str:

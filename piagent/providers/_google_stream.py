@@ -103,7 +103,7 @@ class GoogleStreamState:
                 self.streaming, self.streaming_args = index, {}
                 self._continue_call(call)
                 return
-            out.add_tool_arguments(index, json.dumps(args if isinstance(args, dict) else {}))
+            out.add_tool_arguments(index, _compact(args if isinstance(args, dict) else {}))
             out.close_block(index)
 
     def _continue_call(self, call: dict[str, Any]) -> None:
@@ -114,7 +114,7 @@ class GoogleStreamState:
             if isinstance(piece, dict) and isinstance(piece.get("jsonPath"), str):
                 changed |= _apply_partial(self.streaming_args, piece)
         if changed:
-            self.out.replace_tool_arguments(self.streaming, json.dumps(self.streaming_args))
+            self.out.replace_tool_arguments(self.streaming, _compact(self.streaming_args))
         if call.get("willContinue") is not True:
             self._end_streaming_call()
 
@@ -247,3 +247,8 @@ def _error_from_tail(tail: str) -> ProviderError:
         return _error_from_body(data)
     msg = f"Google stream ended without a finish reason: {clip(tail, 500)}"
     return ProviderError(msg, provider="google")
+
+
+def _compact(value: Any) -> str:
+    """JSON as pi-ai's ``JSON.stringify`` writes it (no spaces, non-ASCII kept)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -314,14 +314,18 @@ def _run(call: ProviderCall) -> Iterator[None]:
     state = CompletionsStreamState(call.out, call.label)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
     # _BODIES: the old messages' JSON reused
-    with call.open_sse(call.request(url, body, headers, encoder=_BODIES)) as sse:
-        for event in sse.events():
-            if event.data.strip() == "[DONE]":
-                state.done = True
-                break
-            if event.event == "error":  # Groq sends these mid-stream
-                raise ProviderError(f"{call.label} stream error: {event_error(event.data)}",
-                                    provider=model.provider)
-            state.handle(parse(event, call.label))
-            yield  # hand the queued events to the consumer
+    try:
+        with call.open_sse(call.request(url, body, headers, encoder=_BODIES)) as sse:
+            for event in sse.events():
+                if event.data.strip() == "[DONE]":
+                    state.done = True
+                    break
+                if event.event == "error":  # Groq sends these mid-stream
+                    raise ProviderError(f"{call.label} stream error: "
+                                        f"{event_error(event.data)}", provider=model.provider)
+                state.handle(parse(event, call.label))
+                yield  # hand the queued events to the consumer
+    except BaseException:
+        state.apply_details()  # a failed message keeps its replay entries too (as pi's)
+        raise
     state.finish(compat)

@@ -287,7 +287,7 @@ class _StreamState:
             if text:
                 self._complete(index, block.thinking, text, self.out.add_thinking)
                 block.thinking = text
-            block.thinking_signature = json.dumps(item)
+            block.thinking_signature = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
         elif item_type == "message":
             parts = item.get("content") or ()
             text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
@@ -297,7 +297,8 @@ class _StreamState:
             signature: dict[str, Any] = {"v": 1, "id": item.get("id")}
             if item.get("phase"):
                 signature["phase"] = item["phase"]
-            block.text_signature = json.dumps(signature)
+            block.text_signature = json.dumps(signature, separators=(",", ":"),
+                                              ensure_ascii=False)
         elif item_type == "function_call" and not self.out.tool_arguments_json(index):
             self.out.replace_tool_arguments(index, item.get("arguments") or "")
         self.out.close_block(index)

@@ -140,7 +140,7 @@ def _run(call: ProviderCall, request: SSERequest) -> Iterator[None]:
     one wire event per step, so no thread is started per request.
     """
     try:
-        sse = call.open_sse(request)
+        sse = call.open_sse(request, push_start=False)  # start when the proxy sends it, as pi
     except ProviderError as exc:
         raise _proxy_error(exc, request.url) from exc
     rebuilder = _Rebuilder(call.out)

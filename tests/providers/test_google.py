@@ -113,7 +113,7 @@ def test_example_stream_event_sequence_and_message(sse_server, no_piagent_thread
         ("toolcall_start", 2), ("toolcall_delta", 2), ("toolcall_end", 2),
         ("toolcall_start", 3), ("toolcall_delta", 3), ("toolcall_end", 3),
         ("done", None)]
-    assert events[8].delta == '{"city": "Paris"}'
+    assert events[8].delta == '{"city":"Paris"}'  # pi-ai's JSON.stringify
     message = stream.result(WAIT)
     assert events[-1].reason == "toolUse"
     assert message.stop_reason == "toolUse"

@@ -336,3 +336,40 @@ def test_a_server_that_goes_on_after_done_loses_the_connection_not_the_answer(ss
         assert message.stop_reason == "stop"
         assert [b.text for b in message.content] == ["hi"]
     assert sse_server.requests[0].peer != sse_server.requests[1].peer
+
+
+def test_reasoning_details_open_thinking_where_they_arrive(sse_server):
+    """An encrypted entry before the text: its thinking block comes first (as pi-ai's)."""
+    encrypted = {"type": "reasoning.encrypted", "data": "enc==", "id": "r1", "format": "f",
+                 "index": 0}
+    sse_server.add(Reply(body=[*sse_events(
+        _chunk({"content": "", "reasoning_details": [encrypted]}),
+        _chunk({"content": "Hi"}), _chunk(finish="stop")), b"data: [DONE]\n\n"]))
+    events, message = _events_and_message(stream_simple(
+        _model(sse_server, provider="openrouter"), _context(), StreamOptions(api_key=KEY)))
+    assert [(e.type, getattr(e, "content_index", None)) for e in events] == [
+        ("start", None), ("thinking_start", 0), ("text_start", 1), ("text_delta", 1),
+        ("thinking_end", 0), ("text_end", 1), ("done", None)]
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[0].thinking_signature == json.dumps([encrypted],
+                                                               separators=(",", ":"))
+
+
+def test_reasoning_detail_fragments_join_into_one_entry(sse_server):
+    """Streamed fragments of one text entry become one entry of the signature; an encrypted
+    entry stays apart; a failed stream keeps them too."""
+    frag = {"type": "reasoning.text", "text": "", "signature": "", "format": "a", "index": 0}
+    sse_server.add(Reply(body=[*sse_events(
+        _chunk({"reasoning_details": [frag]}),
+        _chunk({"reasoning_details": [{**frag, "text": "Two and"}]}),
+        _chunk({"reasoning_details": [{"type": "reasoning.text", "text": " two.",
+                                       "signature": "sig", "index": 0}]}),
+        _chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "x"}]}),
+        _chunk({"content": "4"}), {"error": {"message": "cut", "code": 502}})]))
+    _, message = _events_and_message(stream_simple(
+        _model(sse_server, provider="openrouter"), _context(), StreamOptions(api_key=KEY)))
+    assert message.stop_reason == "error"
+    assert json.loads(message.content[0].thinking_signature or "") == [
+        {"type": "reasoning.text", "text": "Two and two.", "signature": "sig", "format": "a",
+         "index": 0},
+        {"type": "reasoning.encrypted", "data": "x"}]

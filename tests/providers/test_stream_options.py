@@ -475,3 +475,12 @@ def test_wrong_identity_fails_at_construction(build: Callable[[], object], text:
 
 def test_attribution_categories_become_a_tuple() -> None:
     assert ClientAttribution(name="a", url="u", categories=["x", "y"]).categories == ("x", "y")  # type: ignore[arg-type]
+
+
+def test_no_attribution_by_default(sse_server: ScriptedServer) -> None:
+    """pi-agent-core sends pi's attribution (``PI_ATTRIBUTION``) unless told otherwise;
+    piagent claims no product: without ``identity.attribution`` no attribution header."""
+    adapter = ADAPTERS["openai-completions"]
+    _run(adapter, sse_server, model=adapter.model(sse_server, provider="openrouter"))
+    assert [_header(sse_server, h) for h in ("HTTP-Referer", "X-OpenRouter-Title",
+                                             "X-OpenRouter-Categories")] == [None, None, None]
