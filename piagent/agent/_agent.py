@@ -34,10 +34,10 @@ from ..sessions import SessionStore
 from ..stream import ClientIdentity, ProviderResponse, StreamFn, StreamOptions
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
+from ._config import loop_config
 from ._guard import make_guard
 from ._input import (
     RunInput,
-    as_message,
     check_listener,
     continue_input,
     default_convert_to_llm,
@@ -46,7 +46,8 @@ from ._input import (
 )
 from ._limits import Limits
 from ._persistence import StoreLink, check_store, stored_messages
-from ._queues import QueueLedger, QueueMode, QueueView, Takings, check_mode
+from ._queue_api import QueueMethods
+from ._queues import QueueLedger, QueueMode, Takings
 from ._run import AgentEventIterator, AgentRun, TypedRun, on_main_thread
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
@@ -54,6 +55,8 @@ from ._worker import Listener, Listeners, run_worker, still_running
 __all__ = ["Agent", "Listener"]
 
 T = TypeVar("T")
+PromptInput = str | AgentMessage | Sequence[AgentMessage]  # what prompt() takes
+Images = Sequence[ImageContent] | None
 
 # how long prompt(timeout=...) waits for an aborted run to stop before it gives up waiting
 AFTER_ABORT_WAIT_S = 5.0
@@ -66,7 +69,7 @@ _BUSY_RESUME = "Agent is already processing. Wait for completion before resuming
 _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replacing the "
                  "transcript (agent.state.messages) of a session kept in a store.")
 
-class Agent:
+class Agent(QueueMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
     Every option is a keyword. Hooks and options are public attributes: replace or wrap
@@ -217,34 +220,6 @@ class Agent:
         self._tool_executor = executor
 
     @property
-    def steering_mode(self) -> QueueMode:
-        """How steering is drained: "one-at-a-time" (default) or "all"; changeable live."""
-        return self._queues.steering.mode
-
-    @steering_mode.setter
-    def steering_mode(self, mode: QueueMode) -> None:
-        self._queues.steering.mode = check_mode(mode, "steering_mode")
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        """How follow-ups are drained: "one-at-a-time" (default) or "all"; changeable live."""
-        return self._queues.follow_up.mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, mode: QueueMode) -> None:
-        self._queues.follow_up.mode = check_mode(mode, "follow_up_mode")
-
-    @property
-    def steering_queue(self) -> QueueView:
-        """The steering queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
-        return QueueView(self._queues.steering)
-
-    @property
-    def follow_up_queue(self) -> QueueView:
-        """The follow-up queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
-        return QueueView(self._queues.follow_up)
-
-    @property
     def signal(self) -> AbortSignal | None:
         """The active run's abort signal, or ``None`` when idle."""
         run = self._active
@@ -259,64 +234,25 @@ class Agent:
         check_listener(listener)
         return self._listeners.add(listener)
 
-    # --- queues -------------------------------------------------------------------------
-
-    def steer(self, message: str | AgentMessage) -> None:
-        """Queue a message for after the current tool batch (a str becomes a user message)."""
-        self._queues.steering.enqueue(as_message(message))
-
-    def follow_up(self, message: str | AgentMessage) -> None:
-        """Queue a message for when the agent would otherwise stop."""
-        self._queues.follow_up.enqueue(as_message(message, "follow_up()"))
-
-    def clear_steering_queue(self) -> None:
-        """Drop every queued steering message."""
-        self._queues.steering.clear()
-
-    def clear_follow_up_queue(self) -> None:
-        """Drop every queued follow-up message."""
-        self._queues.follow_up.clear()
-
-    def clear_all_queues(self) -> None:
-        """Drop every queued message."""
-        self._queues.clear()
-
-    def has_queued_messages(self) -> bool:
-        """True if either queue holds a message."""
-        return self._queues.has_items()
-
-    def peek_queued_messages(self) -> list[AgentMessage]:
-        """What the next drain would take: the steering selection, else the follow-up one."""
-        return self._queues.peek()
-
-    def take_queued_messages(self, predicate: Callable[[AgentMessage], bool]) -> list[AgentMessage]:
-        """Remove and return the queued messages matching ``predicate`` (steering first)."""
-        return self._queues.take(predicate)
-
     # --- runs ---------------------------------------------------------------------------
 
     @overload
-    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
-               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+    def prompt(self, input: PromptInput, images: Images = None, *, block: bool = True,
                timeout: float | None = None, output_type: None = None) -> AgentRun: ...
 
     @overload
-    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
-               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+    def prompt(self, input: PromptInput, images: Images = None, *, block: bool = True,
                timeout: float | None = None, output_type: OutputSchema[T]) -> TypedRun[T]: ...
 
     @overload
-    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
-               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+    def prompt(self, input: PromptInput, images: Images = None, *, block: bool = True,
                timeout: float | None = None, output_type: type[T]) -> TypedRun[T]: ...
 
     @overload
-    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
-               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+    def prompt(self, input: PromptInput, images: Images = None, *, block: bool = True,
                timeout: float | None = None, output_type: object) -> TypedRun[Any]: ...
 
-    def prompt(self, input: str | AgentMessage | Sequence[AgentMessage],
-               images: Sequence[ImageContent] | None = None, *, block: bool = True,
+    def prompt(self, input: PromptInput, images: Images = None, *, block: bool = True,
                timeout: float | None = None, output_type: object = None) -> AgentRun:
         """Start a run with new input; by default wait until it settles.
 
@@ -512,51 +448,7 @@ class Agent:
 
     def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         """The loop's configuration for ``run``, read from the agent's options now."""
-        state, queues, takings = self._state, self._queues, run.takings
-        skip = [skip_initial_steering_poll]
-
-        def get_steering_messages() -> list[AgentMessage]:
-            if skip[0]:
-                skip[0] = False
-                return []
-            return takings.take(queues.steering)
-
-        link = self._link
-        prepare_next_turn = self.prepare_next_turn
-        next_turn = None
-        if prepare_next_turn is not None:
-            def next_turn(ctx: AgentTurnContext) -> AgentLoopTurnUpdate | None:
-                return prepare_next_turn(ctx, run.signal)
-
-        return AgentLoopConfig(
-            model=state.model,
-            convert_to_llm=self.convert_to_llm,
-            reasoning=None if state.thinking_level == "off" else state.thinking_level,
-            session_id=self.session_id,
-            api_key=self.api_key,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            max_retry_delay_ms=self.max_retry_delay_ms,
-            on_payload=self.on_payload,
-            on_response=self.on_response,
-            on_provider_stream_event=self.on_provider_stream_event,
-            identity=self.identity,
-            timeout_ms=self.timeout_ms,
-            env=self.env,
-            transform_context=self.transform_context,
-            get_api_key=self.get_api_key,
-            finish_turn=self.finish_turn,
-            prepare_request=self.prepare_request,
-            prepare_next_turn=next_turn,
-            get_steering_messages=get_steering_messages,
-            get_follow_up_messages=lambda: takings.take(queues.follow_up),
-            tool_execution=self.tool_execution,
-            max_parallel_tools=self.max_parallel_tools,
-            tool_executor=self.tool_executor,
-            before_tool_call=self.before_tool_call,
-            after_tool_call=self.after_tool_call,
-            on_tool_execute=link.mark_started() if link is not None else None,
-        )
+        return loop_config(self, run, skip_initial_steering_poll)
 
     def _settle(self, run: AgentRun) -> None:
         with self._run_lock:

@@ -32,7 +32,7 @@ from piagent import (
 )
 from piagent.events import event_to_dict
 from piagent.loop._call import Finalized, Prepared, tool_result_message
-from piagent.loop._tools import _Done, _InFlight, _Update
+from piagent.loop._inflight import Done as _Done, InFlight as _InFlight, Update as _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
 from tests.tools.conftest import Execute, make_tool, ok
