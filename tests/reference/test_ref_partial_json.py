@@ -160,3 +160,15 @@ def test_every_prefix_of_random_documents_parses_as_pi_ai(pi_installed: Path, co
         if "error" in pi or _norm(ours) != _norm(pi["value"]):
             different.append(f"{prefix!r}: pi {json.dumps(pi)} piagent {ours!r}")
     assert not different, f"{len(different)} of {len(texts)} differ:\n" + "\n".join(different[:8])
+
+
+def test_deliberate_differences_of_parse_streaming_json() -> None:
+    """The two rows of docs/reference.md's deliberate differences: an integer keeps all its
+    digits (JavaScript rounds 12345678901234567890 to 12345678901234567000), and a top
+    level that is not an object gives {} (pi-ai returns the list or value as it is)."""
+    from piagent.stream import parse_streaming_json
+
+    assert parse_streaming_json('{"id": 12345678901234567890}') == {"id": 12345678901234567890}
+    assert parse_streaming_json('{"id": 1234567890123456789') == {"id": 1234567890123456789}
+    assert parse_streaming_json("[1, 2]") == {}
+    assert parse_streaming_json('"text"') == {}
