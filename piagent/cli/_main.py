@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from .._version import __version__
 from ._chat import DEFAULT_SYSTEM_PROMPT, cmd_chat
@@ -101,40 +101,25 @@ def _price(price_in: float, price_out: float, which: int) -> str:
 _THINKING = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"expected a number from 0 to 2, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0.0 <= value <= 2.0:
-        msg = f"expected a number from 0 to 2, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+def _flag_value(convert: Callable[[str], Any], ok: Callable[[Any], bool], expected: str
+                ) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``convert(text)`` if it works and ``ok`` accepts it, else the
+    error "expected <expected>, got <text>"."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"expected a whole number above 0, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if value < 1:
-        msg = f"expected a whole number above 0, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _positive_usd(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"expected an amount of USD above 0, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not value > 0 or value == float("inf"):
-        msg = f"expected an amount of USD above 0, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+_temperature = _flag_value(float, lambda v: 0.0 <= v <= 2.0, "a number from 0 to 2")
+_positive_int = _flag_value(int, lambda v: v >= 1, "a whole number above 0")
+_positive_usd = _flag_value(float, lambda v: 0 < v < float("inf"), "an amount of USD above 0")
 
 
 # --- entry point ---------------------------------------------------------------------------
