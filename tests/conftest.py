@@ -392,3 +392,36 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     outcome = yield
     _require(outcome.get_result())
+
+
+# --- node projects of the suite (tests/reference, tests/mcp) ----------------------------------
+
+NPM_CI_TIMEOUT_S = 300
+
+
+def unavailable(reason: str) -> None:
+    """Skip for a missing component, or fail when ``PIAGENT_REQUIRE_ALL=1`` (CI)."""
+    if os.environ.get("PIAGENT_REQUIRE_ALL") == "1":
+        pytest.fail(f"{reason} (PIAGENT_REQUIRE_ALL=1: nothing may skip for a missing component)")
+    pytest.skip(reason)
+
+
+def npm_installed(folder: Path, marker: str, what: str) -> Path:
+    """``folder/node_modules``, installed with ``npm ci`` from the lock when ``marker`` (a
+    path inside it) is missing; skips (fails in CI) without node and npm."""
+    import shutil
+    import subprocess
+
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        unavailable(f"node and npm are needed for {what}")
+    installed = folder / "node_modules" / marker
+    if not installed.exists():
+        try:
+            done = subprocess.run([str(npm), "ci", "--no-audit", "--no-fund"], cwd=folder,
+                                  capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            unavailable(f"npm ci did not finish within {NPM_CI_TIMEOUT_S} s")
+        if done.returncode != 0 or not installed.exists():
+            unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
+    return folder / "node_modules"

@@ -28,33 +28,20 @@ from typing import IO
 
 import pytest
 
+from tests.conftest import npm_installed, unavailable
+
 HERE = Path(__file__).parent
 SDK_SERVER = HERE / "sdk_server.py"
 START_TIMEOUT_S = 60.0  # a Python MCP server takes seconds to import on a loaded machine
-NPM_CI_TIMEOUT_S = 300
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("PIAGENT_REQUIRE_ALL") == "1":
-        pytest.fail(f"{reason} (PIAGENT_REQUIRE_ALL=1: the MCP tests must run)")
-    pytest.skip(reason)
+_unavailable = unavailable
 
 
 @pytest.fixture(scope="session")
 def mcp_node() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("node and npm are needed for the MCP test servers")
-    marker = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything"
-    if not marker.exists():
-        try:
-            done = subprocess.run([str(npm), "ci", "--no-audit", "--no-fund"], cwd=HERE,
-                                  capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _unavailable(f"npm ci did not finish within {NPM_CI_TIMEOUT_S} s")
-        if done.returncode != 0 or not marker.exists():
-            _unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
-    return HERE / "node_modules"
+    return npm_installed(HERE, "@modelcontextprotocol/server-everything",
+                         "the MCP test servers")
 
 
 @pytest.fixture(scope="session")

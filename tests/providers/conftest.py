@@ -5,11 +5,16 @@ script helpers are documented in ``sse_script.py``; the proxy-free environment,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from .sse_script import ScriptedServer
+from piagent.messages import AssistantMessage, UserMessage
+from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
+from tests.conftest import WAIT
+
+from .sse_script import Reply, ScriptedServer
 
 
 def _scripted_server() -> Iterator[ScriptedServer]:
@@ -28,3 +33,26 @@ def sse_server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def other_server() -> Iterator[ScriptedServer]:
     yield from _scripted_server()
+
+
+def adapter_helpers(stream_fn: Callable[..., AssistantMessageEventStream],
+                    make_model: Callable[[ScriptedServer], Any], key: str, question: str
+                    ) -> tuple[Callable[..., Context], Callable[..., AssistantMessageEventStream],
+                               Callable[..., AssistantMessage]]:
+    """An adapter test file's three helpers: ``context(*messages)`` (``question`` when none),
+    ``stream(server, context=None, model=None, **options)`` and ``result(server, body,
+    **reply)`` (one scripted reply, the final message)."""
+
+    def context(*messages: object) -> Context:
+        return Context(messages=list(messages) or [UserMessage(content=question)])  # type: ignore[arg-type]
+
+    def stream(server: ScriptedServer, context_: Context | None = None, model: Any = None,
+               **options: object) -> AssistantMessageEventStream:
+        opts = StreamOptions(api_key=key, **options)  # type: ignore[arg-type]
+        return stream_fn(model or make_model(server), context_ or context(), opts)
+
+    def result(server: ScriptedServer, body: list[object], **reply: object) -> AssistantMessage:
+        server.add(Reply(body=body, **reply))  # type: ignore[arg-type]
+        return stream(server).result(WAIT)
+
+    return context, stream, result

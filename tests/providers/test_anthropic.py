@@ -32,9 +32,10 @@ from piagent.messages import (
 from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.anthropic import build_anthropic_request, stream_anthropic
-from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
+from piagent.stream import StreamOptions
 from tests.conftest import WAIT
 
+from .conftest import adapter_helpers
 from .sse_script import CUT, Reply, ScriptedServer, Stall, sse
 
 KEY = "sk-ant-test-SECRET-0123456789"
@@ -114,19 +115,7 @@ EXAMPLE = [
 ]
 
 
-def _context(*messages: object) -> Context:
-    return Context(messages=list(messages) or [UserMessage(content="What's the weather?")])
-
-
-def _stream(server: ScriptedServer, context: Context | None = None, model: Model | None = None,
-            **options: object) -> AssistantMessageEventStream:
-    opts = StreamOptions(api_key=KEY, **options)  # type: ignore[arg-type]
-    return stream_anthropic(model or _model(server), context or _context(), opts)
-
-
-def _result(server: ScriptedServer, body: list[object], **reply: object) -> AssistantMessage:
-    server.add(Reply(body=body, **reply))  # type: ignore[arg-type]
-    return _stream(server).result(WAIT)
+_context, _stream, _result = adapter_helpers(stream_anthropic, _model, KEY, "What's the weather?")
 
 
 # --- the example stream ---------------------------------------------------------------------

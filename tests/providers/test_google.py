@@ -32,9 +32,10 @@ from piagent.messages import (
 from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.google import build_google_request, stream_google
-from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
+from piagent.stream import StreamOptions
 from tests.conftest import WAIT
 
+from .conftest import adapter_helpers
 from .sse_script import CUT, Reply, ScriptedServer, Stall, sse
 
 KEY = "AIzaTest-SECRET-0123456789"
@@ -83,19 +84,7 @@ def _text(text: str = "Hello", finish: str = "STOP") -> list[bytes]:
                    candidatesTokenCount=2, totalTokenCount=12)]
 
 
-def _context(*messages: object) -> Context:
-    return Context(messages=list(messages) or [UserMessage(content="Weather?")])
-
-
-def _stream(server: ScriptedServer, context: Context | None = None, model: Model | None = None,
-            **options: object) -> AssistantMessageEventStream:
-    opts = StreamOptions(api_key=KEY, **options)  # type: ignore[arg-type]
-    return stream_google(model or _model(server), context or _context(), opts)
-
-
-def _result(server: ScriptedServer, body: list[object], **reply: object) -> AssistantMessage:
-    server.add(Reply(body=body, **reply))  # type: ignore[arg-type]
-    return _stream(server).result(WAIT)
+_context, _stream, _result = adapter_helpers(stream_google, _model, KEY, 'Weather?')
 
 
 # --- the example stream ---------------------------------------------------------------------

@@ -7,24 +7,20 @@ Without node/npm the suite is skipped with the reason, unless ``PIAGENT_REQUIRE_
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import npm_installed, unavailable
+
 HERE = Path(__file__).parent
 SCENARIOS = HERE / "scenarios"
-NPM_CI_TIMEOUT_S = 300
 DRIVER_TIMEOUT_S = 300
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("PIAGENT_REQUIRE_ALL") == "1":
-        pytest.fail(f"{reason} (PIAGENT_REQUIRE_ALL=1: the reference suite must run)")
-    pytest.skip(reason)
+_unavailable = unavailable
 
 
 def scenario_files() -> list[Path]:
@@ -40,18 +36,9 @@ def load_scenario(path: Path) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def pi_installed() -> Path:
     """tests/reference/node_modules, installed with ``npm ci`` from the lock when missing."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("node and npm are needed for the reference suite (pi-agent-core 1.4.0)")
-    package = HERE / "node_modules" / "@earendil-works" / "pi-agent-core" / "package.json"
-    if not package.exists():
-        try:
-            done = subprocess.run([str(npm), "ci", "--no-audit", "--no-fund"], cwd=HERE,
-                                  capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _unavailable(f"npm ci did not finish within {NPM_CI_TIMEOUT_S} s")
-        if done.returncode != 0 or not package.exists():
-            _unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
+    modules = npm_installed(HERE, "@earendil-works/pi-agent-core/package.json",
+                            "the reference suite (pi-agent-core 1.4.0)")
+    package = modules / "@earendil-works" / "pi-agent-core" / "package.json"
     version = json.loads(package.read_text())["version"]
     assert version == "1.4.0", f"pi-agent-core {version} installed, 1.4.0 pinned"
     return HERE / "node_modules"
