@@ -49,6 +49,17 @@ def _drop(out: Json, unwanted: Callable[[Json], bool]) -> Json:
     return out
 
 
+def _each_dict(value: Any, visit: Callable[[dict[str, Any]], None]) -> None:
+    """Call ``visit`` on every dict inside ``value`` (lists and dicts, depth first)."""
+    if isinstance(value, dict):
+        visit(value)
+        for item in list(value.values()):
+            _each_dict(item, visit)
+    elif isinstance(value, list):
+        for item in value:
+            _each_dict(item, visit)
+
+
 def no_request_when_aborted(out: Json, scenario: dict[str, Any]) -> Json:
     return _drop(out, lambda e: e.get("kind") == "request" and bool(e.get("signalAborted")))
 
@@ -118,34 +129,19 @@ def failed_run_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
     raises RuntimeError, so pi's "bad message" is piagent's "RuntimeError: bad message"."""
     thrown: set[str] = set()
 
-    def collect(value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if key == "throw" and isinstance(item, str):
-                    thrown.add(item)
-                collect(item)
-        elif isinstance(value, list):
-            for item in value:
-                collect(item)
-
-    collect(scenario.get("hooks", {}))
+    _each_dict(scenario.get("hooks", {}), lambda rule: thrown.update(
+        item for key, item in rule.items() if key == "throw" and isinstance(item, str)))
     if "throw" in (scenario.get("hooks", {}).get("finishTurn") or {}).values():
         thrown.add("finishTurn failed")
     thrown.update(rule.get("message", "listener failed")
                   for rule in scenario.get("listenerThrows", []))
     out = copy.deepcopy(out)
 
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if value.get("errorMessage") in thrown:  # the failure message, the state
-                value["errorMessage"] = f"RuntimeError: {value['errorMessage']}"
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
+    def name_type(value: dict[str, Any]) -> None:
+        if value.get("errorMessage") in thrown:  # the failure message, the state
+            value["errorMessage"] = f"RuntimeError: {value['errorMessage']}"
 
-    walk(out)
+    _each_dict(out, name_type)
     return out
 
 
@@ -172,22 +168,16 @@ def tool_error_names_its_type(out: Json, scenario: dict[str, Any]) -> Json:
               if isinstance(t, dict) and isinstance(t.get("default"), dict)
               and "throw" in t["default"]}
 
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            content = value.get("content")
-            if (isinstance(content, list) and len(content) == 1
-                    and isinstance(content[0], dict) and content[0].get("text") in thrown):
-                text = content[0]["text"]
-                content[0]["text"] = f"RuntimeError: {text}"
-                value["details"] = {"error": {"message": text, "traceback": "<traceback>",
-                                              "type": "RuntimeError"}}
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
+    def name_type(value: dict[str, Any]) -> None:
+        content = value.get("content")
+        if (isinstance(content, list) and len(content) == 1
+                and isinstance(content[0], dict) and content[0].get("text") in thrown):
+            text = content[0]["text"]
+            content[0]["text"] = f"RuntimeError: {text}"
+            value["details"] = {"error": {"message": text, "traceback": "<traceback>",
+                                          "type": "RuntimeError"}}
 
-    walk(out)
+    _each_dict(out, name_type)
     return out
 
 
@@ -270,17 +260,11 @@ def details_none_is_no_details(out: Json, scenario: dict[str, Any]) -> Json:
     """A tool result's ``details: null`` is written as no key (Python's None is both)."""
     out = copy.deepcopy(out)
 
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if "details" in value and value["details"] is None:
-                del value["details"]
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
+    def drop_null(value: dict[str, Any]) -> None:
+        if "details" in value and value["details"] is None:
+            del value["details"]
 
-    walk(out)
+    _each_dict(out, drop_null)
     return out
 
 
