@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ._agent import Agent, Listener
 from ._input import default_convert_to_llm, normalise_input
-from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._queues import QueueMode, QueueView
 from ._run import RUN_SETTLED, AgentEventIterator, AgentRun, RunSettled, TypedRun
 from ._state import AgentState
@@ -25,10 +24,6 @@ __all__ = [
     "AgentEventIterator",
     "AgentRun",
     "AgentState",
-    "Budget",
-    "BudgetStore",
-    "LimitHit",
-    "Limits",
     "Listener",
     "QueueMode",
     "QueueView",

@@ -24,9 +24,11 @@ from ..loop import (
     AgentTurnContext,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    Limits,
     PrepareRequestContext,
     RequestUpdate,
     TurnDecision,
+    make_guard,
 )
 from ..messages import AgentMessage, ImageContent, Message, ThinkingLevel
 from ..models import Model
@@ -35,7 +37,6 @@ from ..stream import ClientIdentity, ProviderResponse, StreamFn, StreamOptions
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
 from ._config import loop_config
-from ._guard import make_guard
 from ._input import (
     RunInput,
     check_listener,
@@ -44,7 +45,6 @@ from ._input import (
     normalise_input,
     starting_transcript,
 )
-from ._limits import Limits
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queue_api import QueueMethods
 from ._queues import QueueLedger, QueueMode, Takings

@@ -20,8 +20,7 @@ from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
 
 if TYPE_CHECKING:
-    from ._guard import RunGuard
-    from ._limits import LimitHit
+    from ..loop import LimitHit, RunGuard
 
 __all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled", "TypedRun",
            "on_main_thread"]

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from ..agent import Agent, Limits
+    from ..agent import Agent
+    from ..loop import Limits
     from ..models import Model
 
 from ..mcp import MCPError, refresh_tools
@@ -395,7 +396,7 @@ def _limits(args: argparse.Namespace) -> Limits | None:
     requests, cost = getattr(args, "max_requests", None), getattr(args, "max_cost", None)
     if requests is None and cost is None:
         return None
-    from ..agent import Limits
+    from ..loop import Limits
 
     return Limits(max_requests=requests, max_cost=cost)
 

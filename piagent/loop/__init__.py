@@ -25,6 +25,8 @@ from ._config import (
     RequestUpdate,
     TurnDecision,
 )
+from ._guard import RunGuard, make_guard
+from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from ._resume import run_agent_loop_resume, unanswered_tool_calls
 
@@ -38,12 +40,18 @@ __all__ = [
     "AgentTurnContext",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "Budget",
+    "BudgetStore",
+    "LimitHit",
+    "Limits",
     "PrepareNextTurnContext",
     "PrepareRequestContext",
     "RequestUpdate",
+    "RunGuard",
     "TurnDecision",
     "agent_loop",
     "agent_loop_continue",
+    "make_guard",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_agent_loop_resume",

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from ..models import Model
     from ..tools import AgentTool, AgentToolResult, ToolExecutionMode
 
+from ._limits import Limits
+
 __all__ = [
     "AfterToolCallContext",
     "AfterToolCallResult",
@@ -187,9 +189,20 @@ class AgentLoopConfig(StreamOptions):
     ``concurrent.futures.Executor`` is reused by every run and never shut down by the
     loop (docs/threading.md); ``max_parallel_tools`` still caps one batch."""
 
+    limits: Limits | None = None
+    """What the run may spend (requests, tool calls, tokens, cost, time; a shared
+    ``Budget``): at a limit the run makes no further request and ends with an error message
+    naming it (docs/limits.md). The ``Agent`` takes ``limits=`` itself."""
+    output_type: Any = None
+    """A typed final result: a dataclass, TypedDict, Enum, Literal, ``list[X]``, a JSON Schema
+    dict or an ``OutputSchema``; the model gets a ``final_result`` tool (docs/output.md)."""
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the stream options' checks
         _check_tool_executor(self.tool_executor)
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            msg = f"limits must be a piagent.Limits or None, not {type(self.limits).__name__}."
+            raise TypeError(msg)
 
 
 def _check_tool_executor(executor: object) -> None:

@@ -51,6 +51,7 @@ from ._config import (
     RequestUpdate,
 )
 from ._declare import ToolDeclarations
+from ._guard import make_guard
 from ._tools import ToolRunner, emit_messages, record_despite_failure
 
 __all__ = ["Emit", "Resume", "Run", "agent_loop", "agent_loop_continue", "check_can_continue",
@@ -182,6 +183,13 @@ class Run:
         self.last_turn: AgentTurnContext | None = None
         self.pending: list[AgentMessage] = []  # steering or follow-ups for the next request
         self.explicit_continuation = False  # finish_turn asked for one more turn
+        # limits and a typed output, through the public hooks and a wrapped stream function
+        self.guard = (make_guard(config.limits, config.output_type)
+                      if config.limits is not None or config.output_type is not None else None)
+        if self.guard is not None:
+            self.context.tools = self.guard.tools(self.context.tools)
+            self.config = self.guard.config(config)
+            self.stream_fn = self.guard.stream_fn(self.stream_fn)
 
     def run(self, resume: Resume | None = None) -> list[AgentMessage]:
         tools = ToolRunner(self.config, self.signal, self.emit)
@@ -189,6 +197,8 @@ class Run:
             self._loop(tools, resume)
         finally:
             tools.close()
+            if self.guard is not None:
+                self.guard.close()  # charges a budget what the last response spent
         return self.new_messages
 
     def _poll(self, getter: Callable[[], Sequence[AgentMessage]] | None) -> list[AgentMessage]:

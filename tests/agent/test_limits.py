@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import piagent.agent._guard as guard_module
 from piagent import (
     Agent,
     AssistantMessage,
@@ -122,24 +120,6 @@ def test_the_tool_call_limit_refuses_calls_beyond_it_then_ends_the_run() -> None
     assert scripted.call_count == 2
     assert run.error_message == ("The run reached its limit max_tool_calls=3: 3 tool calls "
                                  "made, 1 refused.")
-
-
-def test_wall_time_is_checked_before_each_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = [1000.0]  # the guard's clock: each tool call takes ten "seconds"
-
-    @tool
-    def slow() -> str:
-        """Take a while."""
-        clock[0] += 10.0
-        return "done"
-
-    monkeypatch.setattr(guard_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    scripted = ScriptedStreamFn([assistant_tool_calls(("slow", {}))] * 10)
-    agent = Agent(model=scripted.model, tools=[slow], stream_fn=scripted,
-                  limits=Limits(max_seconds=25.0))
-    run = agent.prompt("Go.")
-    assert scripted.call_count == 3
-    assert run.error_message == "The run reached its limit max_seconds=25: 30 s elapsed."
 
 
 def test_the_final_result_tool_is_not_a_counted_tool_call() -> None:

@@ -25,7 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..abort import AbortSignal
-from ..loop import (
+from ..messages import AssistantMessage, TextContent, UserMessage
+from ..models import Model, calculate_cost
+from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
+from ..tools import AgentTool, OutputSchema
+from ._config import (
     AgentLoopConfig,
     AgentLoopTurnUpdate,
     AgentTurnContext,
@@ -33,10 +37,6 @@ from ..loop import (
     BeforeToolCallResult,
     TurnDecision,
 )
-from ..messages import AssistantMessage, TextContent, UserMessage
-from ..models import Model, calculate_cost
-from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
-from ..tools import AgentTool, OutputSchema
 from ._limits import Budget, LimitHit, Limits, input_tokens, total_tokens
 
 __all__ = ["RunGuard", "make_guard"]
