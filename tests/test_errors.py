@@ -22,7 +22,7 @@ from tests.conftest import WAIT
 ROOT = Path(__file__).resolve().parent.parent
 
 # raised and caught inside one private module for control flow; never reach a caller
-INTERNAL = {"Aborted", "Unsupported", "_BadRequest", "_Malformed"}
+INTERNAL = {"Aborted", "Unsupported", "_BadRequest", "_Fail"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

@@ -1,6 +1,6 @@
 """One parallel execution of a tool batch: the records a batch's inbox carries to the run's
 worker thread (``Update``, ``Done``, ``AbortNoticed``), what calls are handed to (an
-executor, or ``HERE`` on the worker thread itself), and ``InFlight``, which submits the
+executor: the run's pool or the caller's), and ``InFlight``, which submits the
 calls, takes what comes back and emits each call's updates and end.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ from ..abort import AbortSignal
 from ..events import AgentEvent, ToolExecutionEndEvent, ToolExecutionUpdateEvent
 from ._call import Finalized, Prepared, error_result
 
-__all__ = ["ABORT_GRACE_S", "HERE", "AbortNoticed", "Done", "Emit", "GraceWatch", "InFlight",
-           "Inbox", "Submitter", "Update"]
+__all__ = ["ABORT_GRACE_S", "AbortNoticed", "Done", "Emit", "InFlight", "Inbox", "Submitter",
+           "Update"]
 
 _log = logging.getLogger("piagent.loop")
 
@@ -64,56 +63,11 @@ Inbox = queue.SimpleQueue[Update | Done | AbortNoticed]
 # --- one parallel execution: the pool side of a batch ----------------------------------------
 
 class Submitter(Protocol):
-    """What a batch hands its calls to: an ``Executor``, or ``HERE``."""
+    """What a batch hands its calls to: the run's pool or the caller's ``Executor``."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
         """Run ``fn(*args)``; ``RuntimeError`` once shut down."""
 
-
-class Here:
-    """A ``Submitter`` that runs the call at once, on the submitting thread."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
-        try:
-            fn(*args)
-        except Exception:  # logged and reported by the call itself, as on a pool thread
-            pass
-        return None
-
-
-HERE = Here()
-
-
-class GraceWatch:
-    """For a call executing on the worker thread: once the run is aborted, a timer thread
-    names the call if it has not returned ``ABORT_GRACE_S`` later (the worker cannot)."""
-
-    def __init__(self, flight: InFlight) -> None:
-        self._flight = flight
-        self._lock = threading.Lock()  # guards _timer and _stopped (aborting thread, worker)
-        self._timer: threading.Timer | None = None
-        self._stopped = False
-
-    def start(self) -> None:
-        """On abort (the aborting thread): start the timer."""
-        with self._lock:
-            if self._stopped or self._timer is not None:
-                return
-            self._timer = threading.Timer(ABORT_GRACE_S, self._warn)
-            self._timer.name, self._timer.daemon = "piagent-abort-watch", True
-            self._timer.start()
-
-    def _warn(self) -> None:
-        _log.warning("%s", self._flight._not_returned_text())
-
-    def stop(self) -> None:
-        """The call returned (the worker): cancel the timer and wait for its thread."""
-        with self._lock:
-            self._stopped = True
-            timer = self._timer
-        if timer is not None:
-            timer.cancel()
-            timer.join()
 
 class InFlight:
     """The calls of one batch handed to the pool, and what came back.
@@ -196,18 +150,6 @@ class InFlight:
                     noticed_at = item.at  # type: ignore[union-attr]  # AbortNoticed
         finally:
             unregister()
-
-    def update_here(self, item: Update) -> None:
-        """An update from the call executing on the worker thread itself: the updates other
-        threads queued before it first, then this one, so they keep their order."""
-        while True:
-            try:
-                queued = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if type(queued) is Update:
-                self.updated(queued)
-        self.updated(item)
 
     def updated(self, item: Update) -> None:
         if self.results[item.index] is not None:

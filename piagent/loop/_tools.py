@@ -1,9 +1,8 @@
 """Tool batches: sequential and parallel, on the caller's executor or the run's own pool.
 
 Each call is prepared on the run's worker thread in source order (``_call.py``).
-``execute`` and ``after_tool_call`` run on the pool (a batch of one call on the run's own
-pool executes on the worker thread itself: no hand-over, and no pool thread for runs whose
-batches are all of one call). Progress updates and completions travel back to the worker
+``execute`` and ``after_tool_call`` run on the pool, a batch of one call too, so the worker
+stays free to emit a call's updates live whatever thread sends them. Progress updates and completions travel back to the worker
 thread through one FIFO inbox per batch, as typed records (``Update``, ``Done``,
 ``AbortNoticed``), and only the worker emits events: a tool's updates come before its end,
 ends come in completion order, and result messages in source order.
@@ -14,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import queue
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,10 +45,8 @@ from ._call import (
 )
 from ._config import AgentContext, AgentLoopConfig
 from ._inflight import (
-    HERE,
     Done,
     Emit,
-    GraceWatch,
     Inbox,
     InFlight,
     Submitter,
@@ -259,46 +255,23 @@ class ToolRunner:
         inbox: Inbox = queue.SimpleQueue()
         cap = self._config.max_parallel_tools
         ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
-        # one call and no caller's executor: it executes here, on the run's worker thread;
-        # its updates from this thread are emitted as they come (others', when it returns)
-        if len(prepared) == 1 and self._config.tool_executor is None:
-            pool: Submitter = HERE
-            worker = threading.get_ident()
-        else:
-            pool, worker = self._get_pool(), None
-
+        # every call on the pool, the worker free to emit updates live whatever thread
+        # sends them (a tool's own threads, an MCP server's reader)
         task = functools.partial(self._execute_one, context, message)  # no Python frame
-        flight = InFlight(self._emit, pool, task, prepared, inbox, ahead, start=False)
-        if worker is None:
-            flight.start(ahead)
-        else:  # the worker is busy with the call: a timer names it if it outlasts an abort
-            flight._task = functools.partial(self._execute_one, context, message,
-                                             flight=flight, worker=worker)
-            watch = GraceWatch(flight)
-            unregister = self._signal.on_abort(watch.start)
-            try:
-                flight.start(ahead)
-            finally:
-                unregister()
-                watch.stop()
+        flight = InFlight(self._emit, self._get_pool(), task, prepared, inbox, ahead)
         flight.drain(self._signal)
         return [r for r in flight.results if r is not None], flight.failure or flight.refusal
 
     def _execute_one(self, context: AgentContext, message: AssistantMessage,
-                     prepared: Prepared, index: int, inbox: Inbox,
-                     flight: InFlight | None = None, worker: int | None = None) -> None:
-        """Pool thread (or, with ``flight``, the run's worker thread ``worker``): execute and
-        finalize one call, always posting its completion."""
+                     prepared: Prepared, index: int, inbox: Inbox) -> None:
+        """Pool thread: execute and finalize one call, always posting its completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
         # the completion, and InFlight drops an update whose call has its result already.
         accepting = True
 
         def on_update(partial: Any) -> None:
             if accepting:
-                if flight is not None and threading.get_ident() == worker:
-                    flight.update_here(Update(index, partial))  # on the worker: now
-                else:
-                    inbox.put(Update(index, partial))
+                inbox.put(Update(index, partial))
 
         done: Finalized | None = None
         failure: Exception | None = None  # on_tool_execute's, if it raised

@@ -1,7 +1,6 @@
-"""Where tool calls execute: a batch of one call on the run's own thread (no pool thread at
-all for a run whose batches are all of one call), a wider batch on the run's pool, whose
-calls carry the run's contextvars; a caller's executor is used for every batch, one call
-or many."""
+"""Where tool calls execute: every batch on the run's pool (one call too, so updates from
+any thread are live), whose calls carry the run's contextvars; a caller's executor is used
+for every batch, one call or many."""
 
 from __future__ import annotations
 
@@ -37,34 +36,22 @@ def _run(batches: list[int], execute: Callable[..., AgentToolResult],
     return rec
 
 
-def test_one_call_batches_execute_on_the_runs_thread_and_start_no_pool() -> None:
-    threads: list[tuple[threading.Thread, list[str]]] = []
-
-    def execute(*args: Any) -> AgentToolResult:
-        names = [t.name for t in threading.enumerate() if t.name.startswith("piagent-tool")]
-        threads.append((threading.current_thread(), names))
-        return ok()
-
-    rec = _run([1, 1, 1], execute, after_tool_call=lambda ctx, s: threads.append(
-        (threading.current_thread(), [])) and None)
-    me = threading.current_thread()
-    assert [t for t, _ in threads] == [me] * 6  # execute, after_tool_call, three times
-    assert all(names == [] for _, names in threads)
-    assert set(rec.threads) == {me}
-    assert [e.is_error for e in rec.of("tool_execution_end")] == [False] * 3
-
-
-def test_an_update_from_a_call_on_the_runs_thread_is_emitted_before_the_call_returns() -> None:
+def test_an_update_from_another_thread_is_emitted_while_a_lone_call_runs() -> None:
+    """A batch of one call runs on the pool, so the run's thread emits an update sent from
+    any thread (a tool's helper thread, an MCP reader) before the call returns."""
     seen = threading.Event()
     rec = Recorder(on_event=lambda e: seen.set() if e.type == "tool_execution_update" else None)
 
     def execute(tool_call_id: str, params: Any, signal: AbortSignal,
                 on_update: Callable[[Any], None]) -> AgentToolResult:
-        on_update(ok("half way"))
-        return ok("listener saw it" if seen.is_set() else "not yet")
+        helper = threading.Thread(target=on_update, args=(ok("half way"),))
+        helper.start()
+        helper.join(WAIT)
+        return ok("listener saw it" if seen.wait(WAIT) else "not yet")
 
     _run([1], execute, rec=rec)
     assert [r.content[0].text for r in rec.results()] == ["listener saw it"]
+    assert rec.threads.count(threading.current_thread()) == len(rec.events)  # events: here
 
 
 def test_a_wider_batch_runs_on_pool_threads_that_carry_the_runs_context() -> None:
