@@ -161,6 +161,10 @@ class Agent:
         # _active is cleared the thread still has a few instructions to run, and
         # wait_for_idle joins it so "idle" means that thread has ended
         self._last_worker: threading.Thread | None = None
+        # a runner's inbox reader (piagent.runs): called on the run's thread at each poll
+        # point, before the queues are read, so input sent from another process by then is
+        # in them. Set before a run starts; None (the default) costs nothing.
+        self._before_poll: Callable[[], None] | None = None
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)
 
@@ -449,12 +453,20 @@ class Agent:
         """The loop's configuration for ``run``, read from the agent's options now."""
         state, queues, takings = self._state, self._queues, run.takings
         skip = [skip_initial_steering_poll]
+        before_poll = self._before_poll
 
         def get_steering_messages() -> list[AgentMessage]:
             if skip[0]:
                 skip[0] = False
                 return []
+            if before_poll is not None:
+                before_poll()
             return takings.take(queues.steering)
+
+        def get_follow_up_messages() -> list[AgentMessage]:
+            if before_poll is not None:
+                before_poll()
+            return takings.take(queues.follow_up)
 
         link = self._link
         prepare_next_turn = self.prepare_next_turn
@@ -484,7 +496,7 @@ class Agent:
             prepare_request=self.prepare_request,
             prepare_next_turn=next_turn,
             get_steering_messages=get_steering_messages,
-            get_follow_up_messages=lambda: takings.take(queues.follow_up),
+            get_follow_up_messages=get_follow_up_messages,
             tool_execution=self.tool_execution,
             max_parallel_tools=self.max_parallel_tools,
             tool_executor=self.tool_executor,

@@ -67,7 +67,11 @@ class LocalRun:
         # set by the listener (an event), by a same-process send (control) and at the end
         self._wake = threading.Event()
         self._control_due = threading.Event()  # a same-process send: poll the inbox now
-        self._claimed: list[tuple[Control, AgentMessage | None]] = []  # supervisor/start only
+        # guards _claimed and makes each inbox read and its hand-over to the Agent one step:
+        # the supervisor (in the background) and the Agent's worker (at each poll point) both
+        # read the inbox, and a poll point must find what the other read already in the Agent
+        self._inbox_lock = threading.Lock()
+        self._claimed: list[tuple[Control, AgentMessage | None]] = []
         self._unsubscribe: Callable[[], None] | None = None
         self.agent_run: AgentRun | None = None
         self.state: RunState = "running"  # the final state once the supervisor recorded it
@@ -92,6 +96,7 @@ class LocalRun:
         self._unsubscribe = self.agent.subscribe(self._listener)
         self.backend.add_waker(self.session_id, self._on_control)
         self._deliver()  # steering and follow-ups that waited for this run
+        self.agent._before_poll = self._at_poll_point
         if input is None:
             self.agent_run = self.agent.resume(block=False)
         elif needs_resume(self.agent.state.messages):
@@ -181,7 +186,22 @@ class LocalRun:
             self.backend.append_events(self.run_id, self._next_seq, batch)
             self._next_seq += len(batch)
 
+    def _at_poll_point(self) -> None:
+        """On the Agent's worker, at each poll point: what the inbox holds now goes to the
+        Agent's queues before the loop reads them (a steer whose ``steer()`` returned before
+        this point is taken here). A failed read is logged; the supervisor's next read, and
+        the next poll point, try again."""
+        try:
+            self._deliver()
+        except Exception:
+            logger.exception("run %s: the inbox could not be read at a poll point",
+                             self.run_id)
+
     def _deliver(self) -> None:
+        with self._inbox_lock:
+            self._deliver_locked()
+
+    def _deliver_locked(self) -> None:
         for control in self.backend.claim_controls(self.session_id, self.run_id):
             if control.kind == "abort":
                 self._claimed.append((control, None))
@@ -202,8 +222,11 @@ class LocalRun:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.backend.remove_waker(self.session_id, self._on_control)
+        self.agent._before_poll = None
         unused = self.agent.take_queued_messages(lambda message: True)
-        back = [c.id for c, m in self._claimed if m is not None and any(m is u for u in unused)]
+        with self._inbox_lock:
+            back = [c.id for c, m in self._claimed
+                    if m is not None and any(m is u for u in unused)]
         if back:
             self.backend.release_controls(back)
 
