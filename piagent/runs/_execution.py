@@ -52,7 +52,7 @@ class LocalRun:
     """One run executing in this process: its Agent, its events on their way, its supervisor."""
 
     def __init__(self, backend: RunBackend, run_id: str, session_id: str, agent: Agent,
-                 owner: str, lease_s: float, next_seq: int = 0) -> None:
+                 owner: str, lease_s: float, next_seq: int = 0, resumed: bool = False) -> None:
         self.backend = backend
         self.run_id = run_id
         self.session_id = session_id
@@ -63,6 +63,9 @@ class LocalRun:
         # (which pops): a deque, so both ends are thread-safe without a lock
         self._pending: deque[dict[str, Any]] = deque()
         self._next_seq = next_seq  # supervisor only; a recovered run goes on after its events
+        # a run another executor began (and died in): its stream goes on with run_resumed
+        # where this Agent's agent_start would repeat it. Read by the Agent's worker.
+        self.resumed = resumed and next_seq > 0
         self._saw_end = False  # supervisor only
         # set by the listener (an event), by a same-process send (control) and at the end
         self._wake = threading.Event()
@@ -81,7 +84,13 @@ class LocalRun:
     # --- the start, on the caller's thread ------------------------------------------------
 
     def _listener(self, event: AgentEvent, signal: AbortSignal) -> None:
-        self._pending.append(event_to_dict(event))  # a snapshot now: the partial moves on
+        data = event_to_dict(event)  # a snapshot now: the partial moves on
+        if self.resumed and event.type == "agent_start":
+            self.resumed = False  # the stream has its agent_start: say what happened instead
+            data = {"type": "run_resumed", "reason": "executor_lost",
+                    "message": "the run's executor stopped renewing its lease; another one "
+                               "resumed the run from its stored transcript"}
+        self._pending.append(data)
         self._wake.set()
 
     def _on_control(self) -> None:
