@@ -121,7 +121,12 @@ class QueuedRunner(RunnerBase):
             raise ValueError(msg)
         session_id = payload["session_id"]
         recovery = payload.get("recover") is True  # from recover_lost(): no input
-        take = self._take(run_id, deadline)
+        if recovery:  # a live executor has it already (a recovery sent twice): nothing to do
+            take: Take | None = self._taker.take_run(run_id, self._owner, self.lease_s)
+            if take is not None and take.kind in ("held", "final"):
+                take = None
+        else:
+            take = self._take(run_id, deadline)
         if take is None:
             return None
         made = self.make_agent(session_id)

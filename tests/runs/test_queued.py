@@ -270,6 +270,7 @@ def test_recover_lost_submits_a_lapsed_run_once_and_its_stream_says_it_resumed(
     assert types[:2] == ["agent_start", "run_resumed"] and types[-1] == "agent_end"
     assert types.count("agent_start") == 1 and types.count("run_resumed") == 1
     assert runner.execute(*delivered[0]) is None  # the broker's redelivery, later: nothing
+    assert runner.execute(*delivered[-1]) is None  # a recovery sent twice: nothing either
 
 
 def test_a_recovery_whose_input_was_never_stored_says_so(store: SessionStore) -> None:
