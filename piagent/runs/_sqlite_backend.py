@@ -197,11 +197,15 @@ class SQLiteBackend:
     def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]:
         """The running runs whose lease ran out (their executor died), now held by ``owner``
         for ``hold_s`` (so one checker submits each recovery): ``(run_id, session_id)``."""
+        # the live runs' partial index finds them (the WHERE repeats its condition)
+        lapsed = (f"SELECT run_id, session_id FROM piagent_runs WHERE state IN {_LIVE} AND "
+                  f"state = 'running' AND lease_expires_at < ? LIMIT {LAPSED_BATCH}")
+        with self._connection() as conn:  # the common case: none, and no write lock taken
+            if not conn.execute(lapsed, (time.time(),)).fetchall():
+                return []
         with self._write() as conn:
             now = time.time()
-            rows = conn.execute("SELECT run_id, session_id FROM piagent_runs WHERE state = "
-                                "'running' AND lease_expires_at < ? LIMIT ?",
-                                (now, LAPSED_BATCH)).fetchall()
+            rows = conn.execute(lapsed, (now,)).fetchall()
             conn.executemany("UPDATE piagent_runs SET owner = ?, lease_expires_at = ? "
                              "WHERE run_id = ?", [(owner, now + hold_s, r[0]) for r in rows])
         if rows:
