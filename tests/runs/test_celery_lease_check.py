@@ -1,4 +1,5 @@
-"""``CeleryRunner``'s lease check, without a broker server (Celery's in-memory transport).
+"""``CeleryRunner``'s lease check, without a broker server (Celery's in-memory transport; here,
+beside the runs tests, because it plays a dead executor through the private runs backend).
 
 Each worker process runs one ``piagent-lease-check`` thread from ``worker_ready`` to
 ``worker_shutdown``; it submits the recovery of a run whose lease ran out (the run then
