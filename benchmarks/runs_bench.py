@@ -13,6 +13,11 @@ then the run in a child process and the reader here, on the same SQLite file. Fo
 information, also across processes: ``abort()`` here while the child's run waits in a tool
 on its signal, to ``agent_end`` read here (the abort crosses the inbox, the events come back).
 
+The steering poll point: each poll point of a run reads the store's inbox once (so a steer
+sent from any process before it is taken there); ``inbox read`` is that read on an empty
+inbox (the common case), per store, and ``turn`` the wall time per turn of a run of 20 tool
+turns (a no-op tool, a scripted model), which holds two steering poll points a turn.
+
 Budgets: one process ≤ 1 ms p90; across processes via SQLite ≤ 100 ms p90 (the abort case
 is held to the same figure; the budget is 250 ms for Celery's).
 """
@@ -180,6 +185,69 @@ def child_abort(db: str, session_id: str) -> None:
     runner.wait(run_id, 30.0)
 
 
+def _turn_factory(turns: int) -> Callable[[str], Agent]:
+    @tool
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    def answer(context: Any, options: Any) -> Any:
+        done = sum(m.role == "toolResult" for m in context.messages)
+        return assistant_tool_calls(("noop", {})) if done < turns - 1 else assistant_text("ok")
+
+    def make_agent(session_id: str) -> Agent:
+        scripted = ScriptedStreamFn([answer] * turns)
+        return Agent(model=scripted.model, stream_fn=scripted, tools=[noop], system_prompt="x")
+
+    return make_agent
+
+
+def poll_point_cost(name: str, store: SessionStore, reps: int) -> dict[str, Any]:
+    """The inbox read a poll point makes (empty inbox), and the wall time per turn."""
+    from piagent.runs._registry import backend_for  # the read itself: a private detail
+
+    backend = backend_for(store)
+    reads = []
+    for _ in range(200 * reps):
+        began = time.perf_counter()
+        backend.claim_controls("bench-poll", "no-run")
+        reads.append((time.perf_counter() - began) * 1000)
+    turns = 20
+    runner = LocalRunner(store, _turn_factory(turns))
+    per_turn = []
+    for rep in range(max(reps, 3)):
+        began = time.perf_counter()
+        run_id = runner.start(f"bench-turns-{rep}-{os.getpid()}", "go")
+        runner.wait(run_id, 60.0)
+        per_turn.append((time.perf_counter() - began) * 1000 / turns)
+    reads.sort()
+    row = {"case": f"poll point, {name}", "inbox_read_p50_ms": statistics.median(reads),
+           "inbox_read_p90_ms": reads[int(0.9 * (len(reads) - 1))],
+           "turn_median_ms": statistics.median(per_turn)}
+    print(f"{'poll point, ' + name:<36} inbox read p50 {row['inbox_read_p50_ms']:7.3f} ms  "
+          f"p90 {row['inbox_read_p90_ms']:7.3f} ms  turn (median of {len(per_turn)}) "
+          f"{row['turn_median_ms']:7.3f} ms")
+    return row
+
+
+def _postgres_store() -> SessionStore | None:
+    try:
+        from piagent.sessions import PostgresStore
+
+        dsn = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+        return PostgresStore(dsn, schema=f"piagent_bench_{os.getpid()}", max_connections=4)
+    except Exception as exc:  # noqa: BLE001 - a missing server only skips this row
+        print(f"poll point, PostgresStore: skipped ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _drop_postgres(store: Any) -> None:
+    def drop(cur: Any) -> None:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{store.schema}" CASCADE')
+    store.run(drop)
+    store.close()
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
@@ -223,7 +291,15 @@ def main() -> None:
                      BUDGET_PROCESSES_MS),
             _summary("abort -> agent_end, across processes", abort_across_processes(
                 db, 3 if args.quick else 10), BUDGET_PROCESSES_MS),
+            poll_point_cost("MemoryStore", MemoryStore(), reps),
+            poll_point_cost("SQLiteStore", SQLiteStore(str(Path(tmp) / "poll.db")), reps),
         ]
+        postgres = _postgres_store()
+        if postgres is not None:
+            try:
+                rows.append(poll_point_cost("PostgresStore", postgres, reps))
+            finally:
+                _drop_postgres(postgres)
     print(json.dumps(rows))
 
 

@@ -227,7 +227,10 @@ def run_sse_events(runner: _Runner, run_id: str, last_event_id: str | None = Non
     ``last_event_id``), then the live ones, ending after ``agent_end``.
 
     Each frame is ``id: <event id>`` plus ``data: <pi-JSON event>``; a client that reconnects
-    with the last id it saw gets every later event exactly once. After ``heartbeat_s``
+    with the last id it saw gets every later event exactly once. A run whose executor died
+    and that another executor resumed (``QueuedRunner``) carries one ``{"type":
+    "run_resumed", ...}`` event, piagent's own, where the new executor would have repeated
+    ``agent_start``: show it as a note; the run is the same. After ``heartbeat_s``
     seconds without an event an SSE comment is written, so a departed client is noticed.
     Closing the generator (the client went away) stops reading and **leaves the run
     running**: it belongs to its session, not to this connection; stop it with

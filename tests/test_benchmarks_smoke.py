@@ -46,10 +46,15 @@ def test_runs_bench_runs_quick() -> None:
                           capture_output=True, text=True, timeout=80, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json.loads(proc.stdout.splitlines()[-1])
-    assert [r["case"] for r in rows] == ["one process, MemoryStore", "one process, SQLiteStore",
-                                         "across processes, SQLiteStore",
-                                         "abort -> agent_end, across processes"]
-    assert all(r["events"] > 0 for r in rows)
+    latency, poll = rows[:4], rows[4:]
+    assert [r["case"] for r in latency] == ["one process, MemoryStore",
+                                            "one process, SQLiteStore",
+                                            "across processes, SQLiteStore",
+                                            "abort -> agent_end, across processes"]
+    assert all(r["events"] > 0 for r in latency)
+    # the steering poll point's inbox read, per store (PostgreSQL when it is reachable)
+    assert [r["case"] for r in poll][:2] == ["poll point, MemoryStore", "poll point, SQLiteStore"]
+    assert all(r["inbox_read_p50_ms"] >= 0 and r["turn_median_ms"] > 0 for r in poll)
 
 
 @pytest.mark.timeout(90)

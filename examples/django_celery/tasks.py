@@ -36,7 +36,8 @@ app.conf.update(
     worker_prefetch_multiplier=1,  # a worker takes one run per free thread, no more
     broker_connection_retry_on_startup=True,
     # a run longer than this is delivered again (and waited for, not run twice): keep it
-    # above your longest run; a killed worker's run is recovered after about this long
+    # above your longest run. A killed worker's run is recovered by the lease, not by this:
+    # within PIAGENT_LEASE_S + 5 s, by another worker's lease check (docs/celery.md)
     broker_transport_options={"visibility_timeout": float(
         os.environ.get("PIAGENT_VISIBILITY_S", "3600"))},
 )

@@ -175,6 +175,10 @@ function follow(id) {
     tool.textContent = p.content.map(b => b.text || "").join("");
   });
   source.addEventListener("tool_execution_end", () => { tool = null; });
+  // piagent's own event, once, when a killed worker's run was resumed by another worker
+  source.addEventListener("run_resumed", () => {
+    add("note", "(the worker running this stopped; another one resumed it)"); reply = null;
+  });
   source.addEventListener("agent_end", () => { source.close(); runId = null; });
 }
 document.getElementById("form").onsubmit = e => {

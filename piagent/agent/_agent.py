@@ -179,6 +179,10 @@ class Agent(QueueMethods):
         # _active is cleared the thread still has a few instructions to run, and
         # wait_for_idle joins it so "idle" means that thread has ended
         self._last_worker: threading.Thread | None = None
+        # a runner's inbox reader (piagent.runs): called on the run's thread at each poll
+        # point, before the queues are read, so input sent from another process by then is
+        # in them. Set before a run starts; None (the default) costs nothing.
+        self._before_poll: Callable[[], None] | None = None
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)
 

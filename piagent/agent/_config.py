@@ -21,11 +21,20 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
     state, queues, takings = agent.state, agent._queues, run.takings
     skip = [skip_initial_steering_poll]
 
+    before_poll = agent._before_poll  # a runner reading its store's inbox, or None
+
     def get_steering_messages() -> list[AgentMessage]:
         if skip[0]:
             skip[0] = False
             return []
+        if before_poll is not None:
+            before_poll()
         return takings.take(queues.steering)
+
+    def get_follow_up_messages() -> list[AgentMessage]:
+        if before_poll is not None:
+            before_poll()
+        return takings.take(queues.follow_up)
 
     link = agent._link
     prepare_next_turn: Callable[[AgentTurnContext, AbortSignal], AgentLoopTurnUpdate | None] \
@@ -56,7 +65,7 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
         prepare_request=agent.prepare_request,
         prepare_next_turn=next_turn,
         get_steering_messages=get_steering_messages,
-        get_follow_up_messages=lambda: takings.take(queues.follow_up),
+        get_follow_up_messages=get_follow_up_messages,
         tool_execution=agent.tool_execution,
         max_parallel_tools=agent.max_parallel_tools,
         tool_executor=agent.tool_executor,

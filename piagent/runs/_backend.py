@@ -18,6 +18,10 @@ from ..errors import AgentBusyError
 from ._types import RunInfo, RunState
 
 ControlKind: TypeAlias = Literal["steer", "follow_up", "abort"]
+# the owner prefix of a run whose recovery was submitted (``claim_lapsed``): an executor
+# takes such a run at once, as one whose lease ran out
+RECOVERING = "recovering:"
+LAPSED_BATCH = 100  # runs claim_lapsed hands over per call
 CONTROL_KINDS: frozenset[str] = frozenset({"steer", "follow_up", "abort"})
 
 

@@ -52,7 +52,7 @@ class LocalRun:
     """One run executing in this process: its Agent, its events on their way, its supervisor."""
 
     def __init__(self, backend: RunBackend, run_id: str, session_id: str, agent: Agent,
-                 owner: str, lease_s: float, next_seq: int = 0) -> None:
+                 owner: str, lease_s: float, next_seq: int = 0, resumed: bool = False) -> None:
         self.backend = backend
         self.run_id = run_id
         self.session_id = session_id
@@ -63,11 +63,18 @@ class LocalRun:
         # (which pops): a deque, so both ends are thread-safe without a lock
         self._pending: deque[dict[str, Any]] = deque()
         self._next_seq = next_seq  # supervisor only; a recovered run goes on after its events
+        # a run another executor began (and died in): its stream goes on with run_resumed
+        # where this Agent's agent_start would repeat it. Read by the Agent's worker.
+        self.resumed = resumed and next_seq > 0
         self._saw_end = False  # supervisor only
         # set by the listener (an event), by a same-process send (control) and at the end
         self._wake = threading.Event()
         self._control_due = threading.Event()  # a same-process send: poll the inbox now
-        self._claimed: list[tuple[Control, AgentMessage | None]] = []  # supervisor/start only
+        # guards _claimed and makes each inbox read and its hand-over to the Agent one step:
+        # the supervisor (in the background) and the Agent's worker (at each poll point) both
+        # read the inbox, and a poll point must find what the other read already in the Agent
+        self._inbox_lock = threading.Lock()
+        self._claimed: list[tuple[Control, AgentMessage | None]] = []
         self._unsubscribe: Callable[[], None] | None = None
         self.agent_run: AgentRun | None = None
         self.state: RunState = "running"  # the final state once the supervisor recorded it
@@ -77,7 +84,13 @@ class LocalRun:
     # --- the start, on the caller's thread ------------------------------------------------
 
     def _listener(self, event: AgentEvent, signal: AbortSignal) -> None:
-        self._pending.append(event_to_dict(event))  # a snapshot now: the partial moves on
+        data = event_to_dict(event)  # a snapshot now: the partial moves on
+        if self.resumed and event.type == "agent_start":
+            self.resumed = False  # the stream has its agent_start: say what happened instead
+            data = {"type": "run_resumed", "reason": "executor_lost",
+                    "message": "the run's executor stopped renewing its lease; another one "
+                               "resumed the run from its stored transcript"}
+        self._pending.append(data)
         self._wake.set()
 
     def _on_control(self) -> None:
@@ -92,6 +105,7 @@ class LocalRun:
         self._unsubscribe = self.agent.subscribe(self._listener)
         self.backend.add_waker(self.session_id, self._on_control)
         self._deliver()  # steering and follow-ups that waited for this run
+        self.agent._before_poll = self._at_poll_point
         if input is None:
             self.agent_run = self.agent.resume(block=False)
         elif needs_resume(self.agent.state.messages):
@@ -181,7 +195,22 @@ class LocalRun:
             self.backend.append_events(self.run_id, self._next_seq, batch)
             self._next_seq += len(batch)
 
+    def _at_poll_point(self) -> None:
+        """On the Agent's worker, at each poll point: what the inbox holds now goes to the
+        Agent's queues before the loop reads them (a steer whose ``steer()`` returned before
+        this point is taken here). A failed read is logged; the supervisor's next read, and
+        the next poll point, try again."""
+        try:
+            self._deliver()
+        except Exception:
+            logger.exception("run %s: the inbox could not be read at a poll point",
+                             self.run_id)
+
     def _deliver(self) -> None:
+        with self._inbox_lock:
+            self._deliver_locked()
+
+    def _deliver_locked(self) -> None:
         for control in self.backend.claim_controls(self.session_id, self.run_id):
             if control.kind == "abort":
                 self._claimed.append((control, None))
@@ -202,8 +231,11 @@ class LocalRun:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.backend.remove_waker(self.session_id, self._on_control)
+        self.agent._before_poll = None
         unused = self.agent.take_queued_messages(lambda message: True)
-        back = [c.id for c, m in self._claimed if m is not None and any(m is u for u in unused)]
+        with self._inbox_lock:
+            back = [c.id for c, m in self._claimed
+                    if m is not None and any(m is u for u in unused)]
         if back:
             self.backend.release_controls(back)
 

@@ -21,10 +21,10 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ..sessions import PostgresStore
-from ._backend import Control, ControlKind, SessionBusy, Take, Wakers
+from ._backend import LAPSED_BATCH, RECOVERING, Control, ControlKind, SessionBusy, Take, Wakers
 from ._types import LIVE_STATES, RunInfo, RunState
 
 logger = logging.getLogger("piagent.runs")
@@ -194,9 +194,7 @@ class PostgresBackend:
         self._run(write)
 
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
-        """For an executor in any process: hold a queued run, or a running one whose owner's
-        lease ran out (to recover it). A queued run nobody took before its lease ran out is
-        recorded ``lost``."""
+        """As ``SQLiteBackend.take_run``, its rows locked while it decides."""
         def write(cur: Any) -> Take:
             cur.execute(self._sql(f"SELECT state, owner, lease_expires_at - {_NOW} FROM "
                                   f"{{s}}.runs WHERE run_id = %s FOR UPDATE"), (run_id,))
@@ -210,7 +208,8 @@ class PostgresBackend:
                             ("no worker took the run before its queue lease ran out", run_id))
                 self._notify(cur, f"e:{run_id}")
                 return Take("final")
-            if (state == "running" or holder == owner) and left >= 0:
+            if (state == "running" or holder == owner) and left >= 0 and \
+                    not str(holder).startswith(RECOVERING):
                 return Take("held", wait_s=left)  # a live executor (or this one, twice)
             cur.execute(self._sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
                                   f"{_NOW} + %s WHERE run_id = %s"), (owner, lease_s, run_id))
@@ -219,8 +218,18 @@ class PostgresBackend:
             next_seq = int(cur.fetchone()[0])
             self._notify(cur, f"e:{run_id}")
             return Take("fresh" if state == "queued" else "recover", next_seq)
-        result: Take = self._run(write)
-        return result
+        return cast(Take, self._run(write))
+
+    def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]:
+        """As ``SQLiteBackend.claim_lapsed`` (runs another checker holds are skipped)."""
+        def write(cur: Any) -> list[tuple[str, str]]:
+            cur.execute(self._sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
+                                  f"{_NOW} + %s WHERE run_id IN (SELECT run_id FROM {{s}}.runs "
+                                  f"WHERE state = 'running' AND lease_expires_at < {_NOW} "
+                                  f"LIMIT {LAPSED_BATCH} FOR UPDATE SKIP LOCKED) "
+                                  f"RETURNING run_id, session_id"), (owner, hold_s))
+            return [(str(run_id), str(session_id)) for run_id, session_id in cur.fetchall()]
+        return list(self._run(write))
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         def write(cur: Any) -> None:
@@ -253,16 +262,14 @@ class PostgresBackend:
                         (run_id,))
             row = cur.fetchone()
             return None if row is None else _info(row)
-        result: RunInfo | None = self._run(read)
-        return result
+        return cast(RunInfo | None, self._run(read))
 
     def read_events(self, run_id: str, after: int) -> list[tuple[int, str]]:
         def read(cur: Any) -> list[tuple[int, str]]:
             cur.execute(self._sql("SELECT seq, data FROM {s}.run_events WHERE run_id = %s AND "
                                   "seq > %s ORDER BY seq LIMIT 1000"), (run_id, after))
             return [(int(seq), str(data)) for seq, data in cur.fetchall()]
-        result: list[tuple[int, str]] = self._run(read)
-        return result
+        return list(self._run(read))
 
     def watch(self, run_id: str) -> _PostgresWatch:
         return _PostgresWatch(self, run_id)
@@ -311,8 +318,7 @@ class PostgresBackend:
                 cur.execute(self._sql("UPDATE {s}.run_control SET claimed_by = %s "
                                       "WHERE id = ANY(%s)"), (run_id, [row[0] for row in rows]))
             return [Control(int(i), kind, payload) for i, kind, payload in rows]
-        result: list[Control] = self._run(write)
-        return result
+        return list(self._run(write))
 
     def release_controls(self, ids: Sequence[int]) -> None:
         def write(cur: Any) -> None:

@@ -7,10 +7,17 @@ a time), runs it on the calling thread with ``LocalRunner``'s supervisor (events
 inbox, final state) and returns when it is final. An ``execute`` of a run whose executor
 died (the same payload delivered again) waits for that executor's lease to run out, then
 recovers the transcript with ``agent.resume()`` (each tool's ``replay`` policy; docs/sessions.md).
+
+Recovery is driven by the lease, not by the task queue's redelivery: ``recover_lost()``,
+called every few seconds from something already running (``CeleryRunner`` calls it from each
+worker), hands every running run whose lease ran out to ``submit`` with a recovery payload
+(no input: the stored transcript is resumed). The recovered run's event stream goes on with
+a ``run_resumed`` event where the new executor's ``agent_start`` would be.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -20,7 +27,7 @@ from typing import Any, Protocol
 from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
-from ._backend import Take
+from ._backend import RECOVERING, Take
 from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
@@ -35,6 +42,8 @@ PAYLOAD_VERSION = 1
 
 class _Taking(Protocol):
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take: ...
+
+    def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]: ...
 
 
 class QueuedRunner(RunnerBase):
@@ -111,7 +120,13 @@ class QueuedRunner(RunnerBase):
             msg = f"execute() takes the payload start() submitted, got {payload!r}."
             raise ValueError(msg)
         session_id = payload["session_id"]
-        take = self._take(run_id, deadline)
+        recovery = payload.get("recover") is True  # from recover_lost(): no input
+        if recovery:  # a live executor has it already (a recovery sent twice): nothing to do
+            take: Take | None = self._taker.take_run(run_id, self._owner, self.lease_s)
+            if take is not None and take.kind in ("held", "final"):
+                take = None
+        else:
+            take = self._take(run_id, deadline)
         if take is None:
             return None
         made = self.make_agent(session_id)
@@ -121,18 +136,17 @@ class QueuedRunner(RunnerBase):
             self._backend.finish(run_id, self._owner, "error", str(exc))
             raise
         local = LocalRun(self._backend, run_id, session_id, agent, self._owner, self.lease_s,
-                          next_seq=take.next_seq)
+                          next_seq=take.next_seq, resumed=take.kind == "recover")
         try:
             agent.attach_store(self.store, session_id)
             messages = [message_from_dict(m) for m in payload["input"]]
             stored = [message_to_dict(m) for m in agent.state.messages]
-            if take.kind == "recover" and payload["input"][0] not in stored:
+            if take.kind == "recover" and not recovery and payload["input"][0] not in stored:
                 take = Take("fresh", take.next_seq)  # it died before its input was stored
+                local.resumed = False
             if take.kind == "recover":
-                if not needs_resume(agent.state.messages):  # it ended; its end went unrecorded
-                    logger.warning("run %s: recovered with nothing left to run", run_id)
-                    self._backend.finish(run_id, self._owner, "done", None)
-                    return "done"
+                if not needs_resume(agent.state.messages):
+                    return self._nothing_to_resume(run_id, recovery)
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
                 local.begin(None, None, thread=False)
             else:
@@ -141,6 +155,59 @@ class QueuedRunner(RunnerBase):
             local.fail_to_start(exc)
             raise
         return local.supervise()
+
+    def _nothing_to_resume(self, run_id: str, recovery: bool) -> RunState:
+        """A recovered run whose transcript does not stop mid-run: it ended and its end went
+        unrecorded (``done``), or, for a recovery payload (which carries no input), its
+        executor died before it stored the run's input (``error``: send it again)."""
+        if recovery and not self._input_stored(run_id):
+            text = ("the run's executor died before the run's input was stored; the input "
+                    "is lost: send it again")
+            logger.error("run %s: %s", run_id, text)
+            self._backend.finish(run_id, self._owner, "error", text)
+            return "error"
+        logger.warning("run %s: recovered with nothing left to run", run_id)
+        self._backend.finish(run_id, self._owner, "done", None)
+        return "done"
+
+    def _input_stored(self, run_id: str) -> bool:
+        """Whether the run's events hold a user message's ``message_end``."""
+        after = -1
+        with self._backend.watch(run_id) as watch:
+            while rows := watch.read(after):
+                after = rows[-1][0]
+                for _, text in rows:
+                    event = json.loads(text)
+                    if event.get("type") == "message_end" and \
+                            event.get("message", {}).get("role") == "user":
+                        return True
+        return False
+
+    # --- recovery, from whatever runs periodically ----------------------------------------
+
+    def recover_lost(self) -> list[str]:
+        """Submit the recovery of every running run whose lease ran out (its executor died
+        or stalled longer than ``lease_s``); the ids submitted.
+
+        Safe from any number of processes at once: each lapsed run is handed to one caller,
+        which holds it for ``lease_s`` while the recovery waits for an executor (if that
+        executor never comes, a later call submits it again). ``CeleryRunner`` calls this
+        from each worker every ``lease_check_s``; with another task queue, call it every few
+        seconds from a process that runs anyway (a scheduler, a worker's timer).
+        """
+        holder = f"{RECOVERING}{self._owner}"
+        submitted = []
+        for run_id, session_id in self._taker.claim_lapsed(holder, self.lease_s):
+            payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": [],
+                       "recover": True}
+            try:
+                self.submit(run_id, payload)
+            except Exception:  # the hold runs out and a later call tries again
+                logger.exception("run %s: its recovery could not be submitted", run_id)
+                continue
+            logger.warning("run %s: its executor's lease ran out; recovery submitted", run_id)
+            submitted.append(run_id)
+        return submitted
 
     def _take(self, run_id: str, deadline: float | None) -> Take | None:
         while True:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import TracebackType
 
 from ..sessions import SQLiteStore
-from ._backend import Control, ControlKind, SessionBusy, Take, Wakers
+from ._backend import LAPSED_BATCH, RECOVERING, Control, ControlKind, SessionBusy, Take, Wakers
 from ._types import LIVE_STATES, RunInfo, RunState
 
 SCHEMA_VERSION = 1
@@ -181,7 +181,8 @@ class SQLiteBackend:
                              "ended_at = lease_expires_at WHERE run_id = ?",
                              ("no worker took the run before its queue lease ran out", run_id))
                 take = Take("final")
-            elif (state == "running" or holder == owner) and left >= 0:
+            elif (state == "running" or holder == owner) and left >= 0 and \
+                    not str(holder).startswith(RECOVERING):
                 return Take("held", wait_s=left)
             else:
                 conn.execute("UPDATE piagent_runs SET owner = ?, lease_expires_at = ? "
@@ -192,6 +193,24 @@ class SQLiteBackend:
                 take = Take("fresh" if state == "queued" else "recover", int(next_seq))
         self._changed()
         return take
+
+    def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]:
+        """The running runs whose lease ran out (their executor died), now held by ``owner``
+        for ``hold_s`` (so one checker submits each recovery): ``(run_id, session_id)``."""
+        # the live runs' partial index finds them (the WHERE repeats its condition)
+        lapsed = (f"SELECT run_id, session_id FROM piagent_runs WHERE state IN {_LIVE} AND "
+                  f"state = 'running' AND lease_expires_at < ? LIMIT {LAPSED_BATCH}")
+        with self._connection() as conn:  # the common case: none, and no write lock taken
+            if not conn.execute(lapsed, (time.time(),)).fetchall():
+                return []
+        with self._write() as conn:
+            now = time.time()
+            rows = conn.execute(lapsed, (now,)).fetchall()
+            conn.executemany("UPDATE piagent_runs SET owner = ?, lease_expires_at = ? "
+                             "WHERE run_id = ?", [(owner, now + hold_s, r[0]) for r in rows])
+        if rows:
+            self._changed()
+        return [(str(run_id), str(session_id)) for run_id, session_id in rows]
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         with self._write() as conn:

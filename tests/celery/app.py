@@ -14,7 +14,9 @@ The model is scripted by the session id's prefix: ``echo-*`` answers every user 
 ``echo <text>``; ``block-*`` first calls ``block`` (which waits for its gate file or the
 abort); ``kill-*`` calls ``look`` (replay "safe") and ``charge`` (replay "never") in one
 batch, each of which blocks the first time it runs (the test kills that worker) and records
-every run in ``ran-<session>``.
+every run in ``ran-<session>``; ``steer3-*`` calls ``batch`` three times, one batch a
+turn (batch ``n`` touches ``entered-<session>-<n>`` and waits for ``gate-<session>-<n>``),
+takes every queued steer at once (``steering_mode="all"``), then answers ``done``.
 """
 
 from __future__ import annotations
@@ -110,10 +112,20 @@ def make_agent(session_id: str) -> Agent:
             _gate(f"never-{session_id}", signal)
         return "charged"
 
+    @tool
+    def batch(n: int, signal: AbortSignal) -> str:
+        """Batch ``n``: wait for the test's gate file."""
+        (DIR / f"entered-{session_id}-{n}").touch()
+        return f"gate {n}" if _gate(f"gate-{session_id}-{n}", signal) else "timed out"
+
     # the answers depend on the transcript only, so a worker that recovers a run (with a
     # new Agent) answers as the first one would have
     def answer(context: Any, options: Any) -> Any:
         last = context.messages[-1]
+        if session_id.startswith("steer3-"):
+            done = sum(m.role == "toolResult" for m in context.messages)
+            return (assistant_tool_calls(("batch", {"n": done + 1})) if done < 3
+                    else assistant_text("done"))
         asked = last.role == "user" and getattr(last, "text", "") != "steered"
         if asked and session_id.startswith("block-"):
             return assistant_tool_calls(("block", {}))
@@ -122,8 +134,9 @@ def make_agent(session_id: str) -> Agent:
         return _echo(context, options)
 
     scripted = ScriptedStreamFn([answer] * 20)
-    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge],
-                  system_prompt="test")
+    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge, batch],
+                  system_prompt="test",
+                  steering_mode="all" if session_id.startswith("steer3-") else "one-at-a-time")
     return agent
 
 

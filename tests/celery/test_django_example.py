@@ -3,7 +3,10 @@ runserver``), a Celery worker (``celery -A tasks worker``), Redis and PostgreSQL
 
 Two browsers (two cookie jars) chat at once: each run executes on the worker, each page
 streams its own run from the web process with ``id:`` lines and resumes after
-``Last-Event-ID``; Stop aborts a run on the worker; each transcript is the user's own.
+``Last-Event-ID``; Stop aborts a run on the worker; each transcript is the user's own. A
+worker killed with SIGKILL mid-run has its run resumed by another worker within
+``lease_s + 10`` s with the example's broker settings (``visibility_timeout`` 3600 s), the
+page's stream going on with one ``run_resumed`` event and no second ``agent_start``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,10 +41,26 @@ def _free_port() -> int:
         return port
 
 
+LEASE_S = 6.0  # the example's PIAGENT_LEASE_S here (30 s by default): a shorter wait
+
+
 class Site(str):
-    """The example's base URL, and (``worker``) its Celery worker process."""
+    """The example's base URL, its Celery worker process (``worker``), the environment the
+    processes share (``env``) and the folder of their logs (``tmp``)."""
 
     worker: subprocess.Popen[bytes]
+    env: dict[str, str]
+    tmp: Path
+    processes: list[subprocess.Popen[bytes]]  # every process the fixture stops at the end
+
+
+def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool", "threads",
+             "-c", "4", "-Q", env["PIAGENT_QUEUE"], "-n", f"example-{uuid.uuid4().hex[:6]}@%h",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
+            cwd=EXAMPLE, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 @pytest.fixture(scope="module")
@@ -52,22 +72,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     port = _free_port()
     env = dict(os.environ, PIAGENT_POSTGRES=dsn, PIAGENT_SCHEMA=schema,
                PIAGENT_REDIS=redis_url, PIAGENT_QUEUE=f"piagent-example-{uuid.uuid4().hex[:8]}",
-               PIAGENT_STEP_S="0.05", DJANGO_DEBUG="0",
+               PIAGENT_STEP_S="0.05", DJANGO_DEBUG="0", PIAGENT_LEASE_S=str(LEASE_S),
                PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE),
                                            os.environ.get("PYTHONPATH", "")]))
-    logs = [(tmp / name).open("ab") for name in ("worker.log", "web.log")]
-    processes = [
-        subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool",
-                          "threads", "-c", "4", "-Q", env["PIAGENT_QUEUE"], "-n",
-                          f"example-{uuid.uuid4().hex[:6]}@%h", "--without-gossip",
-                          "--without-mingle", "--without-heartbeat", "-l", "info"],
-                         cwd=EXAMPLE, env=env, stdout=logs[0], stderr=subprocess.STDOUT),
-        subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload",
-                          f"127.0.0.1:{port}"], cwd=EXAMPLE, env=env, stdout=logs[1],
-                         stderr=subprocess.STDOUT),
-    ]
-    for log in logs:
-        log.close()
+    with (tmp / "web.log").open("ab") as web_log:
+        processes = [
+            _start_worker(env, tmp / "worker.log"),
+            subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload",
+                              f"127.0.0.1:{port}"], cwd=EXAMPLE, env=env, stdout=web_log,
+                             stderr=subprocess.STDOUT),
+        ]
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -86,11 +100,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         wait_until(up, "the web process and the worker", wake=exit_of(processes[1]),
                    timeout=60.0)
         site = Site(url)
-        site.worker = processes[0]
+        site.worker, site.env, site.tmp, site.processes = processes[0], env, tmp, processes
         yield site
     finally:
         for process in processes:
-            process.send_signal(signal.SIGTERM)
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
         for process in processes:
             try:
                 process.wait(SLOW_WAIT)
@@ -176,3 +191,50 @@ def test_the_example_files_exist() -> None:
     for name in ("tasks.py", "views.py", "settings.py", "manage.py", "README.md"):
         assert (EXAMPLE / name).is_file(), name
     assert Path(EXAMPLE / "README.md").read_text().count("celery -A tasks worker") >= 1
+
+
+def _owner_pid(site: Site, run_id: str) -> int:
+    """The pid of the worker process holding the run (its owner is ``host:pid:runner``)."""
+    import psycopg
+
+    with psycopg.connect(site.env["PIAGENT_POSTGRES"]) as conn:
+        row = conn.execute(f'SELECT owner FROM "{site.env["PIAGENT_SCHEMA"]}".runs '
+                           "WHERE run_id = %s", (run_id,)).fetchone()
+    assert row is not None
+    return int(str(row[0]).split(":")[1])
+
+
+def test_a_killed_workers_run_is_resumed_within_the_lease_by_another(site: Site) -> None:
+    """SIGKILL the worker mid-tool: a second worker's lease check resumes the run within
+    lease + 10 s (the broker would redeliver only after its visibility_timeout, an hour)."""
+    second_log = site.tmp / "worker2.log"
+    second = _start_worker(site.env, second_log)
+    site.processes.append(second)  # stopped with the others
+    victim = 0
+    try:
+        wait_until(lambda: "ready" in second_log.read_text(errors="replace"),
+                   "a second worker", wake=exit_of(second), timeout=60.0)
+        erin = requests.Session()
+        page = erin.get(site, timeout=SLOW_WAIT).text
+        assert page.count('addEventListener("run_resumed"') == 1  # the page shows it
+        run_id = erin.post(f"{site}/chat", json={"message": "count to 400"},
+                           timeout=SLOW_WAIT).json()["run_id"]
+        before = _stream(erin, site, run_id, stop_at="tool_execution_update")
+        victim = _owner_pid(site, run_id)
+        assert victim in (site.worker.pid, second.pid)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        resumed = _stream(erin, site, run_id, after=before[-1][0], stop_at="run_resumed")
+        took = time.monotonic() - killed_at
+        assert resumed[-1][1] == "run_resumed", resumed[-3:]
+        assert took <= LEASE_S + 10, f"resumed {took:.1f} s after the kill"
+        print(f"resumed {took:.1f} s after the kill (lease {LEASE_S:g} s)")
+        rest = _stream(erin, site, run_id, after=resumed[-1][0])
+        assert rest[-1][1] == "agent_end"
+        whole = [kind for _, kind, _ in _stream(erin, site, run_id)]
+        assert whole.count("agent_start") == 1 and whole.count("run_resumed") == 1
+        assert whole[0] == "agent_start" and whole[-1] == "agent_end"
+        assert resumed[-1][2]["reason"] == "executor_lost"
+    finally:
+        if site.worker.pid == victim:
+            site.worker = second  # the module's other tests go on with the live one

@@ -81,6 +81,35 @@ def test_start_here_stream_elsewhere_steer_and_abort_from_a_third(cluster: Clust
     assert [e.type for e in runner.events(second, timeout=SLOW_WAIT)][-1] == "agent_end"
 
 
+@pytest.mark.parametrize("attempt", range(20))
+def test_steers_sent_here_reach_the_workers_run_at_its_poll_point(cluster: Cluster,
+                                                                 attempt: int) -> None:
+    """Three batches on a worker; before each is let go, two steers sent from this process
+    have returned: each pair is in the transcript right after its batch, exactly once."""
+    runner = cluster.runner
+    session_id = f"steer3-{attempt}"
+    run_id = runner.start(session_id, "go")
+    expected = ["user:go"]
+    for n in (1, 2, 3):
+        entered = cluster.dir / f"entered-{session_id}-{n}"
+        wait_until(entered.exists, f"batch {n} to start on a worker",
+                   wake=run_change(runner, run_id))
+        runner.steer(session_id, f"b{n}-a")
+        runner.steer(session_id, f"b{n}-b")
+        (cluster.dir / f"gate-{session_id}-{n}").touch()
+        expected += [f"assistant:batch {n}", f"toolResult:gate {n}", f"user:b{n}-a",
+                     f"user:b{n}-b"]
+    assert runner.wait(run_id, SLOW_WAIT) and runner.status(run_id).state == "done"
+    seen = []
+    for m in cluster.app.store.load(session_id)[1:]:  # type: ignore[union-attr]
+        if m.role == "assistant":
+            seen.append(f"assistant:batch {m.tool_calls[0].arguments['n']}" if m.tool_calls
+                        else f"assistant:{m.text}")
+        else:
+            seen.append(f"{m.role}:{m.text}")
+    assert seen == [*expected, "assistant:done"]
+
+
 def test_a_worker_killed_mid_tool_has_its_run_finished_by_the_other(cluster: Cluster) -> None:
     cluster.ensure("w1", "w2")
     runner = cluster.runner

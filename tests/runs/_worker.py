@@ -3,6 +3,10 @@
     python _worker.py start DB SESSION LEASE_S SCENARIO   # prints the run id, waits, prints the state
     python _worker.py steer DB SESSION TEXT
     python _worker.py abort DB RUN_ID REASON
+    python _worker.py sender DB            # DB: an SQLite path, or postgresql://...#SCHEMA
+
+``sender`` reads lines ``steer SESSION TEXT`` / ``follow_up SESSION TEXT`` from stdin and
+answers ``sent`` once ``runner.steer()`` / ``follow_up()`` has returned; it ends at EOF.
 
 Scenarios: ``steer_abort`` (a tool that waits until a steer arrived, then one that waits for
 its abort signal) and ``hang`` (a tool with replay="never" that prints "executing" and hangs).
@@ -16,7 +20,7 @@ from collections.abc import Callable
 
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, tool
 from piagent.runs import LocalRunner
-from piagent.sessions import SQLiteStore
+from piagent.sessions import PostgresStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.runs.conftest import WatchedAgent
 
@@ -73,9 +77,33 @@ def make_factory(scenario: str) -> Callable[[str], Agent]:
     return make_agent
 
 
+def open_store(db: str) -> SQLiteStore | PostgresStore:
+    if db.startswith("postgresql://"):
+        dsn, _, schema = db.partition("#")
+        return PostgresStore(dsn, schema=schema, max_connections=2)
+    return SQLiteStore(db)
+
+
+def serve_sender(store: SessionStore) -> None:
+    runner = LocalRunner(store, lambda sid: Agent())
+    say("ready")
+    for line in sys.stdin:
+        kind, session_id, text = line.rstrip("\n").split(" ", 2)
+        if kind == "steer":
+            runner.steer(session_id, text)
+        else:
+            runner.follow_up(session_id, text)
+        say("sent")
+
+
 def main(argv: list[str]) -> None:
     mode, db = argv[0], argv[1]
-    store = SQLiteStore(db)
+    store = open_store(db)
+    if mode == "sender":
+        serve_sender(store)
+        store.close()
+        return
+    assert isinstance(store, SQLiteStore)
     if mode == "start":
         session_id, lease_s, scenario = argv[2], float(argv[3]), argv[4]
         runner = LocalRunner(store, make_factory(scenario), lease_s=lease_s)

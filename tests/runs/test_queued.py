@@ -21,7 +21,7 @@ from piagent.runs._registry import backend_for
 from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
-from ..conftest import WAIT
+from ..conftest import WAIT, wait_until
 from .conftest import WatchedAgent, charge_and_look, collect, echo, store_fixture
 
 store = store_fixture("sqlite", "postgres")
@@ -232,3 +232,60 @@ def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="accepts a str"):
         runner.start("s", 42)  # type: ignore[arg-type]
     store.close()
+
+
+def _lapse(runner: QueuedRunner, run_id: str) -> None:
+    """Wait (bounded) until the dead executor's lease has run out."""
+    wait_until(lambda: runner.status(run_id).state == "lost", "the dead lease to run out",
+               wake=lambda seconds: runner.wait(run_id, seconds))
+
+
+def test_recover_lost_submits_a_lapsed_run_once_and_its_stream_says_it_resumed(
+        store: SessionStore) -> None:
+    delivered: list[tuple[str, dict[str, Any]]] = []
+    scripted = ScriptedStreamFn([echo])
+
+    def make(lease_s: float) -> QueuedRunner:
+        return QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted),
+                            lambda run_id, payload: delivered.append((run_id, payload)),
+                            lease_s=lease_s, redelivery_grace=WAIT)
+
+    runner, elsewhere = make(0.3), make(WAIT)
+    run_id = runner.start("s1", "hello")
+    backend = backend_for(store)
+    assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
+    backend.set_running(run_id, "dead-executor")
+    store.append("s1", [message_from_dict(delivered[0][1]["input"][0])])  # then it died
+    backend.append_events(run_id, 0, ['{"type":"agent_start"}'])
+    assert runner.recover_lost() == []  # its lease still holds
+    _lapse(runner, run_id)
+    assert elsewhere.recover_lost() == [run_id]  # one checker submits it...
+    assert runner.recover_lost() == []  # ...the others see it held
+    assert runner.status(run_id).state == "running"  # a recovery is on its way
+    assert delivered[-1] == (run_id, {"v": 1, "session_id": "s1", "input": [],
+                                      "recover": True})
+    assert runner.execute(*delivered[-1]) == "done"  # taken at once, not after a lease
+    assert [getattr(m, "text", "") for m in store.load("s1")] == ["hello", "echo hello"]
+    types = [e.type for e in collect(runner, run_id)]
+    assert types[:2] == ["agent_start", "run_resumed"] and types[-1] == "agent_end"
+    assert types.count("agent_start") == 1 and types.count("run_resumed") == 1
+    assert runner.execute(*delivered[0]) is None  # the broker's redelivery, later: nothing
+    assert runner.execute(*delivered[-1]) is None  # a recovery sent twice: nothing either
+
+
+def test_a_recovery_whose_input_was_never_stored_says_so(store: SessionStore) -> None:
+    delivered: list[tuple[str, dict[str, Any]]] = []
+    runner = QueuedRunner(store, lambda sid: Agent(),
+                          lambda run_id, payload: delivered.append((run_id, payload)),
+                          lease_s=0.3, redelivery_grace=WAIT)
+    run_id = runner.start("s1", "hello")
+    backend = backend_for(store)
+    assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
+    backend.set_running(run_id, "dead-executor")  # and died before the prompt was stored
+    _lapse(runner, run_id)
+    assert runner.recover_lost() == [run_id]
+    assert runner.execute(*delivered[-1]) == "error"
+    info = runner.status(run_id)
+    assert info.state == "error"
+    assert info.error_message == ("the run's executor died before the run's input was "
+                                  "stored; the input is lost: send it again")

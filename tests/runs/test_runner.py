@@ -172,6 +172,11 @@ def test_steer_without_a_live_run_waits_for_the_next_run(store: SessionStore) ->
     run_id = h.runner.start("s1", "go")
     assert h.runner.wait(run_id, WAIT) and h.runner.status(run_id).state == "done"
     assert h.user_texts("s1") == ["go", "early", "later"]
+    # pi's rule for input queued before a run: the steer joins the run's first turn (with
+    # its input, before the first request); the follow-up comes when the agent would stop
+    assert [(m.role, getattr(m, "text", "")) for m in h.store.load("s1")[1:]] == [
+        ("user", "go"), ("user", "early"), ("assistant", "echo early"), ("user", "later"),
+        ("assistant", "echo later")]
     other = h.runner.start("s2", "alone")  # the inbox is per session
     assert h.runner.wait(other, WAIT)
     assert h.user_texts("s2") == ["alone"]
