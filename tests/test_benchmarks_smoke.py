@@ -58,3 +58,25 @@ def test_recovery_bench_runs_quick() -> None:
                           capture_output=True, text=True, timeout=80, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.splitlines()[-1].startswith("worst recovery beyond the lease: ")
+
+
+@pytest.mark.timeout(170)
+def test_concurrency_bench_runs_tiny(tmp_path: Path) -> None:
+    out = tmp_path / "concurrency.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.concurrency", "--n", "1,3",
+                           "--rounds", "1", "--timeout", "30", "--web", "--web-seconds", "2",
+                           "--web-connections", "10",
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=160, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    rows = result["rows"]
+    assert [(r["n"], r["mode"]) for r in rows] == [
+        (n, mode) for n in (1, 3) for mode in ("floor", "blocking", "nonblocking")]
+    for row in rows:
+        assert row["finished"] == row["n"] * row["batches"], row
+        assert row["cpu_ms_per_turn"] > 0 and row["switches_per_turn"] > 0
+    web = result["web"]
+    for view in ("floor", "piagent"):
+        assert web[view]["requests"] > 0 and web[view]["errors"] == 0, web
+    assert "| 3 | blocking |" in proc.stdout and "requests/s" in proc.stdout

@@ -1,12 +1,14 @@
 """``Agent``: a transcript, two message queues, listeners, and runs on a worker thread.
 
 State changes only through the event reducer (each event updates the state, then every
-listener runs, in order, before the loop goes on). A run always executes on its own worker
-thread; the caller waits on an event in short slices, so Ctrl-C aborts the run cleanly.
+listener runs, in order, before the loop goes on). A run executes on its own worker thread,
+except a blocking call off the main thread, which executes it on the calling thread. On the
+main thread the caller waits in short slices, so Ctrl-C aborts the run cleanly.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -43,7 +45,7 @@ from ._input import (
 )
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queues import QueueLedger, QueueMode, Takings, check_mode
-from ._run import AgentEventIterator, AgentRun
+from ._run import AgentEventIterator, AgentRun, on_main_thread
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
 
@@ -397,9 +399,12 @@ class Agent:
         it to settle, as one during the wait does; a second one escapes at once.
         """
         run = AgentRun(self._queues.takings())
+        # blocking, no timeout, off the main thread: nothing else needs the caller, and no
+        # Ctrl-C can reach it, so the run executes right here (no worker thread)
+        here = block and timeout is None and not on_main_thread()
         try:
-            self._start(run, busy_message, choose)
-            if not block and timeout is None:
+            self._start(run, busy_message, choose, here)
+            if here or (not block and timeout is None):
                 return run
             settled = run._wait(timeout)
         except KeyboardInterrupt:
@@ -420,18 +425,30 @@ class Agent:
         return run
 
     def _start(self, run: AgentRun, busy_message: str,
-               choose: Callable[[Takings], RunInput]) -> None:
+               choose: Callable[[Takings], RunInput], here: bool = False) -> None:
+        """Start ``run`` on a worker thread, or with ``here`` execute it on this thread
+        (returning once it has settled). Either way it runs in a copy of the caller's
+        contextvars context."""
+        context = contextvars.copy_context()
         with self._run_lock:
             if self._active is not None:
                 raise AgentBusyError(busy_message)
             prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()
-            thread = threading.Thread(target=run_worker,
-                                      args=(self, run, prompts, skip_poll, started),
-                                      name="piagent-run", daemon=True)
-            # known before the thread starts, so a wait that sees the run settled joins it
-            run._thread = self._last_worker = thread
+            if here:
+                run._thread, run._dedicated = threading.current_thread(), False
+                self._last_worker = None  # no thread to join for "idle"
+            else:
+                thread = threading.Thread(target=context.run,
+                                          args=(run_worker, self, run, prompts, skip_poll,
+                                                started),
+                                          name="piagent-run", daemon=True)
+                # known before the thread starts, so a wait that sees the run settled joins it
+                run._thread = self._last_worker = thread
+        if here:
+            context.run(run_worker, self, run, prompts, skip_poll, started)
+            return
         try:
             thread.start()
         except BaseException:

@@ -18,9 +18,18 @@ from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
 
-__all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled"]
+__all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled", "on_main_thread"]
 
-WAIT_SLICE = 0.05  # seconds: blocking waits wake this often so Ctrl-C arrives promptly
+WAIT_SLICE = 0.05  # seconds: blocking waits on the main thread wake this often (Ctrl-C)
+
+
+def on_main_thread() -> bool:
+    """True on the thread that receives ``KeyboardInterrupt``: only its waits are sliced.
+
+    Python runs signal handlers (and ``_thread.interrupt_main()``) on the main thread alone,
+    so a wait anywhere else sleeps until it is woken, with no periodic wake-ups.
+    """
+    return threading.current_thread() is threading.main_thread()
 
 
 class RunSettled(enum.Enum):
@@ -43,7 +52,10 @@ class AgentRun:
         self.takings = takings
         self._controller = AbortController()
         self._settled = threading.Event()
+        # the thread the run executes on: its own worker, or (a blocking call off the main
+        # thread) the caller's; _dedicated tells which, so a waiter joins only a worker
         self._thread: threading.Thread | None = None
+        self._dedicated = True
         self._worker_started = threading.Event()  # set first thing on the worker thread
         # guards _closed and the readers count; notified on recorded events and at settle
         self._events_cond = threading.Condition()
@@ -121,33 +133,42 @@ class AgentRun:
     # --- for the Agent and the iterator --------------------------------------------------
 
     def _wait(self, timeout: float | None) -> bool:
+        if not on_main_thread():  # nothing to interrupt it: one wake-up, when the run settles
+            if not self._settled.wait(timeout):
+                return False
+            self._join_worker()
+            return True
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             slice_ = WAIT_SLICE
             if deadline is not None:
                 slice_ = min(slice_, max(0.0, deadline - time.monotonic()))
             if self._settled.wait(slice_):
-                thread = self._thread
-                if thread is not None and thread is not threading.current_thread():
-                    thread.join()  # settling is its last act: this returns at once
+                self._join_worker()
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
+
+    def _join_worker(self) -> None:
+        thread = self._thread
+        if self._dedicated and thread is not None and thread is not threading.current_thread():
+            thread.join()  # settling is its last act: this returns at once
 
     def _next_event(self, index: int, timeout: float | None) -> AgentEvent | RunSettled | None:
         """Event ``index``; ``None`` if it does not arrive within ``timeout`` seconds;
         ``RUN_SETTLED`` once the run has settled and every event was read."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        sliced = on_main_thread()  # elsewhere: woken by the next event (or the settling)
         with self._events_cond:
             self._readers += 1  # before the check, so _observe cannot miss a waiter
             try:
                 while index >= len(self._events) and not self._closed:
-                    slice_ = WAIT_SLICE
+                    slice_: float | None = WAIT_SLICE if sliced else None
                     if deadline is not None:
                         slice_ = deadline - time.monotonic()
                         if slice_ <= 0:
                             return None
-                        slice_ = min(slice_, WAIT_SLICE)
+                        slice_ = min(slice_, WAIT_SLICE) if sliced else slice_
                     self._events_cond.wait(slice_)
             finally:
                 self._readers -= 1

@@ -9,6 +9,7 @@ the loop's inputs. The loop knows no provider: it calls whatever stream function
 
 from __future__ import annotations
 
+from ._call import run_tool_call
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -32,7 +33,6 @@ from ._loop import (
     run_agent_loop_resume,
     unanswered_tool_calls,
 )
-from ._tools import run_tool_call
 
 __all__ = [
     "AfterToolCallContext",

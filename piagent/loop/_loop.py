@@ -44,8 +44,10 @@ from ..stream import (
 from ._config import (
     AgentContext,
     AgentLoopConfig,
+    AgentLoopTurnUpdate,
     AgentTurnContext,
     PrepareRequestContext,
+    RequestUpdate,
 )
 from ._declare import ToolDeclarations
 from ._tools import ToolRunner, emit_messages, record_despite_failure
@@ -56,7 +58,8 @@ __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loo
 Emit = Callable[[AgentEvent], None]
 
 # the events that change a started message, by exact class: one set lookup per event
-# (three failed isinstance checks cost more); any other class takes the isinstance chain
+# (three failed isinstance checks cost more); any other class (a subclass, say) takes the
+# isinstance chain
 _UPDATES = frozenset(get_args(AssistantMessageEvent)) - {StartEvent, DoneEvent, ErrorEvent}
 _STREAM_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(StreamOptions))
 
@@ -202,7 +205,7 @@ def _end_messages(event: AgentEvent) -> list[AgentMessage]:
 
 
 class _Run:
-    """One run of the loop: its context copy, config, signal and tool runner."""
+    """One run of the loop: its context copy, config, signal, and the state between turns."""
 
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
                  signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
@@ -213,6 +216,9 @@ class _Run:
         self.stream_fn = stream_fn if stream_fn is not None else get_default_stream_fn()
         self.new_messages: list[AgentMessage] = []
         self.declarations = ToolDeclarations()
+        self.last_turn: AgentTurnContext | None = None
+        self.pending: list[AgentMessage] = []  # steering or follow-ups for the next request
+        self.explicit_continuation = False  # finish_turn asked for one more turn
 
     def run(self, resume: _Resume | None = None) -> list[AgentMessage]:
         tools = ToolRunner(self.config, self.signal, self.emit)
@@ -228,109 +234,145 @@ class _Run:
         return list(getter() or ())
 
     def _loop(self, tools: ToolRunner, resume: _Resume | None) -> None:
-        config, signal, emit = self.config, self.signal, self.emit
-        last_turn: AgentTurnContext | None = None
-        explicit_continuation = False
-        # steering the user typed while waiting (a resumed batch polls after it, as any batch)
-        pending = self._poll(config.get_steering_messages) if resume is None else []
+        """The seed's ``runLoop``, step by step."""
+        has_more_tool_calls = True
+        if resume is None:  # steering the user typed while waiting
+            self.pending = self._poll(self.config.get_steering_messages)
+        else:  # the batch a stopped process left unfinished ends its turn as any batch
+            resumed, calls, unknown = resume
+            results, has_more_tool_calls = self._execute_tool_calls(tools, resumed, calls,
+                                                                    unknown)
+            if self._finish_turn(resumed, results, has_more_tool_calls):
+                return None
 
         while True:  # outer loop: follow-ups arriving when the agent would stop
-            has_more_tool_calls = True
-            while has_more_tool_calls or pending:  # inner loop: one turn per pass
+            while has_more_tool_calls or self.pending:  # inner loop: one turn per pass
                 prepared: list[AgentMessage] = []
-                calls: list[ToolCall] | None = None  # None: every call of the response
-                unknown: frozenset[str] = frozenset()
-                if resume is not None:  # the batch a stopped process left unfinished
-                    message, calls, unknown = resume
-                    resume = None
-                else:
-                    if last_turn is not None:
-                        if signal.aborted:
-                            return self._close_aborted(turn_open=False)
-                        update = (config.prepare_next_turn(last_turn)
-                                  if config.prepare_next_turn is not None else None)
-                        if update is not None:
-                            if update.context is not None:
-                                self.context = update.context
-                            prepared = list(update.messages or ())
-                            config = self.config = _with_model(config, update.model,
-                                                               update.thinking_level)
-                        # preparation can be long (compaction): pick up steering queued meanwhile,
-                        # only if the earlier poll was empty (one-at-a-time means one per turn)
-                        if not pending:
-                            pending = self._poll(config.get_steering_messages)
-                        emit(TurnStartEvent())
-
-                    # inject prepared and queued messages before the next response
-                    injected = self.declarations.declare(self.context.messages, self.context.tools,
-                                                         [*prepared, *pending])
-                    pending = []
-                    for queued in injected:
-                        if signal.aborted:
-                            break
-                        emit(MessageStartEvent(queued))
-                        emit(MessageEndEvent(queued))
-                        self.context.messages.append(queued)
-                        self.new_messages.append(queued)
-                    if signal.aborted:
-                        return self._close_aborted(turn_open=True)
-
-                    if config.prepare_request is not None:
-                        request = config.prepare_request(PrepareRequestContext(
-                            self.context, config.model, config.reasoning or "off"), signal)
-                        if request is not None:
-                            if request.context is not None:
-                                self.context = request.context
-                            config = self.config = _with_model(config, request.model,
-                                                               request.thinking_level)
-
-                    response = self._stream_assistant_response()
-                    if response is None:  # aborted before the request could start
-                        return self._close_aborted(turn_open=True)
-                    message = response
-                    self.new_messages.append(message)
-                    if message.stop_reason in ("error", "aborted"):
-                        last_turn = AgentTurnContext(message, [], self.context, self.new_messages)
-                        if config.finish_turn is not None and not signal.aborted:
-                            config.finish_turn(last_turn, signal)  # observes; decision ignored
-                        emit(TurnEndEvent(message, []))
-                        emit(AgentEndEvent(list(self.new_messages)))
-                        return None
-
-                tool_results: list[ToolResultMessage] = []
-                has_more_tool_calls = False
-                if calls if calls is not None else message.tool_calls:
-                    batch = tools.run_batch(self.context, message, config, calls, unknown)
-                    tool_results = batch.messages
-                    has_more_tool_calls = not batch.terminate
-                    self.context.messages.extend(tool_results)
-                    self.new_messages.extend(tool_results)
-
-                last_turn = AgentTurnContext(message, tool_results, self.context,
-                                             self.new_messages)
-                decision = (_decision(config.finish_turn(last_turn, signal))
-                            if config.finish_turn is not None and not signal.aborted else None)
-                emit(TurnEndEvent(message, list(tool_results)))
-                if decision == "end":
-                    emit(AgentEndEvent(list(self.new_messages)))
+                if self.last_turn is not None:
+                    if self.signal.aborted:
+                        return self._close_aborted(turn_open=False)
+                    prepared = self._start_next_turn(self.last_turn)
+                if not self._inject(prepared):  # prepared and queued messages, then a request
+                    return self._close_aborted(turn_open=True)
+                self._prepare_request()
+                message = self._stream_assistant_response()
+                if message is None:  # aborted before the request could start
+                    return self._close_aborted(turn_open=True)
+                self.new_messages.append(message)
+                if message.stop_reason in ("error", "aborted"):
+                    return self._end_failed_turn(message)
+                results, has_more_tool_calls = self._execute_tool_calls(tools, message)
+                if self._finish_turn(message, results, has_more_tool_calls):
                     return None
-                explicit_continuation = decision == "continue"
-                pending = self._poll(config.get_steering_messages)
-                if has_more_tool_calls or pending:
-                    explicit_continuation = False  # a natural request satisfies "continue"
 
             # the agent would stop here: look for follow-ups
-            follow_ups = self._poll(config.get_follow_up_messages)
+            has_more_tool_calls = True
+            follow_ups = self._poll(self.config.get_follow_up_messages)
             if follow_ups:
-                explicit_continuation = False
-                pending = follow_ups
+                self.explicit_continuation = False
+                self.pending = follow_ups
                 continue
-            if explicit_continuation and not signal.aborted:
-                explicit_continuation = False  # one context-only turn, as finish_turn asked
+            if self.explicit_continuation and not self.signal.aborted:
+                self.explicit_continuation = False  # one context-only turn, as finish_turn asked
                 continue
             break
-        emit(AgentEndEvent(list(self.new_messages)))
+        self.emit(AgentEndEvent(list(self.new_messages)))
         return None
+
+    def _start_next_turn(self, last_turn: AgentTurnContext) -> list[AgentMessage]:
+        """``prepare_next_turn``, a steering poll, ``turn_start``; returns the prepared messages."""
+        prepared: list[AgentMessage] = []
+        if self.config.prepare_next_turn is not None:
+            update = self.config.prepare_next_turn(last_turn)
+            if update is not None:
+                prepared = list(update.messages or ())
+                self._adopt(update)
+        # preparation can be long (compaction): pick up steering queued meanwhile, only if
+        # the earlier poll was empty (one-at-a-time means one per turn)
+        if not self.pending:
+            self.pending = self._poll(self.config.get_steering_messages)
+        self.emit(TurnStartEvent())
+        return prepared
+
+    def _adopt(self, update: AgentLoopTurnUpdate | RequestUpdate) -> None:
+        """A hook's update: its context replaces the run's, its model and thinking level the
+        config's (for the rest of the run)."""
+        if update.context is not None:
+            self.context = update.context
+        model, thinking_level = update.model, update.thinking_level
+        if model is None and thinking_level is None:
+            return
+        changes: dict[str, Any] = {}
+        if model is not None:
+            changes["model"] = model
+        if thinking_level is not None:
+            changes["reasoning"] = None if thinking_level == "off" else thinking_level
+        self.config = dataclasses.replace(self.config, **changes)
+
+    def _inject(self, prepared: list[AgentMessage]) -> bool:
+        """Add the prepared and pending messages (tool changes declared) with their events;
+        ``False`` if the run was aborted meanwhile."""
+        injected = self.declarations.declare(self.context.messages, self.context.tools,
+                                             [*prepared, *self.pending])
+        self.pending = []
+        emit, signal = self.emit, self.signal
+        for queued in injected:
+            if signal.aborted:
+                return False
+            emit(MessageStartEvent(queued))
+            emit(MessageEndEvent(queued))
+            self.context.messages.append(queued)
+            self.new_messages.append(queued)
+        return not signal.aborted
+
+    def _prepare_request(self) -> None:
+        config = self.config
+        if config.prepare_request is not None:
+            update = config.prepare_request(PrepareRequestContext(
+                self.context, config.model, config.reasoning or "off"), self.signal)
+            if update is not None:
+                self._adopt(update)
+
+    def _end_failed_turn(self, message: AssistantMessage) -> None:
+        """An error or aborted response ends the run: ``finish_turn`` observes it (its
+        decision is ignored), then ``turn_end`` and ``agent_end``."""
+        if self.config.finish_turn is not None and not self.signal.aborted:
+            self.config.finish_turn(AgentTurnContext(message, [], self.context,
+                                                     self.new_messages), self.signal)
+        self.emit(TurnEndEvent(message, []))
+        self.emit(AgentEndEvent(list(self.new_messages)))
+
+    def _execute_tool_calls(self, tools: ToolRunner, message: AssistantMessage,
+                            calls: list[ToolCall] | None = None,
+                            unknown: frozenset[str] = frozenset()
+                            ) -> tuple[list[ToolResultMessage], bool]:
+        """Run the response's tool calls (or ``calls``); their results join the context.
+        Returns them and whether the loop goes on (no batch asked to terminate)."""
+        if not (calls if calls is not None else message.tool_calls):
+            return [], False
+        batch = tools.run_batch(self.context, message, self.config, calls, unknown)
+        self.context.messages.extend(batch.messages)
+        self.new_messages.extend(batch.messages)
+        return batch.messages, not batch.terminate
+
+    def _finish_turn(self, message: AssistantMessage, results: list[ToolResultMessage],
+                     has_more_tool_calls: bool) -> bool:
+        """``finish_turn``, ``turn_end``, then the steering poll; ``True`` if the run ended
+        (``finish_turn`` said "end")."""
+        config, signal = self.config, self.signal
+        self.last_turn = turn = AgentTurnContext(message, results, self.context,
+                                                 self.new_messages)
+        decision = (_decision(config.finish_turn(turn, signal))
+                    if config.finish_turn is not None and not signal.aborted else None)
+        self.emit(TurnEndEvent(message, list(results)))
+        if decision == "end":
+            self.emit(AgentEndEvent(list(self.new_messages)))
+            return True
+        self.pending = self._poll(config.get_steering_messages)
+        # a natural request satisfies "continue"
+        self.explicit_continuation = (decision == "continue" and not has_more_tool_calls
+                                      and not self.pending)
+        return False
 
     def _stream_assistant_response(self) -> AssistantMessage | None:
         """Ask the model; keep the streaming message as the context's last entry.
@@ -358,22 +400,20 @@ class _Run:
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None
         for event in response:
-            if partial is not None and type(event) in _UPDATES:  # the usual event first
-                partial = event.partial  # type: ignore[union-attr]  # an _UPDATES class
-                messages[-1] = partial
-                emit(MessageUpdateEvent(_shallow_copy(partial), event))
-            elif isinstance(event, StartEvent):
-                partial = event.partial
-                messages.append(partial)
-                emit(MessageStartEvent(_shallow_copy(partial)))
-            elif isinstance(event, DoneEvent):
-                final = event.message
-                break
-            elif isinstance(event, ErrorEvent):
-                final = event.error
-                break
-            elif partial is not None:
-                partial = event.partial
+            if type(event) not in _UPDATES:  # the usual update event skips the checks
+                if isinstance(event, StartEvent):
+                    partial = event.partial
+                    messages.append(partial)
+                    emit(MessageStartEvent(_shallow_copy(partial)))
+                    continue
+                if isinstance(event, DoneEvent):
+                    final = event.message
+                    break
+                if isinstance(event, ErrorEvent):
+                    final = event.error
+                    break
+            if partial is not None:  # an update (ignored before the start)
+                partial = event.partial  # type: ignore[union-attr]  # an update event
                 messages[-1] = partial
                 emit(MessageUpdateEvent(_shallow_copy(partial), event))
         if final is None:
@@ -416,18 +456,6 @@ class _Run:
 _Resume = tuple[AssistantMessage, list[ToolCall], frozenset[str]]
 """A resumed run's first batch: the assistant message, its unanswered calls, and the ids
 of those that get an unknown-outcome result instead of running."""
-
-
-def _with_model(config: AgentLoopConfig, model: Any, thinking_level: str | None
-                ) -> AgentLoopConfig:
-    if model is None and thinking_level is None:
-        return config
-    changes: dict[str, Any] = {}
-    if model is not None:
-        changes["model"] = model
-    if thinking_level is not None:
-        changes["reasoning"] = None if thinking_level == "off" else thinking_level
-    return dataclasses.replace(config, **changes)
 
 
 def _decision(value: Any) -> str | None:

@@ -1,10 +1,12 @@
-"""Tool execution: prepare → execute → finalize, in sequential and parallel batches.
+"""Tool batches: sequential and parallel, on the caller's executor or the run's own pool.
 
-Preparation (lookup, ``prepare_arguments``, coercion and validation, ``before_tool_call``)
-runs on the run's worker thread in source order. ``execute`` and ``after_tool_call`` run
-on the run's tool pool. Progress updates and completions travel back to the worker thread
-through one FIFO queue, and only the worker emits events: a tool's updates come before
-its end, ends come in completion order, and result messages in source order.
+Each call is prepared on the run's worker thread in source order (``_call.py``).
+``execute`` and ``after_tool_call`` run on the pool (a batch of one call on the run's own
+pool executes on the worker thread itself: no hand-over, and no pool thread for runs whose
+batches are all of one call). Progress updates and completions travel back to the worker
+thread through one FIFO inbox per batch, as typed records (``_Update``, ``_Done``,
+``_AbortNoticed``), and only the worker emits events: a tool's updates come before its end,
+ends come in completion order, and result messages in source order.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ import logging
 import queue
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,84 +28,37 @@ from ..events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from ..messages import (
-    AgentMessage,
-    AssistantMessage,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-    now_ms,
+from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
+from ..tools import AgentTool
+from ._call import (
+    ABORTED_TEXT,
+    Finalized,
+    Prepared,
+    error_result,
+    exception_text,
+    execute_prepared,
+    failure_text,
+    finalize,
+    prepare_tool_call,
+    tool_failure_result,
+    tool_result_message,
+    tools_by_name,
+    truncated_result,
+    unknown_outcome_result,
 )
-from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
-from ._config import (
-    AfterToolCallContext,
-    AgentContext,
-    AgentLoopConfig,
-    AgentToolCallOutcome,
-    BeforeToolCallContext,
-)
+from ._config import AgentContext, AgentLoopConfig
+from ._pool import RunPool, Submitter
+
+__all__ = ["ABORT_GRACE_S", "ToolBatch", "ToolRunner", "emit_message", "emit_messages",
+           "record_despite_failure", "tool_failure_result"]
 
 _log = logging.getLogger("piagent.loop")
 
 Emit = Callable[[AgentEvent], None]
 
-_ABORTED = "Operation aborted"
-
 ABORT_GRACE_S = 2.0
 """After an abort, how long tools may take to return before the run names the ones that have
 not (once, as a warning on the ``piagent.loop`` logger)."""
-
-
-def error_result(text: str) -> AgentToolResult:
-    """A failed tool result carrying ``text`` for the model."""
-    return AgentToolResult(content=[TextContent(text)], details={}, is_error=True)
-
-
-def _exception_text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def _failure_text(exc: BaseException) -> str:
-    """What the model reads when a tool raised: ``KeyError: 'file'``, the type first."""
-    name = type(exc).__name__
-    text = str(exc)
-    return f"{name}: {text}" if text else name
-
-
-def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
-    """The error result of a tool that raised; the traceback is logged and kept in details.
-
-    ``details["error"]`` holds ``type``, ``message`` and ``traceback`` (text), so a
-    listener, the transcript or a test can show where the tool failed.
-    """
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    _log.debug("Tool %r raised %s", tool_name, _failure_text(exc), exc_info=exc)
-    result = error_result(_failure_text(exc))
-    result.details = {"error": {"type": type(exc).__name__, "message": str(exc),
-                                "traceback": trace}}
-    return result
-
-
-@dataclass(slots=True)
-class _Prepared:
-    tool_call: ToolCall
-    tool: AgentTool
-    args: Any
-
-
-@dataclass(slots=True)
-class _Immediate:
-    result: AgentToolResult
-
-
-@dataclass(slots=True)
-class Finalized:
-    """A finished tool call: what ``tool_execution_end`` and the result message carry."""
-
-    tool_call: ToolCall
-    result: AgentToolResult
-    is_error: bool
-    duration_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -116,150 +69,37 @@ class ToolBatch:
     terminate: bool
 
 
-def find_tool(tools: Sequence[AgentTool], name: str) -> AgentTool | None:
-    """The first tool of ``tools`` called ``name``."""
-    return next((t for t in tools if t.name == name), None)
+# --- what a batch's inbox carries to the run's worker thread --------------------------------
+
+@dataclass(slots=True)
+class _Update:
+    """Call ``index`` of the batch reported progress (its ``on_update``)."""
+
+    index: int
+    partial: Any
 
 
-def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
-    """``find_tool`` as a dict: each name maps to the first tool of that name."""
-    return {tool.name: tool for tool in reversed(tools)}
+@dataclass(slots=True)
+class _Done:
+    """Call ``index`` finished. ``failure``: the ``on_tool_execute`` hook raised, so the call
+    did not run and the run fails once the batch is recorded."""
+
+    index: int
+    done: Finalized
+    failure: BaseException | None = None
 
 
-def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
-                      tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
-                      tool: AgentTool | None) -> _Prepared | _Immediate:
-    """Validate the arguments of a call to ``tool`` (``None``: not found, an immediate error
-    result), then run ``before_tool_call``; a failure is an immediate error result."""
-    if tool is None:
-        return _Immediate(error_result(f"Tool {tool_call.name} not found"))
-    if signal.is_set():  # an aborted run prepares nothing and runs no hook
-        return _Immediate(error_result(_ABORTED))
-    try:
-        arguments = tool_call.arguments
-        if tool.prepare_arguments is not None:
-            arguments = tool.prepare_arguments(arguments)
-        args = validate_tool_arguments(tool, arguments)
-        before_tool_call = config.before_tool_call if config is not None else None
-        if before_tool_call is not None:
-            decision = before_tool_call(
-                BeforeToolCallContext(assistant_message, tool_call, args, context), signal)
-            if signal.is_set():
-                return _Immediate(error_result(_ABORTED))
-            if decision is not None and decision.block:
-                result = error_result(decision.reason or "Tool execution was blocked")
-                result.terminate = decision.terminate is True
-                return _Immediate(result)
-        if signal.is_set():
-            return _Immediate(error_result(_ABORTED))
-    except Exception as exc:  # hook and validation failures are results the model can read
-        return _Immediate(error_result(_exception_text(exc)))
-    return _Prepared(tool_call, tool, args)
+@dataclass(slots=True)
+class _AbortNoticed:
+    """The run's signal fired at ``at`` (``time.monotonic()``)."""
+
+    at: float
 
 
-def _coerce_result(value: Any) -> AgentToolResult:
-    if isinstance(value, AgentToolResult):
-        return value
-    if value is None:
-        return AgentToolResult(content=[])
-    if isinstance(value, str):
-        return AgentToolResult(content=[TextContent(value)])
-    msg = (f"Tool execute() returned {type(value).__name__}; return an AgentToolResult "
-           "(or use the @tool decorator, which converts return values).")
-    raise TypeError(msg)
+_Inbox = queue.SimpleQueue[_Update | _Done | _AbortNoticed]
 
 
-def execute_prepared(prepared: _Prepared, signal: AbortSignal,
-                     on_update: Callable[[Any], None]) -> Finalized:
-    """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
-    call = prepared.tool_call
-    started = time.monotonic()
-    try:
-        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
-                                                      on_update))
-    except Exception as exc:  # a failing tool is a result the model can read
-        return Finalized(call, tool_failure_result(call.name, exc), True,
-                         round((time.monotonic() - started) * 1000))
-    return Finalized(call, result, result.is_error is True,
-                     round((time.monotonic() - started) * 1000))
-
-
-def finalize(context: AgentContext, assistant_message: AssistantMessage, prepared: _Prepared,
-             executed: Finalized, config: AgentLoopConfig | None,
-             signal: AbortSignal) -> Finalized:
-    """Apply ``after_tool_call`` field by field; a raising hook makes the result an error.
-    Without the hook, ``executed`` itself is the final form."""
-    after_tool_call = config.after_tool_call if config is not None else None
-    if after_tool_call is None:
-        return executed
-    result, is_error = executed.result, executed.is_error
-    try:
-        override = after_tool_call(
-            AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args,
-                                 result, is_error, context), signal)
-        if override is not None:
-            # structured content not replaced along with the content may no longer match it
-            structured = override.structured_content
-            if structured is None and override.content is None:
-                structured = result.structured_content
-            result = AgentToolResult(
-                content=override.content if override.content is not None else result.content,
-                details=override.details if override.details is not None else result.details,
-                structured_content=structured,
-                usage=override.usage if override.usage is not None else result.usage,
-                is_error=result.is_error,
-                terminate=(override.terminate if override.terminate is not None
-                           else result.terminate),
-            )
-            if override.is_error is not None:
-                is_error = override.is_error
-    except Exception as exc:  # the hook's failure becomes this call's error result
-        result, is_error = error_result(_exception_text(exc)), True
-    return Finalized(prepared.tool_call, result, is_error, executed.duration_ms)
-
-
-def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
-                  assistant_message: AssistantMessage, context: AgentContext,
-                  config: AgentLoopConfig | None = None, signal: AbortSignal | None = None,
-                  on_update: Callable[[Any], None] | None = None) -> AgentToolCallOutcome:
-    """Run one call through the same prepare → execute → finalize path as a model's call.
-
-    For tools that call other tools: the hooks (permission checks, say) apply to the nested
-    call too. Runs on the calling thread, emits no events, adds no messages, and never
-    raises for tool failures (they come back with ``is_error=True``).
-    """
-    signal = signal if signal is not None else AbortSignal()
-    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal,
-                                 find_tool(tools, tool_call.name))
-    if isinstance(prepared, _Immediate):
-        return AgentToolCallOutcome(tool_call, prepared.result, True)
-    # as in a batch, updates sent after execute() returned are ignored
-    gate = threading.Lock()  # guards `accepting`, as in a batch
-    accepting = True
-
-    def forward(partial: Any) -> None:
-        with gate:
-            if accepting and on_update is not None:
-                on_update(partial)
-
-    executed = execute_prepared(prepared, signal, forward)
-    with gate:
-        accepting = False
-    done = finalize(context, assistant_message, prepared, executed, config, signal)
-    return AgentToolCallOutcome(tool_call, done.result, done.is_error)
-
-
-def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolResultMessage:
-    """The transcript's record of a call (``terminate`` and structured content stay out),
-    stamped ``timestamp`` (default: now)."""
-    result = done.result
-    content = result.content
-    # positional, which costs half of keywords: the fields in ToolResultMessage's order
-    return ToolResultMessage(done.tool_call.id, done.tool_call.name,
-                             [*content] if content else [], result.details, result.usage,
-                             done.is_error, done.duration_ms,
-                             now_ms() if timestamp is None else timestamp)
-
+# --- emitting -------------------------------------------------------------------------------
 
 def _emit_end(emit: Emit, done: Finalized) -> None:
     emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
@@ -318,25 +158,178 @@ def _emit_results(emit: Emit, finished: Sequence[Finalized],
     return messages
 
 
-def _not_returned_text(prepared: list[_Prepared], results: list[Finalized | None]) -> str:
-    waiting = [p.tool_call for p, r in zip(prepared, results, strict=True) if r is None]
-    names = ", ".join(f"{c.name!r} (call {c.id})" for c in waiting)
-    verb = "has" if len(waiting) == 1 else "have"
-    return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} {verb} not returned "
-            f"yet; the run ends when it returns. A long-running tool should watch its signal "
-            f"(signal.aborted, signal.wait(timeout), signal.on_abort).")
-
-
-def unknown_outcome_result(call: ToolCall) -> AgentToolResult:
-    """The result of a call that was running when its process stopped and is not replayed."""
-    return error_result(
-        f"The process stopped while tool {call.name!r} was running (call {call.id}), so its "
-        f"outcome is unknown; it was not run again. Check whether it took effect before "
-        f"calling it again, or ask the user.")
-
-
 def _should_terminate(done: Sequence[Finalized]) -> bool:
     return bool(done) and all(d.result.terminate is True for d in done)
+
+
+# --- one parallel execution: the pool side of a batch ----------------------------------------
+
+class _Here:
+    """A ``Submitter`` that runs the call at once, on the submitting thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
+        try:
+            fn(*args)
+        except Exception:  # logged and reported by the call itself, as on a pool thread
+            pass
+        return None
+
+
+_HERE = _Here()
+
+
+class _GraceWatch:
+    """For a call executing on the worker thread: once the run is aborted, a timer thread
+    names the call if it has not returned ``ABORT_GRACE_S`` later (the worker cannot)."""
+
+    def __init__(self, flight: _InFlight) -> None:
+        self._flight = flight
+        self._lock = threading.Lock()  # guards _timer and _stopped (aborting thread, worker)
+        self._timer: threading.Timer | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        """On abort (the aborting thread): start the timer."""
+        with self._lock:
+            if self._stopped or self._timer is not None:
+                return
+            self._timer = threading.Timer(ABORT_GRACE_S, self._warn)
+            self._timer.name, self._timer.daemon = "piagent-abort-watch", True
+            self._timer.start()
+
+    def _warn(self) -> None:
+        _log.warning("%s", self._flight._not_returned_text())
+
+    def stop(self) -> None:
+        """The call returned (the worker): cancel the timer and wait for its thread."""
+        with self._lock:
+            self._stopped = True
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+
+class _InFlight:
+    """The calls of one batch handed to the pool, and what came back.
+
+    Submits at most ``ahead`` calls beyond those finished (a caller's executor may have more
+    workers than ``max_parallel_tools``); records each result and emits its updates and end
+    as they arrive; keeps the first failure (a listener's or ``on_tool_execute``'s). If the
+    executor refuses a call (it was shut down), every call not yet submitted gets an error
+    result and the refusal becomes the batch's failure. Used only on the run's worker thread.
+    """
+
+    __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
+                 "remaining", "failure", "refusal")
+
+    def __init__(self, emit: Emit, pool: Submitter, task: Callable[[Prepared, int], None],
+                 prepared: list[Prepared], inbox: _Inbox, ahead: int,
+                 start: bool = True) -> None:
+        self._emit = emit
+        self._pool = pool
+        self._task = task
+        self._prepared = prepared
+        self._inbox = inbox
+        self._submitted = 0
+        self.results: list[Finalized | None] = [None] * len(prepared)
+        self.remaining = len(prepared)
+        self.failure: BaseException | None = None  # the first listener/hook failure
+        self.refusal: BaseException | None = None  # the executor refused a call
+        if start:
+            self.start(ahead)
+
+    def start(self, ahead: int) -> None:
+        """Submit the first ``ahead`` calls."""
+        for _ in range(min(ahead, len(self._prepared))):
+            self._submit_next()
+
+    def _submit_next(self) -> None:
+        index = self._submitted
+        if index >= len(self._prepared) or self.refusal is not None:
+            return
+        self._submitted += 1
+        try:
+            self._pool.submit(self._task, self._prepared[index], index)
+        except RuntimeError as exc:
+            error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
+                                 "caller-owned tool_executor must stay open while runs use it.")
+            error.__cause__ = exc
+            self.refusal = error
+            for late in range(index, len(self._prepared)):
+                self._inbox.put(_Done(late, Finalized(self._prepared[late].tool_call,
+                                                      error_result(str(error)), True)))
+
+    def drain(self, signal: AbortSignal) -> None:
+        """Take what the pool threads send until every call has finished. After an abort,
+        names the calls that have not returned within ``ABORT_GRACE_S`` (once)."""
+        inbox = self._inbox
+        unregister = signal.on_abort(lambda: inbox.put(_AbortNoticed(time.monotonic())))
+        noticed_at: float | None = None  # when the abort was seen; None again once reported
+        try:
+            while self.remaining:
+                if noticed_at is None:  # not aborted, or the laggards were named already
+                    item = inbox.get()
+                else:
+                    try:
+                        item = inbox.get(timeout=max(
+                            noticed_at + ABORT_GRACE_S - time.monotonic(), 0.0))
+                    except queue.Empty:
+                        _log.warning("%s", self._not_returned_text())
+                        noticed_at = None
+                        continue
+                kind = type(item)
+                if kind is _Update:
+                    self.updated(item)  # type: ignore[arg-type]  # checked by class
+                elif kind is _Done:
+                    self._finished(item)  # type: ignore[arg-type]  # checked by class
+                else:
+                    noticed_at = item.at  # type: ignore[union-attr]  # _AbortNoticed
+        finally:
+            unregister()
+
+    def update_here(self, item: _Update) -> None:
+        """An update from the call executing on the worker thread itself: the updates other
+        threads queued before it first, then this one, so they keep their order."""
+        while True:
+            try:
+                queued = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if type(queued) is _Update:
+                self.updated(queued)
+        self.updated(item)
+
+    def updated(self, item: _Update) -> None:
+        # dropped after a failure, and when it came after the call's completion
+        if self.failure is not None or self.results[item.index] is not None:
+            return
+        call = self._prepared[item.index].tool_call
+        try:
+            self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
+                                                item.partial))
+        except BaseException as exc:  # raised once every tool has finished
+            self.failure = exc
+
+    def _finished(self, item: _Done) -> None:
+        self.results[item.index] = item.done
+        if self.failure is None:  # after a failure: wait for the running tools, emit nothing
+            try:
+                _emit_end(self._emit, item.done)
+            except BaseException as exc:  # raised once every tool has finished
+                self.failure = exc
+            else:
+                self.failure = item.failure
+        self.remaining -= 1
+        self._submit_next()
+
+    def _not_returned_text(self) -> str:
+        waiting = [p.tool_call for p, r in zip(self._prepared, self.results, strict=True)
+                   if r is None]
+        names = ", ".join(f"{c.name!r} (call {c.id})" for c in waiting)
+        verb = "has" if len(waiting) == 1 else "have"
+        return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} {verb} not "
+                f"returned yet; the run ends when it returns. A long-running tool should watch "
+                f"its signal (signal.aborted, signal.wait(timeout), signal.on_abort).")
 
 
 class ToolRunner:
@@ -351,7 +344,7 @@ class ToolRunner:
         self._config = config
         self._signal = signal
         self._emit = emit
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: RunPool | None = None
         # ids of the calls of the current batch that get an unknown-outcome result instead
         # of running (a resumed run's calls that started before the crash, not replayable)
         self._unknown: frozenset[str] = frozenset()
@@ -359,18 +352,18 @@ class ToolRunner:
     def close(self) -> None:
         """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown()
             self._pool = None
 
-    def _get_pool(self) -> Executor:
+    def _get_pool(self) -> Submitter:
         executor = self._config.tool_executor
         if executor is not None:
             return executor  # the caller's: it outlives the run and caps nothing itself
         if self._pool is None:
             cap = self._config.max_parallel_tools
             # owned by this run: runs execute/after_tool_call; shut down by close()
-            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
-                                            thread_name_prefix="piagent-tool")
+            self._pool = RunPool(max_workers=cap if cap else 1024,
+                                 thread_name_prefix="piagent-tool")
         return self._pool
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
@@ -398,10 +391,7 @@ class ToolRunner:
         messages = []
         for call in calls:
             self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-            done = Finalized(call, error_result(
-                f'Tool call "{call.name}" was not executed: the response hit the output token '
-                "limit, so its arguments may be truncated. Re-issue the tool call with complete "
-                "arguments."), True)
+            done = Finalized(call, truncated_result(call), True)
             _emit_end(self._emit, done)
             result_message = tool_result_message(done)
             emit_message(self._emit, result_message)
@@ -409,7 +399,7 @@ class ToolRunner:
         return ToolBatch(messages, terminate=False)
 
     def _preflight(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                   by_name: dict[str, AgentTool]) -> Finalized | _Prepared:
+                   by_name: dict[str, AgentTool]) -> Finalized | Prepared:
         """``tool_execution_start``, then the call prepared to run, or already finished
         (unknown tool, invalid arguments, blocked) with its ``tool_execution_end`` sent."""
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
@@ -419,7 +409,7 @@ class ToolRunner:
             return done
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
                                      by_name.get(call.name))
-        if isinstance(prepared, _Prepared):
+        if isinstance(prepared, Prepared):
             return prepared
         done = Finalized(call, prepared.result, True)
         _emit_end(self._emit, done)
@@ -445,12 +435,12 @@ class ToolRunner:
 
     def _run_parallel(self, context: AgentContext, message: AssistantMessage,
                       calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
-        slots: list[Finalized | _Prepared] = []
+        slots: list[Finalized | Prepared] = []
         for call in calls:  # phase 1: preflight in source order
             slots.append(self._preflight(context, message, call, by_name))
             if self._signal.is_set():
                 break
-        deferred = [slot for slot in slots if isinstance(slot, _Prepared)]
+        deferred = [slot for slot in slots if isinstance(slot, Prepared)]
         results, failure = self._execute_all(context, message, deferred)  # phase 2
         executed = iter(results)
         finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
@@ -458,126 +448,78 @@ class ToolRunner:
         return ToolBatch(messages, _should_terminate(finished))
 
     def _execute_all(self, context: AgentContext, message: AssistantMessage,
-                     prepared: list[_Prepared]) -> tuple[list[Finalized], BaseException | None]:
+                     prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
         """Run the calls on the pool; emit updates and ends here, as they arrive. Returns
-        every result and the first listener failure (the caller records, then raises it)."""
+        every result and the first failure (the caller records, then raises it)."""
         if not prepared:
             return [], None
-        # carries ("update", index, partial) and ("done", index, Finalized) to this thread
-        inbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
-        pool = self._get_pool()
+        inbox: _Inbox = queue.SimpleQueue()
         cap = self._config.max_parallel_tools
-        # a caller's executor may have more workers than the cap: submit at most `cap` ahead
         ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
-        results: list[Finalized | None] = [None] * len(prepared)
-        remaining = len(prepared)
-        failure: BaseException | None = None
-        refusal: BaseException | None = None  # the executor refused a call (it was shut down)
-        submitted = 0
-        while submitted < min(ahead, len(prepared)) and refusal is None:
-            refusal = self._submit(pool, context, message, prepared, submitted, inbox)
-            submitted += 1
-        unregister = self._signal.on_abort(lambda: inbox.put(("abort", -1, time.monotonic())))
-        noticed_at: float | None = None  # when the abort was seen; None again once reported
-        try:
-            while remaining:
-                if noticed_at is None:  # not aborted, or the laggards were named already
-                    kind, index, payload = inbox.get()
-                else:
-                    wait = noticed_at + ABORT_GRACE_S - time.monotonic()
-                    try:
-                        kind, index, payload = inbox.get(timeout=max(wait, 0.0))
-                    except queue.Empty:
-                        _log.warning("%s", _not_returned_text(prepared, results))
-                        noticed_at = None
-                        continue
-                if kind == "abort":
-                    noticed_at = payload
-                    continue
-                failure = self._deliver(prepared, results, kind, index, payload, failure)
-                if kind != "update":
-                    remaining -= 1
-                    if submitted < len(prepared) and refusal is None:
-                        refusal = self._submit(pool, context, message, prepared, submitted,
-                                               inbox)
-                        submitted += 1
-        finally:
-            unregister()
-        return [r for r in results if r is not None], failure or refusal
+        # one call and no caller's executor: it executes here, on the run's worker thread;
+        # its updates from this thread are emitted as they come (others', when it returns)
+        here: list[_InFlight] = []
+        if len(prepared) == 1 and self._config.tool_executor is None:
+            pool: Submitter = _HERE
+            worker = threading.get_ident()
+        else:
+            pool, worker = self._get_pool(), None
 
-    def _submit(self, pool: Executor, context: AgentContext, message: AssistantMessage,
-                prepared: list[_Prepared], index: int,
-                inbox: queue.SimpleQueue[tuple[str, int, Any]]) -> BaseException | None:
-        """Submit call ``index``; if the executor refuses (it was shut down), every call
-        not yet submitted gets an error result and the refusal is returned as the failure."""
-        try:
-            pool.submit(self._execute_one, context, message, prepared[index], index, inbox)
-        except RuntimeError as exc:
-            error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
-                                 "caller-owned tool_executor must stay open while runs use it.")
-            error.__cause__ = exc
-            for late in range(index, len(prepared)):
-                inbox.put(("done", late, Finalized(prepared[late].tool_call,
-                                                   error_result(str(error)), True)))
-            return error
-        return None
+        def task(call: Prepared, index: int) -> None:
+            self._execute_one(context, message, call, index, inbox,
+                              here[0] if worker is not None else None, worker)
 
-    def _deliver(self, prepared: list[_Prepared], results: list[Finalized | None], kind: str,
-                 index: int, payload: Any, failure: BaseException | None) -> BaseException | None:
-        """Record and emit one message from a pool thread; returns the first listener failure
-        (or ``on_tool_execute`` failure: kind "unstarted", payload ``(Finalized, exception)``)."""
-        hook_failure: BaseException | None = None
-        if kind == "unstarted":
-            payload, hook_failure = payload
-        if kind != "update":
-            results[index] = payload
-        if failure is not None:
-            return failure  # a listener failed: wait for the running tools, emit nothing more
-        try:
-            if kind != "update":
-                _emit_end(self._emit, payload)
-            elif results[index] is None:  # else it came after the call's completion: dropped
-                call = prepared[index].tool_call
-                self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
-                                                    payload))
-        except BaseException as exc:  # re-raised by _execute_all once every tool has finished
-            return exc
-        return hook_failure
+        flight = _InFlight(self._emit, pool, task, prepared, inbox, ahead, start=False)
+        here.append(flight)
+        if worker is None:
+            flight.start(ahead)
+        else:  # the worker is busy with the call: a timer names it if it outlasts an abort
+            watch = _GraceWatch(flight)
+            unregister = self._signal.on_abort(watch.start)
+            try:
+                flight.start(ahead)
+            finally:
+                unregister()
+                watch.stop()
+        flight.drain(self._signal)
+        return [r for r in flight.results if r is not None], flight.failure or flight.refusal
 
     def _execute_one(self, context: AgentContext, message: AssistantMessage,
-                     prepared: _Prepared, index: int,
-                     inbox: queue.SimpleQueue[tuple[str, int, Any]]) -> None:
-        """Pool thread: execute and finalize one call, always posting its completion."""
+                     prepared: Prepared, index: int, inbox: _Inbox,
+                     flight: _InFlight | None = None, worker: int | None = None) -> None:
+        """Pool thread (or, with ``flight``, the run's worker thread ``worker``): execute and
+        finalize one call, always posting its completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
-        # the completion, and _deliver drops an update whose call has its result already.
+        # the completion, and _InFlight drops an update whose call has its result already.
         accepting = True
 
         def on_update(partial: Any) -> None:
             if accepting:
-                inbox.put(("update", index, partial))
+                if flight is not None and threading.get_ident() == worker:
+                    flight.update_here(_Update(index, partial))  # on the worker: now
+                else:
+                    inbox.put(_Update(index, partial))
 
         done: Finalized | None = None
-        kind = "done"
         failure: Exception | None = None  # on_tool_execute's, if it raised
         try:
             if self._signal.is_set():
-                done = Finalized(prepared.tool_call, error_result(_ABORTED), True)
+                done = Finalized(prepared.tool_call, error_result(ABORTED_TEXT), True)
             elif (failure := self._mark_started(prepared.tool_call)) is not None:
-                kind = "unstarted"
                 done = Finalized(prepared.tool_call, error_result(
                     f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
-                    f"failed ({_failure_text(failure)})."), True)
+                    f"failed ({failure_text(failure)})."), True)
             else:
                 done = execute_prepared(prepared, self._signal, on_update)
                 accepting = False
                 done = finalize(context, message, prepared, done, self._config, self._signal)
         except BaseException as exc:
             _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
-            done = Finalized(prepared.tool_call, error_result(_exception_text(exc)), True)
+            done = Finalized(prepared.tool_call, error_result(exception_text(exc)), True)
             raise
         finally:
             accepting = False
-            inbox.put((kind, index, (done, failure) if kind == "unstarted" else done))
+            inbox.put(_Done(index, done, failure))  # type: ignore[arg-type]  # set above
 
     def _mark_started(self, call: ToolCall) -> Exception | None:
         """``on_tool_execute(call)``; the exception it raised, if any (the run then fails)."""

@@ -14,7 +14,8 @@ from ._sockets import new_session
 
 __all__ = ["HttpClient"]
 
-_IDLE_SESSIONS = 8  # idle sessions kept per client
+_IDLE_SESSIONS = 8  # idle sessions kept per client, at least
+_MAX_IDLE_SESSIONS = 4096  # at most (each holds a connection: a file descriptor)
 _URLS = 256  # URLs (and origins) whose environment is kept
 
 
@@ -22,8 +23,10 @@ class HttpClient:
     """The sessions of one provider adapter: connections are reused across requests.
 
     A ``requests.Session`` is not documented as thread-safe, so each request checks one
-    out of a small pool and returns it afterwards; concurrent requests use different
-    sessions and sequential ones reuse the same connections.
+    out of a pool and returns it afterwards; concurrent requests use different sessions
+    and sequential ones reuse the same connections. The pool keeps as many idle sessions
+    as were ever in use at once (at least 8, at most 4,096), so a thousand conversations
+    in one process reuse their connections rather than open one per request.
 
     Thread safety: every method may be called from any thread.
     """
@@ -31,8 +34,11 @@ class HttpClient:
     def __init__(self, name: str, session_factory: Callable[[], requests.Session] = new_session):
         self.name = name
         self._session_factory = session_factory
-        self._idle_lock = threading.Lock()  # guards _idle, _environment and _by_url
+        # guards _idle, _out, _keep, _environment and _by_url
+        self._idle_lock = threading.Lock()
         self._idle: list[requests.Session] = []
+        self._out = 0  # sessions checked out now
+        self._keep = _IDLE_SESSIONS  # idle sessions kept: the most ever out at once
         # by origin, and by URL (so a request does not split its URL): each bounded by _URLS
         self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
         self._by_url: dict[str, tuple[dict[str, str], bool | str]] = {}
@@ -66,14 +72,23 @@ class HttpClient:
     def checkout(self) -> requests.Session:
         """An idle session, or a new one."""
         with self._idle_lock:
+            self._out += 1
+            if self._out > self._keep:
+                self._keep = min(self._out, _MAX_IDLE_SESSIONS)
             if self._idle:
                 return self._idle.pop()
-        return self._session_factory()
+        try:
+            return self._session_factory()
+        except BaseException:
+            with self._idle_lock:
+                self._out -= 1
+            raise
 
     def checkin(self, session: requests.Session) -> None:
         """Give a session back for reuse (closed if the pool is full)."""
         with self._idle_lock:
-            if len(self._idle) < _IDLE_SESSIONS:
+            self._out -= 1
+            if len(self._idle) < self._keep:
                 self._idle.append(session)
                 return
         session.close()

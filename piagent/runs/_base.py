@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -22,9 +23,19 @@ from ._backend import ControlKind, RunBackend, SessionBusy
 from ._registry import backend_for
 from ._types import FINAL_STATES, RunEvent, RunInfo, RunNotFoundError, event_id, parse_event_id
 
-__all__ = ["END_GRACE_S", "WAIT_SLICE_S", "Runner", "RunnerBase", "check_timeout", "new_owner"]
+__all__ = ["END_GRACE_S", "LEASE_CHECK_S", "WAIT_SLICE_S", "Runner", "RunnerBase",
+           "check_timeout", "new_owner", "wait_slice"]
 
-WAIT_SLICE_S = 0.25  # blocking waits wake this often (Ctrl-C, a lease that expired)
+WAIT_SLICE_S = 0.25  # blocking waits on the main thread wake this often (Ctrl-C)
+# elsewhere no Ctrl-C can arrive: a wait on a stored run wakes when the run changes, and
+# this often to see a lease that ran out (nothing is written when an executor dies)
+LEASE_CHECK_S = 1.0
+
+
+def wait_slice() -> float:
+    """How long one slice of a blocking wait may last on this thread."""
+    return WAIT_SLICE_S if threading.current_thread() is threading.main_thread() \
+        else LEASE_CHECK_S
 # start(): how long a session's run whose agent_end is stored may take to record its end
 # before a new run of the session is refused as busy (readers see agent_end a moment first)
 END_GRACE_S = 5.0
@@ -219,7 +230,7 @@ class RunnerBase:
                     yield None
                     deadline = time.monotonic() + idle
                     continue
-                watch.wait(min(left, WAIT_SLICE_S))
+                watch.wait(min(left, wait_slice()))
 
     def wait(self, run_id: str, timeout: float | None = None) -> bool:
         """Wait until the run is final (done, error, aborted, lost); False if ``timeout``
@@ -231,12 +242,13 @@ class RunnerBase:
 
     def _wait_stored(self, run_id: str, deadline: float | None) -> bool:
         lost_since: list[float] = []
+        slice_ = wait_slice()
         with self._backend.watch(run_id) as watch:
             while not self._final(watch.info(), lost_since):
-                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+                left = slice_ if deadline is None else deadline - time.monotonic()
                 if left <= 0:
                     return False
-                watch.wait(min(left, WAIT_SLICE_S))
+                watch.wait(min(left, slice_))
         return True
 
     # --- control ----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
-from ._base import WAIT_SLICE_S, RunnerBase, check_timeout
+from ._base import RunnerBase, check_timeout, new_owner, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
 from ._types import RunState
@@ -158,5 +158,5 @@ class QueuedRunner(RunnerBase):
                     if deadline is not None and time.monotonic() >= deadline:
                         msg = f"run {run_id!r} is still held by another executor"
                         raise TimeoutError(msg)
-                    watch.wait(min(WAIT_SLICE_S, max(0.0, until - time.monotonic())))
+                    watch.wait(min(wait_slice(), max(0.0, until - time.monotonic())))
 

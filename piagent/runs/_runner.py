@@ -77,11 +77,14 @@ class LocalRunner(RunnerBase):
         with self._lock:
             local = self._local.get(run_id)
         if local is not None:
+            sliced = threading.current_thread() is threading.main_thread()  # Ctrl-C
             while local.thread.is_alive():
-                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
-                if left <= 0:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
                     return False
-                local.thread.join(min(left, WAIT_SLICE_S))
+                if sliced:  # elsewhere: one wake-up, when the run's thread ends
+                    left = WAIT_SLICE_S if left is None else min(left, WAIT_SLICE_S)
+                local.thread.join(left)
             with self._lock:
                 self._local.pop(run_id, None)
             return True

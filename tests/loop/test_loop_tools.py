@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import pytest
@@ -28,7 +30,9 @@ from piagent import (
     run_tool_call,
     tool,
 )
-from piagent.loop._tools import Finalized, ToolRunner, _Prepared, tool_result_message
+from piagent.events import event_to_dict
+from piagent.loop._call import Finalized, Prepared, tool_result_message
+from piagent.loop._tools import _Done, _InFlight, _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
 from tests.tools.conftest import Execute, make_tool, ok
@@ -192,6 +196,29 @@ def test_a_raising_before_tool_call_is_an_error_result() -> None:
     assert fn.call_count == 2
 
 
+def test_an_error_result_the_loop_makes_carries_the_failure_on_the_call_only() -> None:
+    """As pi's createErrorToolResult: the result has content and empty details; the failure
+    is the end event's and the message's is_error (and after_tool_call's ``is_error``)."""
+    seen: list[tuple[AgentToolResult, bool]] = []
+
+    def after(ctx: AfterToolCallContext, signal: AbortSignal) -> None:
+        seen.append((ctx.result, ctx.is_error))
+
+    def execute(*args: Any) -> AgentToolResult:
+        raise OSError("disk on fire")
+
+    _, rec, _ = run([("read", {"path": "a"}), ("nope", {})], make_tool(execute=execute),
+                    after_tool_call=after)
+    for call_id in ("call_1", "call_2"):
+        end = rec.ends()[call_id]
+        assert end.is_error is True and end.result.is_error is False
+        assert "isError" not in event_to_dict(end)["result"]
+        assert event_to_dict(end)["isError"] is True
+    assert [r.is_error for r in rec.results()] == [True, True]
+    assert [(r.is_error, flag) for r, flag in seen] == [(False, True)]
+    assert seen[0][0].details["error"]["type"] == "OSError"
+
+
 # --- execute, updates, threads ------------------------------------------------------------
 
 
@@ -297,16 +324,25 @@ def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
     """``on_update`` takes no lock, so an update racing ``execute()``'s return can be queued
     after the completion; the worker drops it, and still emits one queued before."""
     events: list[AgentEvent] = []
-    call = ToolCall("call_1", "read", {"path": "a"})
-    runner = ToolRunner(AgentLoopConfig(model=None, convert_to_llm=list), AbortSignal(),
-                        events.append)
-    prepared = [_Prepared(call, make_tool(), {"path": "a"})]
-    results: list[Finalized | None] = [None]
-    assert runner._deliver(prepared, results, "update", 0, ok("early"), None) is None
-    assert runner._deliver(prepared, results, "done", 0, Finalized(call, ok(), False, 0),
-                           None) is None
-    assert runner._deliver(prepared, results, "update", 0, ok("late"), None) is None
-    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end"]
+    first, second = ToolCall("call_1", "read", {"path": "a"}), ToolCall("call_2", "read", {})
+    prepared = [Prepared(first, make_tool(), {"path": "a"}), Prepared(second, make_tool(), {})]
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    for item in (_Update(0, ok("early")), _Done(0, Finalized(first, ok(), False, 0)),
+                 _Update(0, ok("late")), _Done(1, Finalized(second, ok(), False, 0))):
+        inbox.put(item)
+    submitted: list[Any] = []
+
+    class Recording(Executor):  # runs nothing: the records above stand for the pool's
+        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            submitted.append(args[1])
+            return Future()
+
+    flight = _InFlight(events.append, Recording(), lambda *a: None, prepared, inbox, ahead=2)
+    flight.drain(AbortSignal())
+    assert submitted == [0, 1]
+    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end",
+                                        "tool_execution_end"]
+    assert flight.failure is None and flight.remaining == 0
 
 
 def test_of_two_tools_with_one_name_the_first_runs_and_sets_the_mode() -> None:

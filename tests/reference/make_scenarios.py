@@ -114,8 +114,7 @@ add("stop_length_with_tool_calls",
     description="A length stop with tool calls: every call fails without running.",
     tools=[READ, CALC],
     responses=[calls(("read", {"path": "a"}, "c1"), ("calc", {"a": 1, "b": 2}, "c2"), stop="length"),
-               text("Retrying later.")],
-    defects=['iserror-in-result'])
+               text("Retrying later.")])
 add("stop_error_no_content", description="A failed request: error, no content.",
     responses=[{"role": "assistant", "content": [], "stopReason": "error",
                 "errorMessage": "Upstream 500"}])
@@ -150,18 +149,17 @@ add("sequential_execution_mode_tool",
     responses=[calls(("read", {"path": "a"}, "c1"), ("write", {"path": "b", "text": "x"}, "c2")),
                text("Written.")])
 add("unknown_tool", description="A call to a tool that does not exist.", tools=[READ],
-    responses=[calls(("delete", {"path": "a"}, "c1")), text("Sorry.")],
-    defects=['iserror-in-result'])
+    responses=[calls(("delete", {"path": "a"}, "c1")), text("Sorry.")])
 add("validation_missing_required", description="A required argument is missing.", tools=[READ],
     responses=[calls(("read", {}, "c1")), text("Sorry.")],
-    defects=['validation-error-text', 'iserror-in-result'])
+    defects=['validation-error-text'])
 add("coercion_string_to_number", description='"5" for a number is converted to 5.',
     tools=[CALC], responses=[calls(("calc", {"a": "5", "b": 2}, "c1")), text("7")])
 add("coercion_scalar_to_array", description='{"tags": "solo"} for an array of strings.',
     tools=[{"name": "tag", "parameters": {"type": "object", "properties": {
         "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["tags"]}}],
     responses=[calls(("tag", {"tags": "solo"}, "c1")), text("ok")],
-    defects=['coercion-scalar-to-array', 'iserror-in-result'])
+    defects=['coercion-scalar-to-array'])
 add("coercion_optional_null", description='{"limit": null} for an optional number.',
     tools=[{"name": "list", "parameters": {"type": "object", "properties": {
         "limit": {"type": "number"}, "dir": {"type": "string"}}, "required": ["dir"]}}],
@@ -173,24 +171,24 @@ add("validation_enum_text", description="A value outside an enum: the error text
     tools=[{"name": "mode", "parameters": {"type": "object", "properties": {
         "m": {"type": "string", "enum": ["fast", "slow"]}}, "required": ["m"]}}],
     responses=[calls(("mode", {"m": "medium"}, "c1")), text("ok")],
-    defects=['validation-error-text', 'iserror-in-result'])
+    defects=['validation-error-text'])
 add("validation_array_item_path", description="A wrong array item: the error path.",
     tools=[{"name": "nums", "parameters": {"type": "object", "properties": {
         "a": {"type": "array", "items": {"type": "number"}}}, "required": ["a"]}}],
     responses=[calls(("nums", {"a": [1, "x"]}, "c1")), text("ok")],
-    defects=['validation-error-text', 'iserror-in-result'])
+    defects=['validation-error-text'])
 add("validation_additional_properties", description="An unexpected property where "
     "additionalProperties is false.",
     tools=[{"name": "strict", "parameters": {"type": "object", "properties": {
         "a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}}],
     responses=[calls(("strict", {"a": "x", "extra": 1}, "c1")), text("ok")],
-    defects=["validation-error-text", "iserror-in-result"])
+    defects=["validation-error-text"])
 add("validation_nested_required", description="A nested object misses a required property.",
     tools=[{"name": "nested", "parameters": {"type": "object", "properties": {
         "opts": {"type": "object", "properties": {"depth": {"type": "integer"}},
                  "required": ["depth"]}}, "required": ["opts"]}}],
     responses=[calls(("nested", {"opts": {}}, "c1")), text("ok")],
-    defects=["validation-error-text", "iserror-in-result"])
+    defects=["validation-error-text"])
 add("coercion_string_to_boolean", description='"true" for a boolean.',
     tools=[{"name": "flag", "parameters": {"type": "object", "properties": {
         "on": {"type": "boolean"}}, "required": ["on"]}}],
@@ -202,8 +200,7 @@ add("coercion_number_to_string", description="5 for a string.",
 add("tool_throws", description="execute raises: an error tool result with its message.",
     tools=[tool(READ, default={"throw": "disk on fire"})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("Oops.")],
-    differences=['tool-error-names-its-type'],
-    defects=['iserror-in-result'])
+    differences=['tool-error-names-its-type'])
 add("tool_returns_is_error", description="execute returns isError: true.",
     tools=[tool(READ, default={"text": "no such file", "isError": True})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("Missing.")])
@@ -242,24 +239,20 @@ add("prepare_arguments", description="prepareArguments adds a default before val
 
 add("before_block_default_reason", description="before_tool_call blocks without a reason.",
     tools=[READ], hooks={"beforeToolCall": [{"block": True}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("Blocked.")],
-    defects=['iserror-in-result'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("Blocked.")])
 add("before_block_reason_one_of_two", description="Blocks one call with a reason, runs the other.",
     tools=[READ], hooks={"beforeToolCall": [{"match": {"toolCallId": "c2"}, "block": True,
                                              "reason": "Not allowed: b"}]},
-    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("ok")],
-    defects=['iserror-in-result'])
+    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("ok")])
 add("before_block_terminate", description="A blocked call that asks to terminate the batch.",
     tools=[READ], hooks={"beforeToolCall": [{"block": True, "reason": "stop", "terminate": True}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
-    defects=['iserror-in-result'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("unused")])
 add("before_mutates_args", description="before_tool_call changes the validated args in place.",
     tools=[READ], hooks={"beforeToolCall": [{"setArgs": {"path": "/safe/a"}}]},
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("before_throws", description="before_tool_call raises: an error result with its message.",
     tools=[READ], hooks={"beforeToolCall": [{"throw": "policy engine down"}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['iserror-in-result'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("after_override_content", description="after_tool_call replaces content and details.",
     tools=[READ], hooks={"afterToolCall": [{"content": [{"type": "text", "text": "[redacted]"}],
                                             "details": {"redacted": True}}]},
@@ -272,8 +265,7 @@ add("after_terminate", description="after_tool_call asks to terminate.",
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")])
 add("after_throws", description="after_tool_call raises: an error result.",
     tools=[READ], hooks={"afterToolCall": [{"throw": "audit failed"}]},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['iserror-in-result'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("after_sees_error_result", description="after_tool_call sees a failed tool's result.",
     tools=[tool(READ, default={"text": "denied", "isError": True})],
     hooks={"afterToolCall": [{"match": {"toolName": "nothing"}}]},
@@ -415,8 +407,7 @@ add("abort_during_tool", description="Abort while a tool runs; the loop would re
     hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"],
-    defects=['iserror-in-result'])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"])
 add("abort_in_tool_with_queued_steer", description="A steer is queued, then the run aborts in a "
     "tool: is the steer delivered, kept or lost?",
     hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
@@ -424,8 +415,7 @@ add("abort_in_tool_with_queued_steer", description="A steer is queued, then the 
               "do": [{"steer": "keep me"}, {"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
     differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"],
-    keptOnAbort=["keep me"],
-    defects=['iserror-in-result'])
+    keptOnAbort=["keep me"])
 add("abort_before_run", description="The loop is started with an aborted signal.",
     abortBeforeRun=True, responses=[text("unused")], entries=["run_loop"],
     differences=["no-request-when-aborted"])
@@ -433,13 +423,11 @@ add("abort_parallel_sibling", description="Abort while two parallel tools run.",
     hooks=OBSERVE, tools=[tool(READ, default={"waitAbort": True})],
     actions=[{"on": {"type": "tool_execution_start", "toolCallId": "c2"}, "do": [{"abort": True}]}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"],
-    defects=['iserror-in-result'])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"])
 add("abort_in_before_hook", description="before_tool_call aborts the run.",
     tools=[READ], hooks={**OBSERVE, "beforeToolCall": [{"abort": True}]},
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"],
-    defects=['iserror-in-result'])
+    differences=["no-request-when-aborted", "no-hooks-after-abort"])
 add("abort_in_prepare_next_turn", description="prepare_next_turn aborts: which hooks still run?",
     tools=[READ], hooks={"prepareNextTurn": {"1": {"abort": True}},
                          "prepareRequest": {}, "transformContext": {}},

@@ -233,23 +233,7 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
 
 # --- defects (undeclared differences found by this suite) ---------------------------------
 
-def iserror_in_result(out: Json, scenario: dict[str, Any]) -> Json:
-    out = copy.deepcopy(out)
-    for entry in out["log"]:
-        is_end = entry.get("kind") == "event" and entry.get("type") == "tool_execution_end"
-        is_after = entry.get("kind") == "hook" and entry.get("hook") == "afterToolCall"
-        if (is_end or is_after) and entry.get("isError") and isinstance(entry.get("result"), dict):
-            entry["result"]["isError"] = True
-    return out
-
-
 DEFECTS: dict[str, Difference] = {d.id: d for d in [
-    Difference("iserror-in-result",
-               "For an error result the loop makes itself (tool raised, blocked, unknown tool, "
-               "invalid arguments, aborted, length stop) piagent puts isError inside "
-               "tool_execution_end.result (and the result after_tool_call sees); pi's "
-               "createErrorToolResult has no such field.",
-               iserror_in_result),
     Difference("in-place-system-edit-drops-tools",
                "After prepare_next_turn/transform_context replaces context.messages[0] in place "
                "with a system message that declares no tools, or transform_context/"
