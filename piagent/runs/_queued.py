@@ -21,7 +21,7 @@ from ..agent import Agent, normalise_input
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
-from ._base import RunnerBase, check_timeout, new_owner, wait_slice
+from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
 from ._types import RunState
