@@ -11,13 +11,15 @@ ends come in completion order, and result messages in source order.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..abort import AbortSignal
 from ..events import (
@@ -47,7 +49,6 @@ from ._call import (
     unknown_outcome_result,
 )
 from ._config import AgentContext, AgentLoopConfig
-from ._pool import RunPool, Submitter
 
 __all__ = ["ABORT_GRACE_S", "ToolBatch", "ToolRunner", "emit_message", "emit_messages",
            "record_despite_failure", "tool_failure_result"]
@@ -164,8 +165,15 @@ def _should_terminate(done: Sequence[Finalized]) -> bool:
 
 # --- one parallel execution: the pool side of a batch ----------------------------------------
 
+class _Submitter(Protocol):
+    """What a batch hands its calls to: an ``Executor``, or ``_HERE``."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
+        """Run ``fn(*args)``; ``RuntimeError`` once shut down."""
+
+
 class _Here:
-    """A ``Submitter`` that runs the call at once, on the submitting thread."""
+    """A ``_Submitter`` that runs the call at once, on the submitting thread."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
         try:
@@ -222,7 +230,7 @@ class _InFlight:
     __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
                  "remaining", "failure", "refusal")
 
-    def __init__(self, emit: Emit, pool: Submitter, task: Callable[[Prepared, int], None],
+    def __init__(self, emit: Emit, pool: _Submitter, task: Callable[[Prepared, int], None],
                  prepared: list[Prepared], inbox: _Inbox, ahead: int,
                  start: bool = True) -> None:
         self._emit = emit
@@ -344,7 +352,7 @@ class ToolRunner:
         self._config = config
         self._signal = signal
         self._emit = emit
-        self._pool: RunPool | None = None
+        self._pool: ThreadPoolExecutor | None = None
         # ids of the calls of the current batch that get an unknown-outcome result instead
         # of running (a resumed run's calls that started before the crash, not replayable)
         self._unknown: frozenset[str] = frozenset()
@@ -352,18 +360,18 @@ class ToolRunner:
     def close(self) -> None:
         """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _get_pool(self) -> Submitter:
+    def _get_pool(self) -> _Submitter:
         executor = self._config.tool_executor
         if executor is not None:
             return executor  # the caller's: it outlives the run and caps nothing itself
         if self._pool is None:
             cap = self._config.max_parallel_tools
             # owned by this run: runs execute/after_tool_call; shut down by close()
-            self._pool = RunPool(max_workers=cap if cap else 1024,
-                                 thread_name_prefix="piagent-tool")
+            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
+                                            thread_name_prefix="piagent-tool")
         return self._pool
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
@@ -460,14 +468,16 @@ class ToolRunner:
         # its updates from this thread are emitted as they come (others', when it returns)
         here: list[_InFlight] = []
         if len(prepared) == 1 and self._config.tool_executor is None:
-            pool: Submitter = _HERE
+            pool: _Submitter = _HERE
             worker = threading.get_ident()
         else:
             pool, worker = self._get_pool(), None
 
-        def task(call: Prepared, index: int) -> None:
-            self._execute_one(context, message, call, index, inbox,
-                              here[0] if worker is not None else None, worker)
+        variables = contextvars.copy_context()  # the run's, never entered: copied per call
+
+        def task(call: Prepared, index: int) -> None:  # in the run's contextvars, as its thread
+            variables.copy().run(self._execute_one, context, message, call, index, inbox,
+                                 here[0] if worker is not None else None, worker)
 
         flight = _InFlight(self._emit, pool, task, prepared, inbox, ahead, start=False)
         here.append(flight)

@@ -1,7 +1,7 @@
 """Where tool calls execute: a batch of one call on the run's own thread (no pool thread at
 all for a run whose batches are all of one call), a wider batch on the run's pool, whose
-threads start only as calls need them and carry the run's contextvars; a caller's
-executor is used for every batch, one call or many."""
+calls carry the run's contextvars; a caller's executor is used for every batch, one call
+or many."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from piagent import AbortSignal, AgentLoopConfig, AgentToolResult, UserMessage, run_agent_loop
-from piagent.loop._pool import RunPool
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import WAIT, Recorder
 from tests.tools.conftest import make_tool, ok
@@ -85,7 +84,8 @@ def test_a_wider_batch_runs_on_pool_threads_that_carry_the_runs_context() -> Non
 
     contextvars.copy_context().run(loop)
     assert len(seen) == 6
-    assert {name for name, _ in seen} == {"piagent-tool_0", "piagent-tool_1", "piagent-tool_2"}
+    assert {name for name, _ in seen} <= {f"piagent-tool_{n}" for n in range(6)}
+    assert len({name for name, _ in seen}) >= 3
     assert {value for _, value in seen} == {"the run's"}
 
 
@@ -99,19 +99,3 @@ def test_a_callers_executor_takes_one_call_batches_too() -> None:
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="caller-pool") as executor:
         _run([1, 2], execute, tool_executor=executor)
     assert len(names) == 3 and all(name.startswith("caller-pool") for name in names)
-
-
-def test_the_run_pool_reuses_idle_threads_and_refuses_work_once_shut_down() -> None:
-    pool = RunPool(max_workers=4, thread_name_prefix="piagent-tool")
-    done = [threading.Event() for _ in range(6)]
-    for event in done[:2]:
-        pool.submit(event.set)
-    assert all(event.wait(WAIT) for event in done[:2])
-    started = [t for t in threading.enumerate() if t.name.startswith("piagent-tool")]
-    assert 1 <= len(started) <= 2
-    pool.shutdown()
-    assert not [t for t in threading.enumerate() if t.name.startswith("piagent-tool")]
-    with pytest.raises(RuntimeError, match="after shutdown"):
-        pool.submit(done[2].set)
-    with pytest.raises(ValueError, match="max_workers must be at least 1, not 0"):
-        RunPool(max_workers=0, thread_name_prefix="x")
