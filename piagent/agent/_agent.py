@@ -120,6 +120,7 @@ class Agent:
         identity: ClientIdentity | None = None,
         timeout_ms: float | None = None,
         env: Mapping[str, str] | None = None,
+        telemetry: Any = None,
         store: SessionStore | None = None,
     ) -> None:
         # the request options are checked here, as StreamOptions checks them
@@ -154,6 +155,7 @@ class Agent:
         self.on_payload, self.on_response = on_payload, on_response
         self.on_provider_stream_event, self.identity = on_provider_stream_event, identity
         self.timeout_ms, self.env = timeout_ms, env
+        self.telemetry = telemetry  # the explicit parent of the runs' spans (piagent.otel)
         self._queues = QueueLedger(steering_mode, follow_up_mode)
         self._listeners = Listeners()
         # guards _active: the check-and-set that starts a run, and its clearing
@@ -495,6 +497,7 @@ class Agent:
             identity=self.identity,
             timeout_ms=self.timeout_ms,
             env=self.env,
+            telemetry=self.telemetry,
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,
             finish_turn=self.finish_turn,

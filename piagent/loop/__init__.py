@@ -4,7 +4,8 @@
 ``emit`` for every event (a barrier); ``agent_loop`` / ``agent_loop_continue`` run the same
 loop on a new worker thread and return an ``EventStream``. ``run_tool_call`` runs one call
 through the prepare → execute → finalize path. ``AgentLoopConfig`` and the hook types are
-the loop's inputs. The loop knows no provider: it calls whatever stream function it is given.
+the loop's inputs; ``set_tracing`` installs a tracer (``piagent.otel``). The loop knows no
+provider: it calls whatever stream function it is given.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ._loop import (
     run_agent_loop_resume,
     unanswered_tool_calls,
 )
+from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [
     "AfterToolCallContext",
@@ -47,12 +49,16 @@ __all__ = [
     "PrepareNextTurnContext",
     "PrepareRequestContext",
     "RequestUpdate",
+    "RunTrace",
+    "Tracing",
     "TurnDecision",
     "agent_loop",
     "agent_loop_continue",
+    "get_tracing",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_agent_loop_resume",
     "run_tool_call",
+    "set_tracing",
     "unanswered_tool_calls",
 ]

@@ -39,7 +39,6 @@ from ..stream import (
     StartEvent,
     StreamFn,
     StreamOptions,
-    get_default_stream_fn,
 )
 from ._config import (
     AgentContext,
@@ -51,6 +50,7 @@ from ._config import (
 )
 from ._declare import ToolDeclarations
 from ._tools import ToolRunner, emit_messages, record_despite_failure
+from ._trace import start_trace
 
 __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue",
            "run_agent_loop_resume", "unanswered_tool_calls"]
@@ -72,6 +72,7 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
     Blocks; returns the run's new messages (the prompts included).
     """
     run = _Run(context, config, emit, signal, stream_fn)
+    emit = run.emit  # through the run's trace, if any
     initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
     run.context.messages.extend(initial)
     run.new_messages.extend(initial)
@@ -94,8 +95,8 @@ def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit
     """
     _check_can_continue(context)
     run = _Run(context, config, emit, signal, stream_fn)
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
+    run.emit(AgentStartEvent())
+    run.emit(TurnStartEvent())
     return run.run()
 
 
@@ -134,8 +135,8 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     replay = {tool.name: tool.replay for tool in context.tools}
     unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
     run = _Run(context, config, emit, signal, stream_fn)
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
+    run.emit(AgentStartEvent())
+    run.emit(TurnStartEvent())
     return run.run((message, calls, unknown))
 
 
@@ -210,10 +211,8 @@ class _Run:
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
                  signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
         self.context = AgentContext(list(context.messages), list(context.tools))
-        self.config = config
-        self.emit = emit
+        self.trace, self.config, self.emit, self.stream_fn = start_trace(config, emit, stream_fn)
         self.signal = signal if signal is not None else AbortSignal()
-        self.stream_fn = stream_fn if stream_fn is not None else get_default_stream_fn()
         self.new_messages: list[AgentMessage] = []
         self.declarations = ToolDeclarations()
         self.last_turn: AgentTurnContext | None = None
@@ -221,9 +220,9 @@ class _Run:
         self.explicit_continuation = False  # finish_turn asked for one more turn
 
     def run(self, resume: _Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit)
+        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
         try:
-            self._loop(tools, resume)
+            self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
         finally:
             tools.close()
         return self.new_messages

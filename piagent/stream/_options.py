@@ -156,6 +156,10 @@ class StreamOptions:
     env: Mapping[str, str] | None = None
     """Variables read before ``os.environ`` for this request: the provider's API key variable
     (``OPENAI_API_KEY``, …) and ``PI_CACHE_RETENTION``."""
+    telemetry: Any = None
+    """An explicit parent for the run's spans (pi-ai's ``telemetry`` option): an OpenTelemetry
+    ``Span`` or ``Context``; ``None``: the span current where the run starts. Read only when
+    ``piagent.otel.instrument()`` is on (docs/observability.md)."""
 
     def __post_init__(self) -> None:
         if (self.on_payload is not None or self.on_response is not None
