@@ -15,9 +15,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from ..agent import Agent, normalise_input
+from ..loop import get_tracing
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import Take
@@ -31,6 +33,16 @@ __all__ = ["QueuedRunner"]
 logger = logging.getLogger("piagent.runs")
 
 PAYLOAD_VERSION = 1
+
+
+def _joined(payload: dict[str, Any]) -> AbstractContextManager[object]:
+    """The trace context the starting request sent (``payload["trace"]``), made current
+    while the run starts (its threads copy it), when ``piagent.otel`` is on."""
+    tracing = get_tracing()
+    carrier = payload.get("trace")
+    if tracing is None or not isinstance(carrier, dict):
+        return nullcontext()
+    return tracing.joined(carrier)
 
 
 class _Taking(Protocol):
@@ -84,7 +96,12 @@ class QueuedRunner(RunnerBase):
         """
         check_session_id(session_id)
         messages = [message_to_dict(m) for m in normalise_input(input, images, "start()")]
-        payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
+        payload: dict[str, Any] = {"v": PAYLOAD_VERSION, "session_id": session_id,
+                                   "input": messages}
+        tracing = get_tracing()  # piagent.otel: the run joins this request's trace
+        carrier = tracing.carrier() if tracing is not None else None
+        if carrier:
+            payload["trace"] = carrier
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
         self._create_run(run_id, session_id, owner, self.queue_timeout)
@@ -134,9 +151,11 @@ class QueuedRunner(RunnerBase):
                     self._backend.finish(run_id, self._owner, "done", None)
                     return "done"
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
-                local.begin(None, None, thread=False)
+                with _joined(payload):
+                    local.begin(None, None, thread=False)
             else:
-                local.begin(messages, None, thread=False)
+                with _joined(payload):
+                    local.begin(messages, None, thread=False)
         except BaseException as exc:
             local.fail_to_start(exc)
             raise

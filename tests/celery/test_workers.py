@@ -283,3 +283,34 @@ def test_a_broker_that_is_down_makes_start_fail_clearly(cluster: Cluster) -> Non
     run_id = cluster.runner.start("echo-down", "hello again")
     assert cluster.runner.wait(run_id, SLOW_WAIT)
     assert cluster.runner.status(run_id).state == "done"
+
+
+def test_a_workers_run_joins_the_trace_of_the_request_that_started_it(
+        cluster: Cluster) -> None:
+    """The web side (this process) starts a run inside its request span; the worker's
+    ``invoke_agent`` span is that span's child, in the same trace (docs/observability.md)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from piagent import otel
+
+    provider = TracerProvider()
+    otel.instrument(provider)
+    try:
+        with provider.get_tracer("web").start_as_current_span("POST /chat") as request:
+            run_id = cluster.runner.start("echo-traced", "hello")
+    finally:
+        otel.uninstrument()
+    assert cluster.runner.wait(run_id, SLOW_WAIT)
+    assert cluster.runner.status(run_id).state == "done"
+    trace_id = f"{request.get_span_context().trace_id:032x}"
+    request_id = f"{request.get_span_context().span_id:016x}"
+
+    # the worker ends (and exports) its spans before it records the run's end
+    found = [json.loads(line) for path in cluster.dir.glob("spans-*.jsonl")
+             for line in path.read_text().splitlines()
+             if json.loads(line)["trace_id"] == trace_id]
+    run = [s for s in found if s["name"] == "invoke_agent"]
+    assert len(run) == 1 and run[0]["parent_id"] == request_id
+    assert run[0]["attributes"]["piagent.stop_reason"] == "stop"
+    chats = [s for s in found if s["name"] == "chat scripted"]
+    assert len(chats) == 1 and chats[0]["parent_id"] == run[0]["span_id"]
