@@ -27,6 +27,7 @@ from .agent import (
     AgentRun,
     AgentState,
     QueueMode,
+    QueueView,
     RunSettled,
     default_convert_to_llm,
 )
@@ -216,6 +217,7 @@ __all__ = [
     "ProxyError",
     "ProxyProtocolError",
     "QueueMode",
+    "QueueView",
     "ReplayPolicy",
     "RequestUpdate",
     "RunSettled",

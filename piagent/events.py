@@ -185,15 +185,19 @@ def assistant_event_to_dict(event: AssistantMessageEvent, *, partial: bool = Tru
     return out
 
 
-def event_to_dict(event: AgentEvent) -> dict[str, Any]:
-    """pi's camelCase JSON form of an agent event."""
+def event_to_dict(event: AgentEvent, *, partial: bool = True) -> dict[str, Any]:
+    """pi's camelCase JSON form of an agent event.
+
+    A ``message_update``'s ``assistantMessageEvent`` carries its ``partial`` message, as
+    pi's does; ``partial=False`` leaves it out (it is the event's ``message`` again).
+    """
     out: dict[str, Any] = {"type": event.type}
     if isinstance(event, (MessageStartEvent, MessageEndEvent)):
         out["message"] = message_to_dict(event.message)
     elif isinstance(event, MessageUpdateEvent):
         out["message"] = message_to_dict(event.message)
         out["assistantMessageEvent"] = assistant_event_to_dict(
-            event.assistant_message_event, partial=False)
+            event.assistant_message_event, partial=partial)
     elif isinstance(event, AgentEndEvent):
         out["messages"] = [message_to_dict(m) for m in event.messages]
     elif isinstance(event, TurnEndEvent):

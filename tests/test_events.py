@@ -33,11 +33,16 @@ def test_lifecycle_events() -> None:
     assert event_to_dict(MessageEndEvent(user))["message"]["role"] == "user"
 
 
-def test_message_update_leaves_the_partial_out_of_the_inner_event() -> None:
+def test_message_update_carries_the_partial_in_the_inner_event_as_pi() -> None:
     partial = AssistantMessage([TextContent("He")], timestamp=1)
     data = event_to_dict(MessageUpdateEvent(partial, TextDeltaEvent(0, "He", partial)))
-    assert data["assistantMessageEvent"] == {"type": "text_delta", "contentIndex": 0, "delta": "He"}
     assert data["message"]["content"] == [{"type": "text", "text": "He"}]
+    assert data["assistantMessageEvent"] == {"type": "text_delta", "contentIndex": 0, "delta": "He",
+                                             "partial": data["message"]}
+    lean = event_to_dict(MessageUpdateEvent(partial, TextDeltaEvent(0, "He", partial)),
+                         partial=False)
+    assert lean["assistantMessageEvent"] == {"type": "text_delta", "contentIndex": 0, "delta": "He"}
+    assert lean["message"] == data["message"]
 
 
 def test_tool_events_use_camel_case_and_serialise_results() -> None:

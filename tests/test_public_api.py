@@ -47,7 +47,7 @@ DOCUMENTED = {
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "event_to_dict",
     # Agent (§7)
     "Agent", "AgentRun", "AgentState", "AgentEventIterator", "default_convert_to_llm",
-    "RUN_SETTLED", "RunSettled",
+    "RUN_SETTLED", "RunSettled", "QueueView",
     # models (§8; the catalogue lives in piagent.providers)
     "Model", "ModelCost", "calculate_cost",
     # errors

@@ -44,7 +44,7 @@ from ._input import (
     starting_transcript,
 )
 from ._persistence import StoreLink, check_store, stored_messages
-from ._queues import QueueLedger, QueueMode, Takings, check_mode
+from ._queues import QueueLedger, QueueMode, QueueView, Takings, check_mode
 from ._run import AgentEventIterator, AgentRun, on_main_thread
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
@@ -222,6 +222,16 @@ class Agent:
     @follow_up_mode.setter
     def follow_up_mode(self, mode: QueueMode) -> None:
         self._queues.follow_up.mode = check_mode(mode, "follow_up_mode")
+
+    @property
+    def steering_queue(self) -> QueueView:
+        """The steering queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.steering)
+
+    @property
+    def follow_up_queue(self) -> QueueView:
+        """The follow-up queue, read-only: ``.messages`` (a tuple snapshot), ``.mode``."""
+        return QueueView(self._queues.follow_up)
 
     @property
     def signal(self) -> AbortSignal | None:

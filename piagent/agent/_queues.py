@@ -14,7 +14,7 @@ from typing import Literal, TypeAlias
 
 from ..messages import AgentMessage, SystemMessage
 
-__all__ = ["PendingQueue", "QueueLedger", "QueueMode", "Takings", "check_mode"]
+__all__ = ["PendingQueue", "QueueLedger", "QueueMode", "QueueView", "Takings", "check_mode"]
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 """How a queue is drained: one message per poll, or everything queued."""
@@ -77,6 +77,39 @@ class PendingQueue:
         """Put messages back at the front, in their order."""
         with self._lock:
             self._messages[:0] = list(messages)
+
+
+class QueueView:
+    """A read-only view of one of an Agent's queues: ``agent.steering_queue`` or
+    ``agent.follow_up_queue`` (pi's ``steeringQueue`` / ``followUpQueue``).
+
+    ``messages`` is a snapshot (a tuple, oldest first) taken under the queue's lock;
+    changing the queue goes through ``steer()``, ``follow_up()`` and the ``clear_*`` /
+    ``take_queued_messages()`` methods.
+    """
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: PendingQueue) -> None:
+        self._queue = queue
+
+    @property
+    def messages(self) -> tuple[AgentMessage, ...]:
+        """Every queued message, oldest first (a snapshot)."""
+        with self._queue._lock:
+            return tuple(self._queue._messages)
+
+    @property
+    def mode(self) -> QueueMode:
+        """How the queue is drained: "one-at-a-time" or "all"."""
+        return self._queue.mode
+
+    def __len__(self) -> int:
+        with self._queue._lock:
+            return len(self._queue._messages)
+
+    def __repr__(self) -> str:
+        return f"QueueView(mode={self.mode!r}, messages={list(self.messages)!r})"
 
 
 class QueueLedger:

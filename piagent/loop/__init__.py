@@ -26,14 +26,8 @@ from ._config import (
     RequestUpdate,
     TurnDecision,
 )
-from ._loop import (
-    agent_loop,
-    agent_loop_continue,
-    run_agent_loop,
-    run_agent_loop_continue,
-    run_agent_loop_resume,
-    unanswered_tool_calls,
-)
+from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._resume import run_agent_loop_resume, unanswered_tool_calls
 from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [

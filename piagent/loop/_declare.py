@@ -22,30 +22,44 @@ from ..transcript import (
 
 
 class ToolDeclarations:
-    """The declared tool set of one run's transcript, replayed incrementally.
+    """The tool declarations of one run's transcript, replayed incrementally but checked.
 
-    Remembers how far it has replayed a message list, so each turn folds in only the
-    messages appended since; a replaced or rewritten list is replayed from the start.
+    Before each request the transcript's declared set must be what replaying it from the
+    first message gives (pi's ``declareToolChanges`` replays it every time). Replaying a
+    long transcript costs more than the rest of a turn, so the set is folded in only from
+    the messages appended since the last request, after checking what that assumes: the
+    list still starts with the messages replayed before (compared in C, identity first),
+    and each system message among them still declares what it declared then. Whatever a hook
+    did to the list or those fields, in place or not, a failed check replays from the start.
     Also caches each executable tool's declaration. Owned by one run's worker thread.
     """
 
     def __init__(self) -> None:
-        self._list: list[AgentMessage] | None = None
-        self._seen = 0
-        self._last: AgentMessage | None = None
+        self._seen: list[AgentMessage] = []  # the transcript as last replayed (a copy)
+        # its system messages with the tool fields they had then
+        self._systems: list[tuple[SystemMessage, tuple[ToolDeclaration, ...],
+                                  tuple[str, ...]]] = []
         self._declared: dict[str, ToolDeclaration] = {}
         self._executable: dict[int, tuple[Any, ToolDeclaration]] = {}
 
+    def _unchanged(self, messages: list[AgentMessage]) -> bool:
+        seen = self._seen
+        if len(messages) < len(seen) or messages[:len(seen)] != seen:
+            return False
+        return all(tuple(m.tools_added or ()) == added and tuple(m.tools_removed or ()) == removed
+                   for m, added, removed in self._systems)
+
     def _replay(self, messages: list[AgentMessage]) -> dict[str, ToolDeclaration]:
-        if (messages is not self._list or len(messages) < self._seen
-                or (self._seen and messages[self._seen - 1] is not self._last)):
-            self._list, self._seen, self._declared = messages, 0, {}
-        declared = self._declared
-        for message in messages[self._seen:]:
+        if not self._unchanged(messages):
+            self._seen, self._systems, self._declared = [], [], {}
+        declared, systems = self._declared, self._systems
+        appended = messages[len(self._seen):]
+        for message in appended:
             if isinstance(message, SystemMessage):
                 apply_tool_changes(declared, message)
-        self._seen = len(messages)
-        self._last = messages[-1] if messages else None
+                systems.append((message, tuple(message.tools_added or ()),
+                                tuple(message.tools_removed or ())))
+        self._seen.extend(appended)
         return declared
 
     def executable(self, tools: Sequence[Any]) -> list[ToolDeclaration]:

@@ -11,10 +11,11 @@ messages only at the model boundary (``transform_context`` → ``convert_to_llm`
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from ..abort import AbortSignal
@@ -52,8 +53,8 @@ from ._declare import ToolDeclarations
 from ._tools import ToolRunner, emit_messages, record_despite_failure
 from ._trace import start_trace
 
-__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue",
-           "run_agent_loop_resume", "unanswered_tool_calls"]
+__all__ = ["Emit", "Resume", "Run", "agent_loop", "agent_loop_continue", "check_can_continue",
+           "run_agent_loop", "run_agent_loop_continue"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -71,7 +72,7 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
 
     Blocks; returns the run's new messages (the prompts included).
     """
-    run = _Run(context, config, emit, signal, stream_fn)
+    run = Run(context, config, emit, signal, stream_fn)
     emit = run.emit  # through the run's trace, if any
     initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
     run.context.messages.extend(initial)
@@ -93,51 +94,11 @@ def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit
 
     Blocks; returns the run's new messages.
     """
-    _check_can_continue(context)
-    run = _Run(context, config, emit, signal, stream_fn)
+    check_can_continue(context)
+    run = Run(context, config, emit, signal, stream_fn)
     run.emit(AgentStartEvent())
     run.emit(TurnStartEvent())
     return run.run()
-
-
-def unanswered_tool_calls(messages: Sequence[AgentMessage]
-                          ) -> tuple[AssistantMessage, list[ToolCall]] | None:
-    """The last assistant message and its tool calls that no later tool result answers, in
-    source order; ``None`` when there is none (the transcript is not mid-batch)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AssistantMessage):
-            answered = {m.tool_call_id for m in messages[index + 1:]
-                        if isinstance(m, ToolResultMessage)}
-            if message.stop_reason in ("error", "aborted"):
-                return None  # a failed response's calls were never meant to run
-            calls = [c for c in message.tool_calls if c.id not in answered]
-            return (message, calls) if calls else None
-    return None
-
-
-def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: Emit,
-                          signal: AbortSignal | None = None, stream_fn: StreamFn | None = None,
-                          *, started: Collection[str] = ()) -> list[AgentMessage]:
-    """Finish a batch a stopped process left without results, then go on (docs/sessions.md).
-
-    The last assistant message's tool calls that have no result are run in a new batch
-    with the usual events: a call not in ``started`` (its ``execute`` was never called)
-    runs through the usual hooks; one in ``started`` runs again if its tool's ``replay`` is
-    ``"safe"``, otherwise it gets an error result saying its outcome is unknown. The loop
-    then continues as after any batch. With no such calls this is
-    ``run_agent_loop_continue``. Blocks; returns the run's new messages.
-    """
-    pending = unanswered_tool_calls(context.messages)
-    if pending is None:
-        return run_agent_loop_continue(context, config, emit, signal, stream_fn)
-    message, calls = pending
-    replay = {tool.name: tool.replay for tool in context.tools}
-    unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
-    run = _Run(context, config, emit, signal, stream_fn)
-    run.emit(AgentStartEvent())
-    run.emit(TurnStartEvent())
-    return run.run((message, calls, unknown))
 
 
 def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,
@@ -158,12 +119,12 @@ def agent_loop_continue(context: AgentContext, config: AgentLoopConfig,
                         signal: AbortSignal | None = None, stream_fn: StreamFn | None = None
                         ) -> EventStream[AgentEvent, list[AgentMessage]]:
     """``run_agent_loop_continue`` on a new worker thread (guards raise here, at once)."""
-    _check_can_continue(context)
+    check_can_continue(context)
     return _start_worker(lambda emit: run_agent_loop_continue(context, config, emit, signal,
                                                               stream_fn))
 
 
-def _check_can_continue(context: AgentContext) -> None:
+def check_can_continue(context: AgentContext) -> None:
     if not context.messages:
         msg = "Cannot continue: no messages in context"
         raise ValueError(msg)
@@ -192,7 +153,9 @@ def _start_worker(body: Callable[[Emit], list[AgentMessage]]
             error.__cause__ = exc
             stream.fail(error)
 
-    worker.append(threading.Thread(target=work, name="piagent-loop", daemon=True))
+    # the worker runs in a copy of the caller's contextvars context (and so do its tools)
+    worker.append(threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                                   name="piagent-loop", daemon=True))
     worker[0].start()
     return stream
 
@@ -205,7 +168,7 @@ def _end_messages(event: AgentEvent) -> list[AgentMessage]:
     return list(event.messages) if event.type == "agent_end" else []
 
 
-class _Run:
+class Run:
     """One run of the loop: its context copy, config, signal, and the state between turns."""
 
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
@@ -219,8 +182,8 @@ class _Run:
         self.pending: list[AgentMessage] = []  # steering or follow-ups for the next request
         self.explicit_continuation = False  # finish_turn asked for one more turn
 
-    def run(self, resume: _Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
+    def run(self, resume: Resume | None = None) -> list[AgentMessage]:
+        tools = ToolRunner(self.config, self.signal, self.emit)
         try:
             self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
         finally:
@@ -232,7 +195,7 @@ class _Run:
             return []
         return list(getter() or ())
 
-    def _loop(self, tools: ToolRunner, resume: _Resume | None) -> None:
+    def _loop(self, tools: ToolRunner, resume: Resume | None) -> None:
         """The seed's ``runLoop``, step by step."""
         has_more_tool_calls = True
         if resume is None:  # steering the user typed while waiting
@@ -452,7 +415,7 @@ class _Run:
         self.emit(AgentEndEvent(list(self.new_messages)))
 
 
-_Resume = tuple[AssistantMessage, list[ToolCall], frozenset[str]]
+Resume = tuple[AssistantMessage, list[ToolCall], frozenset[str]]
 """A resumed run's first batch: the assistant message, its unanswered calls, and the ids
 of those that get an unknown-outcome result instead of running."""
 

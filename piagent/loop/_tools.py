@@ -12,6 +12,7 @@ ends come in completion order, and result messages in source order.
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import queue
 import threading
@@ -223,15 +224,17 @@ class _InFlight:
 
     Submits at most ``ahead`` calls beyond those finished (a caller's executor may have more
     workers than ``max_parallel_tools``); records each result and emits its updates and end
-    as they arrive; keeps the first failure (a listener's or ``on_tool_execute``'s). If the
-    executor refuses a call (it was shut down), every call not yet submitted gets an error
-    result and the refusal becomes the batch's failure. Used only on the run's worker thread.
+    as they arrive, also after a failure; keeps the first failure (a listener's or
+    ``on_tool_execute``'s). If the executor refuses a call (it was shut down), every call not
+    yet submitted gets an error result and the refusal becomes the batch's failure. Used
+    only on the run's worker thread.
     """
 
     __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
                  "remaining", "failure", "refusal")
 
-    def __init__(self, emit: Emit, pool: _Submitter, task: Callable[[Prepared, int], None],
+    def __init__(self, emit: Emit, pool: _Submitter,
+                 task: Callable[[Prepared, int, _Inbox], None],
                  prepared: list[Prepared], inbox: _Inbox, ahead: int,
                  start: bool = True) -> None:
         self._emit = emit
@@ -258,7 +261,9 @@ class _InFlight:
             return
         self._submitted += 1
         try:
-            self._pool.submit(self._task, self._prepared[index], index)
+            # in a copy of this (the run's worker) thread's contextvars context
+            self._pool.submit(contextvars.copy_context().run, self._task,
+                              self._prepared[index], index, self._inbox)
         except RuntimeError as exc:
             error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
                                  "caller-owned tool_executor must stay open while runs use it.")
@@ -309,27 +314,34 @@ class _InFlight:
         self.updated(item)
 
     def updated(self, item: _Update) -> None:
-        # dropped after a failure, and when it came after the call's completion
-        if self.failure is not None or self.results[item.index] is not None:
-            return
+        if self.results[item.index] is not None:
+            return  # it came after the call's completion: dropped
         call = self._prepared[item.index].tool_call
-        try:
-            self._emit(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
-                                                item.partial))
-        except BaseException as exc:  # raised once every tool has finished
-            self.failure = exc
+        self._send(ToolExecutionUpdateEvent(call.id, call.name, call.arguments, item.partial))
 
     def _finished(self, item: _Done) -> None:
         self.results[item.index] = item.done
-        if self.failure is None:  # after a failure: wait for the running tools, emit nothing
-            try:
-                _emit_end(self._emit, item.done)
-            except BaseException as exc:  # raised once every tool has finished
-                self.failure = exc
-            else:
-                self.failure = item.failure
+        done = item.done
+        self._send(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                                         done.is_error, done.duration_ms))
+        if self.failure is None:
+            self.failure = item.failure
         self.remaining -= 1
         self._submit_next()
+
+    def _send(self, event: AgentEvent) -> None:
+        """Emit; the first listener failure is kept (raised once every tool has finished)
+        and the running tools' events still go out, as pi's do; a later failure is logged."""
+        if self.failure is None:
+            try:
+                self._emit(event)
+            except BaseException as exc:
+                self.failure = exc
+            return
+        try:
+            self._emit(event)
+        except Exception:
+            _log.exception("A listener raised again at %s after an earlier failure", event.type)
 
     def _not_returned_text(self) -> str:
         waiting = [p.tool_call for p, r in zip(self._prepared, self.results, strict=True)
@@ -469,24 +481,19 @@ class ToolRunner:
         ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
         # one call and no caller's executor: it executes here, on the run's worker thread;
         # its updates from this thread are emitted as they come (others', when it returns)
-        here: list[_InFlight] = []
         if len(prepared) == 1 and self._config.tool_executor is None:
             pool: _Submitter = _HERE
             worker = threading.get_ident()
         else:
             pool, worker = self._get_pool(), None
 
-        variables = contextvars.copy_context()  # the run's, never entered: copied per call
-
-        def task(call: Prepared, index: int) -> None:  # in the run's contextvars, as its thread
-            variables.copy().run(self._execute_one, context, message, call, index, inbox,
-                                 here[0] if worker is not None else None, worker)
-
+        task = functools.partial(self._execute_one, context, message)  # no Python frame
         flight = _InFlight(self._emit, pool, task, prepared, inbox, ahead, start=False)
-        here.append(flight)
         if worker is None:
             flight.start(ahead)
         else:  # the worker is busy with the call: a timer names it if it outlasts an abort
+            flight._task = functools.partial(self._execute_one, context, message,
+                                             flight=flight, worker=worker)
             watch = _GraceWatch(flight)
             unregister = self._signal.on_abort(watch.start)
             try:

@@ -17,6 +17,7 @@ from piagent import AbortSignal, AgentEvent, TextContent, UserMessage
 from piagent.stream import Context, StreamOptions
 from piagent.testing import assistant_text, assistant_tool_calls
 from tests.conftest import WAIT, user
+from tests.tools.conftest import NO_PARAMS, make_tool, ok
 
 from .conftest import (
     GateTool,
@@ -325,3 +326,44 @@ def test_queued_messages_events_are_the_user_messages_themselves() -> None:
                                          ("message_start", "user", "queued"),
                                          ("message_end", "user", "queued")]
     assert labels(non_system(run.messages)) == [("user", "queued"), ("assistant", "stop:r1")]
+
+
+# --- the read-only view of the queues (pi's steeringQueue / followUpQueue) ----------------
+
+
+def test_the_queues_are_visible_read_only() -> None:
+    agent, fn = make_agent([assistant_text("one"), assistant_text("two"),
+                            assistant_text("three")], follow_up_mode="all")
+    assert agent.steering_queue.messages == () and len(agent.follow_up_queue) == 0
+    agent.steer("a")
+    agent.steer("b")
+    agent.follow_up("c")
+    steering = agent.steering_queue
+    assert [m.text for m in steering.messages] == ["a", "b"]  # type: ignore[attr-defined]
+    assert isinstance(steering.messages, tuple) and len(steering) == 2
+    assert steering.mode == "one-at-a-time" and agent.follow_up_queue.mode == "all"
+    assert [m.text for m in agent.follow_up_queue.messages] == ["c"]  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        agent.steering_queue = steering  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        steering.messages = ()  # type: ignore[misc]
+    assert "'one-at-a-time'" in repr(steering)
+    agent.prompt("go")  # one steering message per poll: "a", then "b"; then the follow-up
+    assert agent.steering_queue.messages == () and agent.follow_up_queue.messages == ()
+    assert fn.call_count == 3
+    assert len(steering) == 0  # a view, not a copy: it follows the queue
+
+
+def test_a_tool_sees_what_is_queued_while_it_runs() -> None:
+    seen: list[tuple[str, ...]] = []
+
+    def execute(*args: Any) -> Any:
+        agent.steer("mid-batch")
+        seen.append(tuple(m.text for m in agent.steering_queue.messages))  # type: ignore[attr-defined]
+        return ok("done")
+
+    agent, _ = make_agent([assistant_tool_calls(("noop", {})), assistant_text("ok")],
+                          tools=[make_tool("noop", execute, parameters=NO_PARAMS)])
+    agent.prompt("go")
+    assert seen == [("mid-batch",)]
+    assert agent.steering_queue.messages == ()  # delivered after the batch

@@ -392,6 +392,7 @@ def test_a_listener_raising_during_parallel_tools_waits_for_the_running_tools() 
     assert summary(rec.events)[7:] == [
         ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
         ("tool_execution_end", "call_2"),
+        ("tool_execution_end", "call_1"),  # the running sibling still ends, as pi's does
         # both calls ran: their results are recorded, in source order, before the failure
         ("message_start", "toolResult", "call_1:a:ok"), ("message_end", "toolResult", "call_1:a:ok"),
         ("message_start", "toolResult", "call_2:b:ok"), ("message_end", "toolResult", "call_2:b:ok"),

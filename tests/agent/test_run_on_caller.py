@@ -160,3 +160,54 @@ def test_the_caller_can_run_several_agents_one_after_another() -> None:
     thread, out = _on_thread(view)
     thread.join(WAIT)
     assert out == [["answer 0", "answer 1", "answer 2"]]
+
+
+class _CountingEvent(threading.Event):
+    """A ``threading.Event`` that records the timeout of every ``wait`` (the wake-ups)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+        self.waiting = threading.Event()  # set at the first wait
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+def _wait_counting(on_main: bool) -> list[float | None]:
+    """The timeouts a waiter passed to the run's settled event: on the main thread or not."""
+    counting = _CountingEvent()
+    gate = GateTool()
+    agent, _ = make_agent([assistant_tool_calls(("read", {})), assistant_text("done")],
+                          tools=[gate.tool])
+    run = agent.prompt("go", block=False)
+    run._settled = counting  # before anyone waits: the worker sets it when the run settles
+    assert gate.started("call_1").wait(WAIT)
+
+    def release_once_waiting() -> None:
+        if counting.waiting.wait(WAIT):
+            gate.release("call_1").set()
+
+    helper = threading.Thread(target=release_once_waiting, name="releaser")
+    helper.start()
+    if on_main:
+        assert run.wait(WAIT)
+    else:
+        waiter, out = _on_thread(lambda: run.wait(WAIT), name="waiter")
+        waiter.join(WAIT)
+        assert out == [True]
+    helper.join(WAIT)
+    assert run.text == "done"
+    return counting.timeouts
+
+
+def test_a_wait_off_the_main_thread_sleeps_until_the_run_settles() -> None:
+    timeouts = _wait_counting(on_main=False)
+    assert len(timeouts) == 1 and timeouts[0] is not None and timeouts[0] > 1.0
+
+
+def test_a_wait_on_the_main_thread_waits_in_slices_of_50_ms() -> None:
+    timeouts = _wait_counting(on_main=True)
+    assert timeouts and all(t is not None and t <= 0.05 for t in timeouts)

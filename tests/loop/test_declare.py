@@ -147,20 +147,38 @@ def test_the_last_pending_system_message_is_rewritten_and_earlier_ones_count() -
     assert sorted(replayed([head(A), *out])) == ["a", "b", "c"]
 
 
-# --- incremental replay -----------------------------------------------------------------
+# --- every request replays the whole transcript --------------------------------------------
 
 
-def test_incremental_replay_sees_appended_and_replaced_messages() -> None:
+def test_edits_in_place_are_seen_by_the_next_declaration() -> None:
     declarations = ToolDeclarations()
     transcript: list[Any] = [head(A, B)]
     assert declarations.declare(transcript, [A, B], []) == []
-    transcript.append(SystemMessage(tools_removed=["b"]))  # appended since the last replay
+    transcript.append(SystemMessage(tools_removed=["b"]))  # appended since the last request
     assert names(declarations.declare(transcript, [A, B], [])[0].tools_added) == ["b"]  # type: ignore[union-attr]
     transcript[-1] = UserMessage("replaced")  # the tail was replaced in place
     assert declarations.declare(transcript, [A, B], []) == []
-    fresh: list[Any] = [head(A)]  # another list: replayed from the start
-    assert names(declarations.declare(fresh, [A, B], [])[0].tools_added) == ["b"]  # type: ignore[union-attr]
-    assert declarations.declare(fresh[:0], [A], [])[0].tools_added is not None  # type: ignore[union-attr]
+    transcript[0] = SystemMessage("no tools")  # the head replaced, the length unchanged
+    assert names(declarations.declare(transcript, [A, B], [])[0].tools_added) == ["a", "b"]  # type: ignore[union-attr]
+    transcript[0] = head(A, B)
+    transcript[0].tools_added = None  # a message edited in place, not replaced
+    assert names(declarations.declare(transcript, [A, B], [])[0].tools_added) == ["a", "b"]  # type: ignore[union-attr]
+
+
+def test_a_system_message_replaced_in_place_by_prepare_next_turn_is_redeclared() -> None:
+    """prepare_next_turn swaps ``messages[0]`` for a system message declaring no tools: the
+    next request declares the tools again (pi's declareToolChanges replays every turn)."""
+    fn = ScriptedStreamFn([assistant_tool_calls(("a", {})), assistant_text("ok")])
+
+    def prepare_next_turn(ctx: Any) -> None:
+        ctx.context.messages[0] = SystemMessage("new prompt", timestamp=0)
+
+    run_agent_loop([UserMessage("hi")], AgentContext([head(A)], [A]),
+                   make_config(fn, prepare_next_turn=prepare_next_turn), lambda e: None,
+                   stream_fn=fn)
+    assert replayed(fn.calls[0].context.messages) == ["a"]
+    sent = fn.calls[1].context.messages
+    assert sent[0].content == "new prompt" and replayed(sent) == ["a"]  # type: ignore[union-attr]
 
 
 # --- through the loop ---------------------------------------------------------------------

@@ -334,7 +334,7 @@ def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
 
     class Recording(Executor):  # runs nothing: the records above stand for the pool's
         def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-            submitted.append(args[1])
+            submitted.append(args[2])  # (task, prepared, index, inbox), run in a context
             return Future()
 
     flight = _InFlight(events.append, Recording(), lambda *a: None, prepared, inbox, ahead=2)

@@ -218,7 +218,7 @@ add("tool_image_result", description="A tool returns an image and details.",
 add("tool_no_details", description="A tool result whose details are an explicit null.",
     tools=[tool(READ, default={"details": None})],
     responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['null-details-dropped'])
+    differences=["details-none-is-no-details"])
 add("tool_usage", description="A tool result carrying its own usage.",
     tools=[tool(READ, default={"usage": {
         "input": 7, "output": 3, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10,
@@ -300,8 +300,7 @@ add("prepare_next_turn_replace_system_in_place",
                 "that declares no tools.", systemPrompt="Original.", tools=[READ],
     hooks={"prepareNextTurn": {"1": {"replaceFirstSystem": {"role": "system",
                                                             "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['in-place-system-edit-drops-tools'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("prepare_request_thinking", description="prepare_request sets the thinking level.",
     hooks={"prepareRequest": {"1": {"thinkingLevel": "low"}}}, responses=[text("Low.")])
 add("prepare_request_tools", description="prepare_request removes every tool for the request.",
@@ -320,8 +319,7 @@ add("transform_context_replace_system_in_place",
     systemPrompt="Original.", tools=[READ],
     hooks={"transformContext": {"1": {"replaceFirstSystem": {"role": "system",
                                                              "content": "Compacted."}}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=['in-place-system-edit-drops-tools'])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("convert_to_llm_drop_system", description="convert_to_llm drops system messages.",
     systemPrompt="Hidden.", hooks={"convertToLlm": {"*": {"dropRoles": ["system"]}}},
     responses=[text("ok")])
@@ -447,8 +445,8 @@ add("listener_throws_at_tool_end_sibling_running",
     listenerThrows=[{"on": {"type": "tool_execution_end", "toolCallId": "c2"},
                      "message": "listener broke"}],
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    entries=["agent"], differences=["agent-end-run-messages"],
-    defects=['listener-failure-sibling-end'])
+    entries=["agent"],
+    differences=["results-kept-after-listener-failure", "agent-end-run-messages"])
 add("hook_throws_in_agent_loop_stream", description="prepare_request raises under agent_loop: "
     "pi's stream never ends; piagent raises AgentLoopError.",
     hooks={"prepareRequest": {"1": {"throw": "hook broke"}}}, responses=[text("unused")],
@@ -468,7 +466,7 @@ add("timed_stream_duration", description="The stream function returns pi-ai's ow
     "AssistantMessageEventStream (piagent: ScriptedStreamFn): pi times the response.",
     timedStream=True, responses=[text("Timed.")])
 add("event_partial_in_updates", description="message_update events keep their partial message.",
-    keepPartial=True, responses=[text("Partial please.")], defects=["event-partial-missing"])
+    keepPartial=True, responses=[text("Partial please.")])
 add("set_tools_during_run", description="state.tools assigned during a run counts from the next "
     "run only.", tools=[READ, tool(CALC, hidden=True)],
     actions=[{"on": {"type": "tool_execution_start"}, "do": [{"setTools": ["calc"]}]}],

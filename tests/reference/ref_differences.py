@@ -190,6 +190,64 @@ def prompt_images_refused(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def results_kept_after_listener_failure(out: Json, scenario: dict[str, Any]) -> Json:
+    """A listener failed during a tool batch: the result message of every call that ran is
+    still recorded (events and transcript), in source order, before the failure message."""
+    out = copy.deepcopy(out)
+    log, calls, ends = out["log"], [], {}
+    for index, entry in enumerate(log):
+        if entry.get("kind") != "event":
+            continue
+        kind, message = entry.get("type"), entry.get("message") or {}
+        if kind == "message_end" and message.get("role") == "assistant":
+            if message.get("stopReason") == "error" and ends:
+                break
+            calls = [c["id"] for c in message.get("content", []) if c.get("type") == "toolCall"]
+            ends = {}
+        elif kind == "message_start" and message.get("role") == "toolResult":
+            ends = {}  # this batch recorded its results itself
+        elif kind == "tool_execution_end":
+            ends[entry["toolCallId"]] = entry
+        elif kind == "message_start" and message.get("stopReason") == "error" and ends:
+            results = [_result_message(ends[c]) for c in calls if c in ends]
+            log[index:index] = [{"kind": "event", "type": t, "message": m}
+                                for m in results for t in ("message_start", "message_end")]
+            failed_at = next(i for i, m in enumerate(out.get("transcript", []))
+                             if m.get("stopReason") == "error")
+            out["transcript"][failed_at:failed_at] = results
+            break
+    return out
+
+
+def _result_message(end: Json) -> Json:
+    message = {"role": "toolResult", "toolCallId": end["toolCallId"],
+               "toolName": end["toolName"], "content": end["result"].get("content", [])}
+    if "details" in end["result"]:
+        message["details"] = end["result"]["details"]
+    message["isError"] = end["isError"]
+    if "durationMs" in end:
+        message["durationMs"] = end["durationMs"]
+    return message
+
+
+def details_none_is_no_details(out: Json, scenario: dict[str, Any]) -> Json:
+    """A tool result's ``details: null`` is written as no key (Python's None is both)."""
+    out = copy.deepcopy(out)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "details" in value and value["details"] is None:
+                del value["details"]
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(out)
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
     Difference("tool-error-names-its-type",
                "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
@@ -212,6 +270,19 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "None of the loop entry points mutates the caller's context.messages; pi's "
                "agentLoopContinue appends to it.",
                caller_list_not_mutated),
+    Difference("results-kept-after-listener-failure",
+               "A listener that fails during a tool batch fails the run, but every call that "
+               "ran still gets its result message (in source order, before the failure "
+               "message), so the transcript and a session store keep what the tools did and a "
+               "resumed run does not run a side-effecting tool again; pi drops them.",
+               results_kept_after_listener_failure),
+    Difference("details-none-is-no-details",
+               "A tool result whose details are None (Python's default, and its null) has no "
+               "details key in tool_execution_end.result and the toolResult message, as pi "
+               "writes a result without details; pi keeps an explicit details: null. Writing "
+               "null for None would put \"details\": null into the transcript of every tool "
+               "that has no details.",
+               details_none_is_no_details),
     Difference("agent-end-run-messages",
                "agent_end.messages after a failure are all the messages the run added, "
                "including the synthetic failure message; pi's handleRunFailure sends only the "
@@ -234,29 +305,12 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
 # --- defects (undeclared differences found by this suite) ---------------------------------
 
 DEFECTS: dict[str, Difference] = {d.id: d for d in [
-    Difference("in-place-system-edit-drops-tools",
-               "After prepare_next_turn/transform_context replaces context.messages[0] in place "
-               "with a system message that declares no tools, or transform_context/"
-               "prepare_request deletes the tool declarations of the system message object in "
-               "place, pi re-declares the tools in the next request; piagent sends none (the "
-               "model silently loses its tools).", None),
     Difference("coercion-optional-null",
                "For {\"limit\": null} on an optional number pi-ai removes the key "
                "(normalizeOptionalNulls); piagent passes 0.", None),
     Difference("coercion-scalar-to-array",
                "For {\"tags\": \"solo\"} on an array pi-ai fails validation; piagent wraps it "
                "into [\"solo\"] and runs the tool.", None),
-    Difference("null-details-dropped",
-               "A tool result whose details are an explicit null loses the key in piagent "
-               "(tool_execution_end.result and the toolResult message); pi keeps details: null.",
-               None),
-    Difference("listener-failure-sibling-end",
-               "A listener raising at one tool's tool_execution_end while a sibling still runs: "
-               "pi emits the sibling's tool_execution_end before the failure message; piagent "
-               "waits for the sibling but emits nothing for it.", None),
-    Difference("event-partial-missing",
-               "event_to_dict leaves out message_update.assistantMessageEvent.partial, which "
-               "pi's event carries.", None),
     Difference("validation-error-text",
                "piagent's validation error text differs from pi-ai's (the model reads it).", None),
 ]}

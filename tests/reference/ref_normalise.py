@@ -84,9 +84,12 @@ def normalise(output: Json, entry: str = "agent") -> Json:
         # The partial assistant message of a message_start shares its content list with the
         # message the loop goes on streaming into (pi's `{ ...partial }` and piagent's shallow
         # copy alike); a reader behind the loop sees a later state. Only its role is defined.
+        # The same holds for a message_update's partial (pi's stream mutates it in place).
         for event in log:
             if event.get("type") == "message_start" and event["message"].get("role") == "assistant":
                 event["message"] = {"role": "assistant"}
+            if event.get("type") == "message_update" and "partial" in event:
+                event["partial"] = {"role": "assistant"}
     result["log"] = log
     return result
 

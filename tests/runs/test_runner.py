@@ -331,6 +331,29 @@ def test_start_after_a_user_tail_answers_it_first(store: SessionStore) -> None:
         "are you there?", "echo are you there?", "hello?", "echo hello?"]
 
 
+def test_waits_off_the_main_thread_return_when_the_run_ends() -> None:
+    """A request thread waiting for a run (``wait``; the events iterator) sleeps until the
+    run ends or writes: it is not woken in slices, which only the main thread needs."""
+    harness = Harness(MemoryStore(), [assistant_tool_calls(("block", {})),
+                                      assistant_text("done")])
+    run_id = harness.runner.start("s1", "go")
+    assert harness.entered.wait(WAIT)
+    results: list[Any] = []
+
+    def waiter() -> None:
+        results.append(harness.runner.wait(run_id, timeout=WAIT))
+        results.append([e.event["type"] for e in harness.runner.events(run_id)
+                        if e is not None][-1])
+
+    thread = threading.Thread(target=waiter, name="request")
+    thread.start()
+    harness.gate.set()
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    assert results == [True, "agent_end"]
+    assert harness.runner.status(run_id).state == "done"
+
+
 def _stored_event_rows(store: SessionStore, run_id: str) -> int | None:
     """How many events of the run the medium holds (``None`` for a MemoryStore)."""
     if isinstance(store, SQLiteStore):
@@ -403,26 +426,3 @@ def test_purge_refuses_a_bad_age(store: SessionStore) -> None:
                        (datetime.timedelta(seconds=-5), ValueError)):
         with pytest.raises(error, match="older_than must be"):
             runner.purge(bad)  # type: ignore[arg-type]
-
-
-def test_waits_off_the_main_thread_return_when_the_run_ends() -> None:
-    """A request thread waiting for a run (``wait``; the events iterator) sleeps until the
-    run ends or writes: it is not woken in slices, which only the main thread needs."""
-    harness = Harness(MemoryStore(), [assistant_tool_calls(("block", {})),
-                                      assistant_text("done")])
-    run_id = harness.runner.start("s1", "go")
-    assert harness.entered.wait(WAIT)
-    results: list[Any] = []
-
-    def waiter() -> None:
-        results.append(harness.runner.wait(run_id, timeout=WAIT))
-        results.append([e.event["type"] for e in harness.runner.events(run_id)
-                        if e is not None][-1])
-
-    thread = threading.Thread(target=waiter, name="request")
-    thread.start()
-    harness.gate.set()
-    thread.join(WAIT)
-    assert not thread.is_alive()
-    assert results == [True, "agent_end"]
-    assert harness.runner.status(run_id).state == "done"
