@@ -688,15 +688,14 @@ for mode in ("one-at-a-time", "all"):
                   "do": [{"steer": "s1"}, {"steer": "s2"}, {"abort": True}]}],
         responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
         differences=["no-request-when-aborted", "no-hooks-after-abort", "queued-input-kept"],
-        keptOnAbort=["s1"] if mode == "one-at-a-time" else ["s1", "s2"],
-        defects=["iserror-in-result"])
+        keptOnAbort=["s1"] if mode == "one-at-a-time" else ["s1", "s2"])
     add(f"abort_queued_follow_ups_{slug}", description=f"Two follow-ups queued ({mode}), then "
         "the run aborts in a tool: neither side polls them.", config={"followUpMode": mode},
         tools=[tool(READ, default={"waitAbort": True})],
         actions=[{"on": {"type": "tool_execution_start"},
                   "do": [{"followUp": "f1"}, {"followUp": "f2"}, {"abort": True}]}],
         responses=[calls(("read", {"path": "a"}, "c1")), text("unused")],
-        differences=["no-request-when-aborted"], defects=["iserror-in-result"])
+        differences=["no-request-when-aborted"])
     add(f"abort_text_stream_queued_steers_{slug}", description=f"Two steers queued ({mode}) "
         "at message_start, abort at the first text delta.", config={"steeringMode": mode},
         actions=[{"on": {"type": "message_start", "role": "assistant"},
@@ -809,18 +808,15 @@ add("transform_context_clear_tools_in_place", description="transform_context del
     "first system message's tool declarations, editing the message object: the next turn "
     "must declare the tools again.", tools=[READ],
     hooks={"transformContext": {"1": {"clearToolsInPlace": True}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=["in-place-system-edit-drops-tools"])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("prepare_next_turn_clear_tools_in_place", description="prepare_next_turn deletes the "
     "first system message's tool declarations in place before turn 2.", tools=[READ],
     hooks={"prepareNextTurn": {"1": {"clearToolsInPlace": True}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=["in-place-system-edit-drops-tools"])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("prepare_request_clear_tools_in_place", description="prepare_request deletes the first "
     "system message's tool declarations in place before request 1.", tools=[READ],
     hooks={"prepareRequest": {"1": {"clearToolsInPlace": True}}},
-    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")],
-    defects=["in-place-system-edit-drops-tools"])
+    responses=[calls(("read", {"path": "a"}, "c1")), text("ok")])
 add("convert_to_llm_drop_in_place", description="convert_to_llm removes the system message "
     "from the list it received, in place, at request 1.", systemPrompt="Sys.", tools=[READ],
     hooks={"convertToLlm": {"1": {"dropRolesInPlace": ["system"]}}},
