@@ -176,18 +176,12 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
 
     if provider == "ollama" and not base_url:
         base_url = OLLAMA_BASE_URL
-    if base_url:
-        import dataclasses
-
-        from ..models import Model
-
-        try:  # a catalogued model keeps its prices (and limits) at another address
-            known = get_model(provider, model_id)
-        except LookupError:
-            return Model(id=model_id, api=api, provider=provider, base_url=base_url)
-        return dataclasses.replace(known, base_url=base_url, api=api)  # --api names the wire
     try:
-        return get_model(provider, model_id)
+        # a catalogued model keeps its prices (and limits) at another address; --api names
+        # the wire (default openai-completions, what local servers speak)
+        return get_model(provider, model_id, base_url=base_url, api=api if base_url else None)
+    except ValueError as exc:
+        raise CliError(str(exc).replace("get_model(base_url=...)", "--base-url")) from None
     except LookupError:
         raise CliError(_unknown_model_text(provider, model_id)) from None
 

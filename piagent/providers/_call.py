@@ -228,6 +228,16 @@ class ProviderCall:
             elif self.signal.wait(delay):
                 raise Aborted
 
+    def _missing_endpoint(self, url: str) -> str:
+        """A 404 answered with an HTML page: the server has no such API endpoint."""
+        msg = (f"{self.label} API error (404): {url} is not an endpoint of this server (it "
+               "answered with a web page). Check the base URL")
+        if self.model.api == "openai-responses":
+            msg += ("; a server that speaks only Chat Completions (Ollama, vLLM, llama.cpp, "
+                    "LM Studio, ...) needs api=\"openai-completions\" (get_model(provider, "
+                    "model_id, base_url=..., api=\"openai-completions\"))")
+        return msg + "."
+
     def _attempt(self, request: SSERequest, body: bytes,
                  headers: Mapping[str, str | None]) -> SSEResponse | Failure:
         """One POST: the accepted stream, or why it failed and whether to retry."""
@@ -262,6 +272,8 @@ class ProviderCall:
             # redacted before anything is cut, so no part of a key survives a truncation
             body_text = self.redact(self._read_error_body(response))
             msg = self.redact(format_http_error(self.label, status, body_text))
+            if status == 404 and body_text.lstrip()[:1] == "<":  # a web page: no such endpoint
+                msg = self._missing_endpoint(request.url)
             delay = retry_delay_s(response.headers, body_text)
             error = ProviderError(msg, provider=provider, status_code=status,
                                   body=body_text, retry_after=delay)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import lru_cache
 from importlib import resources
@@ -9,7 +10,7 @@ from typing import Any
 
 from ..models import Model, ModelCost
 
-__all__ = ["get_model", "get_models", "get_providers"]
+__all__ = ["check_base_url", "get_model", "get_models", "get_providers"]
 
 
 @lru_cache(maxsize=1)
@@ -45,22 +46,54 @@ def get_models(provider: str) -> list[Model]:
     return [_to_model(provider, model_id, entry) for model_id, entry in entries.items()]
 
 
-def get_model(provider: str, model_id: str) -> Model:
-    """The catalogued model (a fresh object each call).
+def get_model(provider: str, model_id: str, *, base_url: str | None = None,
+              api: str | None = None) -> Model:
+    """The catalogued model (a fresh object each call), optionally at another address.
+
+    With ``base_url`` (a local or self-hosted server speaking the provider's wire format)
+    the model keeps its catalogued prices and limits, and its ``api`` becomes
+    ``"openai-completions"`` unless ``base_url`` is the provider's own address or ``api`` is
+    given: servers that are not the provider itself (Ollama, vLLM, llama.cpp, LM Studio)
+    speak Chat Completions, as ``piagent chat --base-url`` assumes. A model the catalogue
+    does not list is built from the arguments when ``base_url`` is given.
 
     Raises:
-        LookupError: unknown provider or model; the message lists what exists. Any other
-            model is one line: ``Model(id=..., api=..., provider=..., base_url=...)``.
+        ValueError: ``base_url`` is not an ``http://`` or ``https://`` URL.
+        LookupError: unknown provider or model (without ``base_url``); the message lists
+            what exists. Any other model is one line:
+            ``Model(id=..., api=..., provider=..., base_url=...)``.
     """
+    if base_url is not None:
+        check_base_url(base_url, "get_model(base_url=...)")
     entries = _catalogue().get(provider)
+    entry = None if entries is None else entries.get(model_id)
+    if entry is None and base_url is not None:
+        return Model(id=model_id, api=api or "openai-completions", provider=provider,
+                     base_url=base_url)
     if entries is None:
         msg = (f"Unknown provider {provider!r}. Known providers: {', '.join(get_providers())}. "
                "For any other server build Model(id=..., api=..., provider=..., base_url=...).")
         raise LookupError(msg)
-    entry = entries.get(model_id)
     if entry is None:
         msg = (f"Unknown model {model_id!r} for provider {provider!r}. Known: "
                f"{', '.join(entries)}. For another model build "
                f"Model(id={model_id!r}, api=..., provider={provider!r}, base_url=...).")
         raise LookupError(msg)
-    return _to_model(provider, model_id, entry)
+    model = _to_model(provider, model_id, entry)
+    if base_url is not None and base_url.rstrip("/") != model.base_url.rstrip("/"):
+        model = dataclasses.replace(model, base_url=base_url,
+                                    api=api or "openai-completions")
+    elif api is not None:
+        model = dataclasses.replace(model, api=api)
+    return model
+
+
+def check_base_url(url: object, where: str) -> None:
+    """A ``ValueError`` naming ``where`` unless ``url`` is an http(s) URL with a host."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) \
+            or not url.split("://", 1)[1].strip("/"):
+        hint = ""
+        if isinstance(url, str) and url and "://" not in url:
+            hint = f" (did you mean 'http://{url}'?)"
+        msg = f"{where} must be an http:// or https:// URL, not {url!r}{hint}."
+        raise ValueError(msg)

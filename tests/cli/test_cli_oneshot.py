@@ -93,6 +93,10 @@ def test_bad_flag_values_say_what_is_accepted() -> None:
     assert "argument --max-tokens: expected a whole number above 0, got 0" in proc.stderr
     proc = _piagent("chat", "-m", "local/tiny", "--thinking", "lots", "hi")
     assert "argument --thinking: invalid choice: 'lots'" in proc.stderr
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", "127.0.0.1:8765/v1", "hi")
+    assert proc.returncode == 2
+    assert proc.stderr == ("piagent chat: --base-url must be an http:// or https:// URL, not "
+                           "'127.0.0.1:8765/v1' (did you mean 'http://127.0.0.1:8765/v1'?).\n")
 
 
 def test_models_lists_the_catalogue() -> None:

@@ -15,6 +15,8 @@ from piagent.providers import (
 )
 from piagent.stream import AssistantMessageEventStream, Context, DoneEvent, StreamOptions
 
+from .sse_script import Reply
+
 
 def test_main_vendors_have_priced_models():
     assert {"openai", "anthropic", "google", "groq", "openrouter"} <= set(get_providers())
@@ -83,3 +85,39 @@ def test_lazy_anthropic_and_google_registration():
 
     assert get_api("anthropic-messages") is not None
     assert get_api("google-generative-ai") is not None
+
+
+def test_get_model_at_another_address():
+    """A catalogued model at a local server keeps its prices; the wire becomes Chat
+    Completions unless the address is the provider's own or api= says otherwise."""
+    known = get_model("openai", "gpt-4o-mini")
+    local = get_model("openai", "gpt-4o-mini", base_url="http://127.0.0.1:8765/v1")
+    assert (local.api, local.base_url, local.cost) == (
+        "openai-completions", "http://127.0.0.1:8765/v1", known.cost)
+    own = get_model("openai", "gpt-4o-mini", base_url=known.base_url)
+    assert own.api == known.api
+    chosen = get_model("openai", "gpt-4o-mini", base_url="http://127.0.0.1:8765/v1",
+                       api="openai-responses")
+    assert chosen.api == "openai-responses"
+    anything = get_model("vllm", "qwen2.5", base_url="http://127.0.0.1:8000/v1")
+    assert (anything.id, anything.provider, anything.api) == (
+        "qwen2.5", "vllm", "openai-completions")
+    with pytest.raises(ValueError, match=r"^get_model\(base_url=...\) must be an http:// or "
+                                         r"https:// URL, not '127.0.0.1:8765/v1' \(did you mean "
+                                         r"'http://127.0.0.1:8765/v1'\?\)\.$"):
+        get_model("openai", "gpt-4o-mini", base_url="127.0.0.1:8765/v1")
+
+
+def test_a_web_page_404_from_a_responses_url_names_the_completions_api(sse_server):
+    sse_server.add(Reply(status=404, content_type="text/html",
+                         body=[b"<!DOCTYPE HTML><html><body>Not Found</body></html>"]))
+    model = get_model("openai", "gpt-4o-mini", base_url=sse_server.url,
+                      api="openai-responses")
+    result = stream_simple(model, Context([UserMessage("hi")]),
+                           StreamOptions(api_key="k", max_retries=0)).result(10)
+    assert result.error_message == (
+        f"OpenAI Responses API error (404): {sse_server.url}/responses is not an endpoint of "
+        "this server (it answered with a web page). Check the base URL; a server that speaks "
+        "only Chat Completions (Ollama, vLLM, llama.cpp, LM Studio, ...) needs "
+        'api="openai-completions" (get_model(provider, model_id, base_url=..., '
+        'api="openai-completions")).')
