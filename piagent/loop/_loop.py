@@ -183,7 +183,7 @@ class Run:
         self.explicit_continuation = False  # finish_turn asked for one more turn
 
     def run(self, resume: Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit)
+        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
         try:
             self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
         finally:
