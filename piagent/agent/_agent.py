@@ -126,7 +126,7 @@ class Agent:
         # the request options are checked here, as StreamOptions checks them
         StreamOptions(on_payload=on_payload, on_response=on_response, identity=identity,
                       on_provider_stream_event=on_provider_stream_event,
-                      timeout_ms=timeout_ms, env=env)
+                      timeout_ms=timeout_ms, env=env, telemetry=telemetry)
         tools = list(tools)
         messages = list(messages)  # empty (the default): "not given", the store's are used
         stored = [] if store is None else stored_messages(store, session_id, messages)

@@ -148,11 +148,9 @@ def test_an_explicit_parent_wins_over_the_current_span(spans: Spans) -> None:
     run = spans.one("invoke_agent support")
     assert run.parent is not None and run.parent.span_id == job.get_span_context().span_id
     assert run.status.status_code == trace.StatusCode.UNSET
-    wrong = Agent(model=MODEL, stream_fn=ScriptedStreamFn([assistant_text("x")]),
-                  telemetry="parent")
-    wrong.prompt("x")  # the run fails saying why
-    assert "telemetry must be an OpenTelemetry Span or Context, or None, got str." in str(
-        wrong.state.error_message)
+    with pytest.raises(TypeError, match="StreamOptions.telemetry must be an OpenTelemetry "
+                                        "Span or Context, or None, got str."):
+        Agent(model=MODEL, telemetry="parent")
 
 
 def test_content_is_captured_only_when_the_variable_says_so(
