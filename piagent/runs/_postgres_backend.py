@@ -54,6 +54,7 @@ _TABLES = (
     "claimed_by text, created_at double precision NOT NULL)",
     "CREATE INDEX IF NOT EXISTS run_control_open ON {s}.run_control (session_id, id) "
     "WHERE claimed_by IS NULL",
+    "CREATE TABLE IF NOT EXISTS {s}.run_traces (run_id text PRIMARY KEY, carrier text NOT NULL)",
 )
 
 
@@ -237,6 +238,7 @@ class PostgresBackend:
                                   f"RETURNING run_id"), (older_than,))
             ids = [str(row[0]) for row in cur.fetchall()]
             cur.execute(self._sql("DELETE FROM {s}.run_events WHERE run_id = ANY(%s)"), (ids,))
+            cur.execute(self._sql("DELETE FROM {s}.run_traces WHERE run_id = ANY(%s)"), (ids,))
             cur.execute(self._sql("DELETE FROM {s}.run_control WHERE run_id = ANY(%s) OR "
                                   "claimed_by = ANY(%s)"), (ids, ids))
             return ids

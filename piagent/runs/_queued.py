@@ -26,6 +26,7 @@ from ._backend import Take
 from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
+from ._traces import keep_trace, kept_trace
 from ._types import RunState
 
 __all__ = ["QueuedRunner"]
@@ -33,16 +34,6 @@ __all__ = ["QueuedRunner"]
 logger = logging.getLogger("piagent.runs")
 
 PAYLOAD_VERSION = 1
-
-
-def _joined(payload: dict[str, Any]) -> AbstractContextManager[object]:
-    """The trace context the starting request sent (``payload["trace"]``), made current
-    while the run starts (its threads copy it), when ``piagent.otel`` is on."""
-    tracing = get_tracing()
-    carrier = payload.get("trace")
-    if tracing is None or not isinstance(carrier, dict):
-        return nullcontext()
-    return tracing.joined(carrier)
 
 
 class _Taking(Protocol):
@@ -105,6 +96,8 @@ class QueuedRunner(RunnerBase):
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
         self._create_run(run_id, session_id, owner, self.queue_timeout)
+        if carrier:  # and beside the run, for an executor whose payload lacks it
+            keep_trace(self._backend, run_id, carrier)
         try:
             self.submit(run_id, payload)
         except BaseException as exc:
@@ -151,15 +144,27 @@ class QueuedRunner(RunnerBase):
                     self._backend.finish(run_id, self._owner, "done", None)
                     return "done"
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
-                with _joined(payload):
+                with self._joined(run_id, payload):
                     local.begin(None, None, thread=False)
             else:
-                with _joined(payload):
+                with self._joined(run_id, payload):
                     local.begin(messages, None, thread=False)
         except BaseException as exc:
             local.fail_to_start(exc)
             raise
         return local.supervise()
+
+    def _joined(self, run_id: str, payload: dict[str, Any]) -> AbstractContextManager[object]:
+        """The starting request's trace context (the payload's, else the one kept beside
+        the run) made current while the run starts (its threads copy it), when
+        ``piagent.otel`` is on."""
+        tracing = get_tracing()
+        if tracing is None:
+            return nullcontext()
+        carrier = payload.get("trace")
+        if not isinstance(carrier, dict):
+            carrier = kept_trace(self._backend, run_id)
+        return tracing.joined(carrier) if carrier else nullcontext()
 
     def _take(self, run_id: str, deadline: float | None) -> Take | None:
         while True:
