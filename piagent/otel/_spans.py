@@ -195,11 +195,13 @@ class RunSpans:
         self._chat_token = otel_context.attach(trace.set_span_in_context(span))
 
     def _end_chat(self, message: AssistantMessage) -> None:
+        span, self._chat = self._chat, None
+        if span is None:  # no model call: an injected message, or an aborted run's closing one
+            if message.stop_reason == "aborted":
+                self._last_stop, self._last_error = message.stop_reason, message.error_message
+            return
         self._last_stop, self._last_error = message.stop_reason, message.error_message
         add_usage(self._usage, message.usage)
-        span, self._chat = self._chat, None
-        if span is None:  # an aborted run's closing message: no request was made
-            return
         otel_context.detach(self._chat_token)  # type: ignore[arg-type]
         self._chat_token = None
         span.set_attributes(usage_attributes(message.usage))

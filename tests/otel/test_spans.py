@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from piagent import Agent, Model, Usage, otel, tool
+from piagent import Agent, Model, Usage, UserMessage, otel, tool
 from piagent.messages import Cost
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
@@ -201,3 +201,16 @@ def test_nothing_is_traced_once_uninstrumented(spans: Spans) -> None:
     assert spans.finished() == []
     with pytest.raises(TypeError, match="tracer_provider must be an OpenTelemetry"):
         otel.instrument("provider")
+
+
+def test_usage_of_messages_no_model_call_made_is_not_counted(spans: Spans) -> None:
+    earlier = assistant_text("from another session")
+    earlier.usage = Usage(input=1000, output=1000, cost=Cost(total=9.0))
+    answer = assistant_text("now")
+    answer.usage = Usage(input=3, output=2, cost=Cost(total=0.5))
+    agent = Agent(model=MODEL, stream_fn=ScriptedStreamFn([answer]))
+    agent.prompt([UserMessage("before"), earlier, UserMessage("and now?")])
+    run = spans.one("invoke_agent support")
+    assert run.attributes["gen_ai.aggregated_usage.output_tokens"] == 2  # type: ignore[index]
+    assert run.attributes["gen_ai.aggregated_usage.cost"] == 0.5  # type: ignore[index]
+    assert run.attributes["piagent.stop_reason"] == "stop"  # type: ignore[index]
