@@ -92,6 +92,7 @@ def offline(monkeypatch, tmp_path):
     piagent.set_default_stream_fn(None)
     yield
     piagent.reset_default_stream_fn()
+    piagent.loop.set_tracing(None)  # a block that turned piagent.otel on leaves it off
 
 
 @pytest.mark.parametrize(

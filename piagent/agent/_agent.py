@@ -132,6 +132,7 @@ class Agent(QueueMethods):
         identity: ClientIdentity | None = None,
         timeout_ms: float | None = None,
         env: Mapping[str, str] | None = None,
+        telemetry: Any = None,
         store: SessionStore | None = None,
         limits: Limits | None = None,
         output_type: Any = None,
@@ -139,7 +140,7 @@ class Agent(QueueMethods):
         # the request options are checked here, as StreamOptions checks them
         StreamOptions(on_payload=on_payload, on_response=on_response, identity=identity,
                       on_provider_stream_event=on_provider_stream_event,
-                      timeout_ms=timeout_ms, env=env)
+                      timeout_ms=timeout_ms, env=env, telemetry=telemetry)
         tools = list(tools)
         self.limits, self.output_type = limits, output_type
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
@@ -170,6 +171,7 @@ class Agent(QueueMethods):
         self.on_payload, self.on_response = on_payload, on_response
         self.on_provider_stream_event, self.identity = on_provider_stream_event, identity
         self.timeout_ms, self.env = timeout_ms, env
+        self.telemetry = telemetry  # the explicit parent of the runs' spans (piagent.otel)
         self._queues = QueueLedger(steering_mode, follow_up_mode)
         self._listeners = Listeners()
         # guards _active: the check-and-set that starts a run, and its clearing

@@ -59,6 +59,7 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
         identity=agent.identity,
         timeout_ms=agent.timeout_ms,
         env=agent.env,
+        telemetry=agent.telemetry,
         transform_context=agent.transform_context,
         get_api_key=agent.get_api_key,
         finish_turn=agent.finish_turn,

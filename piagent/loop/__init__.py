@@ -4,7 +4,8 @@
 ``emit`` for every event (a barrier); ``agent_loop`` / ``agent_loop_continue`` run the same
 loop on a new worker thread and return an ``EventStream``. ``run_tool_call`` runs one call
 through the prepare → execute → finalize path. ``AgentLoopConfig`` and the hook types are
-the loop's inputs. The loop knows no provider: it calls whatever stream function it is given.
+the loop's inputs; ``set_tracing`` installs a tracer (``piagent.otel``). The loop knows no
+provider: it calls whatever stream function it is given.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ._guard import RunGuard, make_guard
 from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from ._resume import run_agent_loop_resume, unanswered_tool_calls
+from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [
     "AfterToolCallContext",
@@ -48,13 +50,17 @@ __all__ = [
     "PrepareRequestContext",
     "RequestUpdate",
     "RunGuard",
+    "RunTrace",
+    "Tracing",
     "TurnDecision",
     "agent_loop",
     "agent_loop_continue",
+    "get_tracing",
     "make_guard",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_agent_loop_resume",
     "run_tool_call",
+    "set_tracing",
     "unanswered_tool_calls",
 ]

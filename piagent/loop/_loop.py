@@ -40,7 +40,6 @@ from ..stream import (
     StartEvent,
     StreamFn,
     StreamOptions,
-    get_default_stream_fn,
 )
 from ._config import (
     AgentContext,
@@ -53,6 +52,7 @@ from ._config import (
 from ._declare import ToolDeclarations
 from ._guard import make_guard
 from ._tools import ToolRunner, emit_messages, record_despite_failure
+from ._trace import start_trace
 
 __all__ = ["Emit", "Resume", "Run", "agent_loop", "agent_loop_continue", "check_can_continue",
            "run_agent_loop", "run_agent_loop_continue"]
@@ -74,6 +74,7 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
     Blocks; returns the run's new messages (the prompts included).
     """
     run = Run(context, config, emit, signal, stream_fn)
+    emit = run.emit  # through the run's trace, if any
     initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
     run.context.messages.extend(initial)
     run.new_messages.extend(initial)
@@ -96,8 +97,8 @@ def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit
     """
     check_can_continue(context)
     run = Run(context, config, emit, signal, stream_fn)
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
+    run.emit(AgentStartEvent())
+    run.emit(TurnStartEvent())
     return run.run()
 
 
@@ -174,10 +175,8 @@ class Run:
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
                  signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
         self.context = AgentContext(list(context.messages), list(context.tools))
-        self.config = config
-        self.emit = emit
+        self.trace, self.config, self.emit, self.stream_fn = start_trace(config, emit, stream_fn)
         self.signal = signal if signal is not None else AbortSignal()
-        self.stream_fn = stream_fn if stream_fn is not None else get_default_stream_fn()
         self.new_messages: list[AgentMessage] = []
         self.declarations = ToolDeclarations()
         self.last_turn: AgentTurnContext | None = None
@@ -192,9 +191,9 @@ class Run:
             self.stream_fn = self.guard.stream_fn(self.stream_fn)
 
     def run(self, resume: Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit)
+        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
         try:
-            self._loop(tools, resume)
+            self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
         finally:
             tools.close()
             if self.guard is not None:

@@ -54,6 +54,6 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     replay = {tool.name: tool.replay for tool in context.tools}
     unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
     run = Run(context, config, emit, signal, stream_fn)
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
+    run.emit(AgentStartEvent())
+    run.emit(TurnStartEvent())
     return run.run((message, calls, unknown))

@@ -52,6 +52,7 @@ from ._inflight import (
     Submitter,
     Update,
 )
+from ._trace import UNTRACED, RunTrace
 
 __all__ = ["ToolBatch", "ToolRunner", "emit_message", "emit_messages",
            "record_despite_failure", "tool_failure_result"]
@@ -139,8 +140,10 @@ class ToolRunner:
     executor is only submitted to, never shut down. Used only from the run's worker thread.
     """
 
-    def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit) -> None:
+    def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit,
+                 trace: RunTrace = UNTRACED) -> None:
         self._config = config
+        self._tool_scope = trace.tool_scope
         self._signal = signal
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
@@ -283,9 +286,11 @@ class ToolRunner:
                     f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
                     f"failed ({failure_text(failure)})."), True)
             else:
-                done = execute_prepared(prepared, self._signal, on_update)
-                accepting = False
-                done = finalize(context, message, prepared, done, self._config, self._signal)
+                with self._tool_scope(prepared.tool_call):  # the call's span, if traced
+                    done = execute_prepared(prepared, self._signal, on_update)
+                    accepting = False
+                    done = finalize(context, message, prepared, done, self._config,
+                                    self._signal)
         except BaseException as exc:
             _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
             done = Finalized(prepared.tool_call, error_result(exception_text(exc)), True)

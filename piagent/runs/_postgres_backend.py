@@ -6,10 +6,8 @@ transaction (delivered at commit): ``e:<run_id>`` when a run's events or state c
 connection per store (``_Listener``, owned by its thread ``piagent-pg-listen``) while
 anything in the process waits: readers wake on their run's notices, an executing run's
 supervisor on its session's, so nothing polls the database in a tight loop. The listener
-stops when its last subscriber leaves, so a finished run leaves no thread behind.
-
-Lease times come from the database server's clock, so machines whose clocks disagree still
-agree on who holds a session.
+stops when its last subscriber leaves, so a finished run leaves no thread behind. Lease
+times come from the database server's clock, so machines whose clocks disagree still agree.
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ _TABLES = (
     "claimed_by text, created_at double precision NOT NULL)",
     "CREATE INDEX IF NOT EXISTS run_control_open ON {s}.run_control (session_id, id) "
     "WHERE claimed_by IS NULL",
+    "CREATE TABLE IF NOT EXISTS {s}.run_traces (run_id text PRIMARY KEY, carrier text NOT NULL)",
 )
 
 
@@ -246,6 +245,7 @@ class PostgresBackend:
                                   f"RETURNING run_id"), (older_than,))
             ids = [str(row[0]) for row in cur.fetchall()]
             cur.execute(self._sql("DELETE FROM {s}.run_events WHERE run_id = ANY(%s)"), (ids,))
+            cur.execute(self._sql("DELETE FROM {s}.run_traces WHERE run_id = ANY(%s)"), (ids,))
             cur.execute(self._sql("DELETE FROM {s}.run_control WHERE run_id = ANY(%s) OR "
                                   "claimed_by = ANY(%s)"), (ids, ids))
             return ids

@@ -22,15 +22,18 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from ..agent import Agent, normalise_input
+from ..loop import get_tracing
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
 from ._backend import RECOVERING, Take
 from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
+from ._traces import keep_trace, kept_trace
 from ._types import RunState
 
 __all__ = ["QueuedRunner"]
@@ -93,10 +96,17 @@ class QueuedRunner(RunnerBase):
         """
         check_session_id(session_id)
         messages = [message_to_dict(m) for m in normalise_input(input, images, "start()")]
-        payload = {"v": PAYLOAD_VERSION, "session_id": session_id, "input": messages}
+        payload: dict[str, Any] = {"v": PAYLOAD_VERSION, "session_id": session_id,
+                                   "input": messages}
+        tracing = get_tracing()  # piagent.otel: the run joins this request's trace
+        carrier = tracing.carrier() if tracing is not None else None
+        if carrier:
+            payload["trace"] = carrier
         run_id = uuid.uuid4().hex
         owner = f"queued:{self._owner}"
         self._create_run(run_id, session_id, owner, self.queue_timeout)
+        if carrier:  # and beside the run, for an executor whose payload lacks it
+            keep_trace(self._backend, run_id, carrier)
         try:
             self.submit(run_id, payload)
         except BaseException as exc:
@@ -148,9 +158,11 @@ class QueuedRunner(RunnerBase):
                 if not needs_resume(agent.state.messages):
                     return self._nothing_to_resume(run_id, recovery)
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
-                local.begin(None, None, thread=False)
+                with self._joined(run_id, payload):
+                    local.begin(None, None, thread=False)
             else:
-                local.begin(messages, None, thread=False)
+                with self._joined(run_id, payload):
+                    local.begin(messages, None, thread=False)
         except BaseException as exc:
             local.fail_to_start(exc)
             raise
@@ -208,6 +220,18 @@ class QueuedRunner(RunnerBase):
             logger.warning("run %s: its executor's lease ran out; recovery submitted", run_id)
             submitted.append(run_id)
         return submitted
+
+    def _joined(self, run_id: str, payload: dict[str, Any]) -> AbstractContextManager[object]:
+        """The starting request's trace context (the payload's, else the one kept beside
+        the run) made current while the run starts (its threads copy it), when
+        ``piagent.otel`` is on."""
+        tracing = get_tracing()
+        if tracing is None:
+            return nullcontext()
+        carrier = payload.get("trace")
+        if not isinstance(carrier, dict):
+            carrier = kept_trace(self._backend, run_id)
+        return tracing.joined(carrier) if carrier else nullcontext()
 
     def _take(self, run_id: str, deadline: float | None) -> Take | None:
         while True:

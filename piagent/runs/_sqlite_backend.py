@@ -56,6 +56,10 @@ CREATE TABLE IF NOT EXISTS piagent_run_control (
 );
 CREATE INDEX IF NOT EXISTS piagent_run_control_open ON piagent_run_control (session_id, id)
     WHERE claimed_by IS NULL;
+CREATE TABLE IF NOT EXISTS piagent_run_traces (
+    run_id TEXT PRIMARY KEY,
+    carrier TEXT NOT NULL           -- the starting request's trace context (runs/_traces.py)
+) WITHOUT ROWID;
 """
 
 _LIVE = "('queued', 'running')"
@@ -243,6 +247,7 @@ class SQLiteBackend:
                 conn.executemany("DELETE FROM piagent_run_control WHERE run_id = ?1 OR "
                                  "claimed_by = ?1", ids)
                 conn.executemany("DELETE FROM piagent_runs WHERE run_id = ?", ids)
+                conn.executemany("DELETE FROM piagent_run_traces WHERE run_id = ?", ids)
             removed += [run_id for run_id, in ids]
             if len(ids) < PURGE_BATCH:
                 return removed

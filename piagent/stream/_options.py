@@ -156,11 +156,16 @@ class StreamOptions:
     env: Mapping[str, str] | None = None
     """Variables read before ``os.environ`` for this request: the provider's API key variable
     (``OPENAI_API_KEY``, …) and ``PI_CACHE_RETENTION``."""
+    telemetry: Any = None
+    """An explicit parent for the run's spans (pi-ai's ``telemetry`` option): an OpenTelemetry
+    ``Span`` or ``Context``; ``None``: the span current where the run starts. Read only when
+    ``piagent.otel.instrument()`` is on (docs/observability.md)."""
 
     def __post_init__(self) -> None:
         if (self.on_payload is not None or self.on_response is not None
                 or self.on_provider_stream_event is not None or self.identity is not None
-                or self.timeout_ms is not None or self.env is not None):
+                or self.timeout_ms is not None or self.env is not None
+                or self.telemetry is not None):
             _check_request_options(self)
 
 
@@ -190,6 +195,22 @@ def _check_request_options(options: StreamOptions) -> None:
             f"{type(v).__name__} value for {k!r}" if isinstance(k, str) else f"key {k!r}"
             for k, v in env.items() if not (isinstance(k, str) and isinstance(v, str)))
         msg = f"StreamOptions.env must be a mapping of str to str (names to values), got {bad}."
+        raise TypeError(msg)
+    if options.telemetry is not None:
+        _check_telemetry(options.telemetry)
+
+
+def _check_telemetry(telemetry: object) -> None:
+    """``TypeError`` unless ``telemetry`` is an OpenTelemetry ``Span`` or ``Context``."""
+    try:
+        from opentelemetry import context, trace
+    except ImportError:
+        msg = ("StreamOptions.telemetry is an OpenTelemetry Span or Context, and OpenTelemetry "
+               "is not installed: pip install 'piagent[otel]'.")
+        raise TypeError(msg) from None
+    if not isinstance(telemetry, trace.Span | context.Context):
+        msg = (f"StreamOptions.telemetry must be an OpenTelemetry Span or Context, or None, "
+               f"got {type(telemetry).__name__}.")
         raise TypeError(msg)
 
 

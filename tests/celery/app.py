@@ -17,19 +17,26 @@ batch, each of which blocks the first time it runs (the test kills that worker) 
 every run in ``ran-<session>``; ``steer3-*`` calls ``batch`` three times, one batch a
 turn (batch ``n`` touches ``entered-<session>-<n>`` and waits for ``gate-<session>-<n>``),
 takes every queued steer at once (``steering_mode="all"``), then answers ``done``.
+
+A worker (``PIAGENT_TEST_WORKER`` set) traces its runs with ``piagent.otel``: each finished
+span is one JSON line in ``spans-<pid>.jsonl`` (name, trace and span ids, parent id).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from celery import Celery  # type: ignore[import-untyped]
 from celery.signals import worker_ready  # type: ignore[import-untyped]
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from piagent import AbortSignal, Agent, tool
+from piagent import AbortSignal, Agent, otel, tool
 from piagent.celery import CeleryRunner
 from piagent.sessions import PostgresStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
@@ -138,6 +145,30 @@ def make_agent(session_id: str) -> Agent:
                   system_prompt="test",
                   steering_mode="all" if session_id.startswith("steer3-") else "one-at-a-time")
     return agent
+
+
+class _SpanFile(SpanExporter):
+    """Finished spans as JSON lines in ``spans-<pid>.jsonl`` (one write per span)."""
+
+    def __init__(self) -> None:
+        self.path = DIR / f"spans-{os.getpid()}.jsonl"
+        self._lock = threading.Lock()  # guards the file's appends (the worker's threads)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps({
+            "name": span.name, "trace_id": f"{span.context.trace_id:032x}",
+            "span_id": f"{span.context.span_id:016x}",
+            "parent_id": f"{span.parent.span_id:016x}" if span.parent else None,
+            "attributes": dict(span.attributes or {})}) + "\n" for span in spans)
+        with self._lock, self.path.open("a") as out:
+            out.write(lines)
+        return SpanExportResult.SUCCESS
+
+
+if os.environ.get("PIAGENT_TEST_WORKER"):  # a worker: trace its runs
+    _provider = TracerProvider()
+    _provider.add_span_processor(SimpleSpanProcessor(_SpanFile()))
+    otel.instrument(_provider)
 
 
 runner = CeleryRunner(app, store, make_agent, lease_s=LEASE, queue=QUEUE,

@@ -5,7 +5,8 @@ and aborted from a third; a worker killed with SIGKILL mid-tool has its run fini
 other worker with the ``replay`` rules (the "safe" tool ran twice, the "never" one got the
 unknown-outcome error result); 50 sessions at once across two workers lose nothing (every
 message exactly once, in order); a store that goes away gives a reader a clear error and a
-broker that is down makes ``start`` fail clearly, both within a bound.
+broker that is down makes ``start`` fail clearly, both within a bound; a worker's run, and a
+recovered one, join the trace of the request that started it (``piagent.otel``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
+from piagent import otel
 from piagent.messages import ToolResultMessage
 from piagent.runs import QueuedRunner
 from piagent.sessions import PostgresStore
@@ -113,7 +118,8 @@ def test_steers_sent_here_reach_the_workers_run_at_its_poll_point(cluster: Clust
 def test_a_worker_killed_mid_tool_has_its_run_finished_by_the_other(cluster: Cluster) -> None:
     cluster.ensure("w1", "w2")
     runner = cluster.runner
-    run_id = runner.start("kill-1", "do both")
+    with _traced_request() as request:  # the recovered run continues this trace
+        run_id = runner.start("kill-1", "do both")
     events: list[Any] = []
     reader = threading.Thread(target=lambda: events.extend(
         e for e in runner.events(run_id, timeout=SLOW_WAIT) if e is not None))
@@ -144,6 +150,9 @@ def test_a_worker_killed_mid_tool_has_its_run_finished_by_the_other(cluster: Clu
     assert events[-1].type == "agent_end"
     ids = [e.id for e in events]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    runs = [s for s in _spans(cluster, request) if s["name"] == "invoke_agent"]
+    assert len(runs) == 1  # the recovering worker's (the killed one never ended its own)
+    assert runs[0]["parent_id"] == f"{request.get_span_context().span_id:016x}"
     cluster.ensure(name)
 
 
@@ -312,3 +321,41 @@ def test_a_broker_that_is_down_makes_start_fail_clearly(cluster: Cluster) -> Non
     run_id = cluster.runner.start("echo-down", "hello again")
     assert cluster.runner.wait(run_id, SLOW_WAIT)
     assert cluster.runner.status(run_id).state == "done"
+
+
+@contextmanager
+def _traced_request() -> Iterator[Any]:
+    """A web request's span, current inside the block, with ``piagent.otel`` on here."""
+    provider = TracerProvider()
+    otel.instrument(provider)
+    try:
+        with provider.get_tracer("web").start_as_current_span("POST /chat") as request:
+            yield request
+    finally:
+        otel.uninstrument()
+
+
+def _spans(cluster: Cluster, request: Any) -> list[dict[str, Any]]:
+    """The spans the workers exported in ``request``'s trace (tests/celery/app.py)."""
+    trace_id = f"{request.get_span_context().trace_id:032x}"
+    return [span for path in cluster.dir.glob("spans-*.jsonl")
+            for span in map(json.loads, path.read_text().splitlines())
+            if span["trace_id"] == trace_id]
+
+
+def test_a_workers_run_joins_the_trace_of_the_request_that_started_it(
+        cluster: Cluster) -> None:
+    """The web side (this process) starts a run inside its request span; the worker's
+    ``invoke_agent`` span is that span's child, in the same trace (docs/observability.md)."""
+    with _traced_request() as request:
+        run_id = cluster.runner.start("echo-traced", "hello")
+    assert cluster.runner.wait(run_id, SLOW_WAIT)
+    assert cluster.runner.status(run_id).state == "done"
+    request_id = f"{request.get_span_context().span_id:016x}"
+    # the worker ends (and exports) its spans before it records the run's end
+    found = _spans(cluster, request)
+    run = [s for s in found if s["name"] == "invoke_agent"]
+    assert len(run) == 1 and run[0]["parent_id"] == request_id
+    assert run[0]["attributes"]["piagent.stop_reason"] == "stop"
+    chats = [s for s in found if s["name"] == "chat scripted"]
+    assert len(chats) == 1 and chats[0]["parent_id"] == run[0]["span_id"]
