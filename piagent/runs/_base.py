@@ -46,12 +46,14 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def check_timeout(value: object, name: str, none_ok: bool) -> float | None:
+def check_timeout(value: object, name: str, none_ok: bool, positive: bool = False
+                  ) -> float | None:
     """``value`` as seconds (``None`` passes when ``none_ok``); ``ValueError`` naming ``name``
-    for a negative number or anything else."""
+    for a negative number (zero too when ``positive``) or anything else."""
     if value is None and none_ok:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
+            or (positive and value == 0):
         accepted = "None or a number of seconds >= 0" if none_ok else "a number of seconds > 0"
         msg = f"{name} must be {accepted}, got {value!r}."
         raise ValueError(msg)
@@ -104,9 +106,7 @@ class RunnerBase:
         if not callable(make_agent):
             msg = f"make_agent must be a callable session_id -> Agent, got {make_agent!r}."
             raise TypeError(msg)
-        if not check_timeout(lease_s, "lease_s", none_ok=False):
-            msg = f"lease_s must be a number of seconds > 0, got {lease_s!r}."
-            raise ValueError(msg)
+        check_timeout(lease_s, "lease_s", none_ok=False, positive=True)
         self.store = store
         self.make_agent = make_agent
         self.lease_s = float(lease_s)
@@ -178,10 +178,8 @@ class RunnerBase:
         """
         self._info(run_id)
         start = -1 if after is None else parse_event_id(after)
-        idle = check_timeout(timeout, "timeout", none_ok=False)
-        if not idle:
-            msg = f"timeout must be a number of seconds > 0, got {timeout!r}."
-            raise ValueError(msg)
+        idle = check_timeout(timeout, "timeout", none_ok=False, positive=True)
+        assert idle is not None  # none_ok=False
         if start >= 0:
             self._check_seen(run_id, start)
         return self._events(run_id, start, idle)

@@ -73,9 +73,7 @@ class QueuedRunner(RunnerBase):
         if not callable(submit):
             msg = f"submit must be a callable (run_id, payload) -> None, got {submit!r}."
             raise TypeError(msg)
-        if not check_timeout(queue_timeout, "queue_timeout", none_ok=False):
-            msg = f"queue_timeout must be a number of seconds > 0, got {queue_timeout!r}."
-            raise ValueError(msg)
+        check_timeout(queue_timeout, "queue_timeout", none_ok=False, positive=True)
         self._lost_grace_s = check_timeout(redelivery_grace, "redelivery_grace",
                                             none_ok=False) or 0.0
         self._taker: _Taking = backend  # type: ignore[assignment]
