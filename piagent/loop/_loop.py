@@ -79,8 +79,7 @@ def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
     run.context.messages.extend(initial)
     run.new_messages.extend(initial)
     try:
-        emit(AgentStartEvent())
-        emit(TurnStartEvent())
+        run.trace.run(emit_start, emit)  # a listener failing here still ends the run's span
     except BaseException:
         record_despite_failure(emit, initial)  # the prompts stay in the transcript
         raise
@@ -97,9 +96,14 @@ def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit
     """
     check_can_continue(context)
     run = Run(context, config, emit, signal, stream_fn)
-    run.emit(AgentStartEvent())
-    run.emit(TurnStartEvent())
+    run.trace.run(emit_start, run.emit)
     return run.run()
+
+
+def emit_start(emit: Emit) -> None:
+    """A run's first two events (inside its trace, so a failure here ends its span)."""
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
 
 
 def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..abort import AbortSignal
-from ..events import AgentStartEvent, TurnStartEvent
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 from ..stream import StreamFn
 from ._config import AgentContext, AgentLoopConfig
-from ._loop import Emit, Run, run_agent_loop_continue
+from ._loop import Emit, Run, emit_start, run_agent_loop_continue
 
 __all__ = ["run_agent_loop_resume", "unanswered_tool_calls"]
 
@@ -54,6 +53,5 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     replay = {tool.name: tool.replay for tool in context.tools}
     unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
     run = Run(context, config, emit, signal, stream_fn)
-    run.emit(AgentStartEvent())
-    run.emit(TurnStartEvent())
+    run.trace.run(emit_start, run.emit)
     return run.run((message, calls, unknown))

@@ -194,6 +194,20 @@ def test_a_raising_hook_ends_every_open_span_with_its_error(spans: Spans) -> Non
     assert [e.name for e in run.events] == ["exception"]
 
 
+def test_a_listener_raising_at_agent_start_still_ends_the_runs_span(spans: Spans) -> None:
+    agent = Agent(model=MODEL, stream_fn=ScriptedStreamFn([assistant_text("x")]))
+
+    def broken(event: Any, signal: Any) -> None:
+        if event.type == "agent_start":
+            raise RuntimeError("listener broke")
+
+    agent.subscribe(broken)
+    assert agent.prompt("go").error_message == "RuntimeError: listener broke"
+    run = spans.one("invoke_agent support")
+    assert run.status.status_code == trace.StatusCode.ERROR
+    assert run.attributes["error.type"] == "RuntimeError"  # type: ignore[index]
+
+
 def test_nothing_is_traced_once_uninstrumented(spans: Spans) -> None:
     otel.uninstrument()
     assert not otel.is_instrumented()
