@@ -69,6 +69,7 @@ _BUSY_RESUME = "Agent is already processing. Wait for completion before resuming
 _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replacing the "
                  "transcript (agent.state.messages) of a session kept in a store.")
 
+
 class Agent(QueueMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
