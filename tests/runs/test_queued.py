@@ -10,6 +10,7 @@ recorded; the errors bad arguments raise.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,17 +186,27 @@ def test_a_run_whose_executor_died_is_recovered_with_the_replay_rules(
     assert events[-1].type == "agent_end"
 
 
-def test_an_executor_that_died_before_storing_the_input_has_it_run(
-        store: SessionStore) -> None:
+def _died_before_storing_the_input(
+        store: SessionStore, make_agent: Callable[[str], Agent]
+) -> tuple[QueuedRunner, str, list[tuple[str, dict[str, Any]]]]:
+    """A queued run ``s1``/"hello" taken by an executor that died before it stored the
+    prompt; the runner, the run id and what was submitted."""
     delivered: list[tuple[str, dict[str, Any]]] = []
-    scripted = ScriptedStreamFn([echo])
-    runner = QueuedRunner(store, lambda sid: Agent(model=scripted.model, stream_fn=scripted),
+    runner = QueuedRunner(store, make_agent,
                           lambda run_id, payload: delivered.append((run_id, payload)),
                           lease_s=0.3, redelivery_grace=WAIT)
     run_id = runner.start("s1", "hello")
     backend = backend_for(store)
     assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
-    backend.set_running(run_id, "dead-executor")  # and died before the prompt was stored
+    backend.set_running(run_id, "dead-executor")
+    return runner, run_id, delivered
+
+
+def test_an_executor_that_died_before_storing_the_input_has_it_run(
+        store: SessionStore) -> None:
+    scripted = ScriptedStreamFn([echo])
+    runner, run_id, delivered = _died_before_storing_the_input(
+        store, lambda sid: Agent(model=scripted.model, stream_fn=scripted))
     assert runner.execute(*delivered[0]) == "done", runner.status(run_id)
     assert [getattr(m, "text", "") for m in store.load("s1")] == ["hello", "echo hello"]
     # delivered once more after that: nothing is run twice
@@ -274,14 +285,7 @@ def test_recover_lost_submits_a_lapsed_run_once_and_its_stream_says_it_resumed(
 
 
 def test_a_recovery_whose_input_was_never_stored_says_so(store: SessionStore) -> None:
-    delivered: list[tuple[str, dict[str, Any]]] = []
-    runner = QueuedRunner(store, lambda sid: Agent(),
-                          lambda run_id, payload: delivered.append((run_id, payload)),
-                          lease_s=0.3, redelivery_grace=WAIT)
-    run_id = runner.start("s1", "hello")
-    backend = backend_for(store)
-    assert backend.take_run(run_id, "dead-executor", 0.3).kind == "fresh"  # type: ignore[attr-defined]
-    backend.set_running(run_id, "dead-executor")  # and died before the prompt was stored
+    runner, run_id, delivered = _died_before_storing_the_input(store, lambda sid: Agent())
     _lapse(runner, run_id)
     assert runner.recover_lost() == [run_id]
     assert runner.execute(*delivered[-1]) == "error"
