@@ -100,11 +100,12 @@ def check_messages(messages: Iterable[AgentMessage], where: str) -> list[AgentMe
     ``role``), else ``TypeError`` naming the index, the type and the message classes."""
     if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable) or (
             dataclasses.is_dataclass(messages) and not isinstance(messages, type)):
-        hint = ""
-        if isinstance(messages, str):
-            hint = f": a first prompt goes to agent.prompt({messages[:40]!r})"
-        elif isinstance(getattr(messages, "role", None), str):
-            hint = f": wrap it in a list, {where}=[message]"
+        if isinstance(getattr(messages, "role", None), str):
+            msg = (f"{where} must be a list of messages, got one {type(messages).__name__}: "
+                   f"wrap it in a list, {where}=[message].")
+            raise TypeError(msg)
+        hint = (f": a first prompt goes to agent.prompt({messages[:40]!r})"
+                if isinstance(messages, str) else "")
         msg = f"{where} must be a list of messages, got {_got(messages)}{hint}."
         raise TypeError(msg)
     result = list(messages)
