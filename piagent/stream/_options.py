@@ -184,11 +184,31 @@ def _got(value: object) -> str:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_LEVEL_SET = frozenset(_LEVELS)
 
 
 def _check_values(options: StreamOptions) -> None:
-    """``TypeError``/``ValueError`` naming the first wrong value option."""
+    """The value options' checks: one expression for the usual values (this runs per turn
+    when an option is set), the full checks otherwise."""
+    o = options
+    t, n, d = o.temperature, o.max_tokens, o.max_retry_delay_ms
+    if ((o.api_key is None or type(o.api_key) is str)
+            and (o.session_id is None or type(o.session_id) is str)
+            and (t is None or (type(t) is float or type(t) is int) and 0 <= t <= 2)
+            and (n is None or type(n) is int and n >= 1)
+            and (o.max_retries is None or type(o.max_retries) is int and o.max_retries >= 0)
+            and (d is None or (type(d) is int or type(d) is float) and d >= 0)
+            and (o.reasoning is None or o.reasoning in _LEVEL_SET)):
+        return
+    _check_values_fully(options)
+
+
+def _check_values_fully(options: StreamOptions) -> None:
+    """``TypeError``/``ValueError`` naming the first wrong value option (subclasses of the
+    accepted types, a str enum say, pass)."""
     for name in ("api_key", "session_id"):
         value = getattr(options, name)
         if value is not None and not isinstance(value, str):
