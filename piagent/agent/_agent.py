@@ -74,8 +74,9 @@ _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replac
 class Agent(QueueMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
-    Every option is a keyword. Hooks and options are public attributes: replace or wrap
-    them between runs.
+    Every option is a keyword, checked at the call (docs/errors.md); ``model`` may be a
+    ``"PROVIDER/MODEL"`` str (``piagent.providers.resolve_model``). Hooks and options are
+    public attributes: replace or wrap them between runs.
 
     With ``store=`` (a ``piagent.sessions`` store) and ``session_id=``, the transcript is
     loaded from the store when ``messages`` is empty, every message is appended at its

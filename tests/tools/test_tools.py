@@ -23,11 +23,11 @@ from piagent.errors import PiAgentError, ToolArgumentError
 from piagent.messages import ImageContent, TextContent
 from piagent.tools import AgentTool, AgentToolResult, tool, validate_tool_arguments
 from piagent.tools._check import CheckBuilder
+from piagent.tools._coerce import CoercerBuilder
 
 # most functions here exist for their schemas, without a docstring: @tool's warning is
 # asserted once, in test_no_docstring_gives_empty_description_and_a_warning
 pytestmark = pytest.mark.filterwarnings("ignore:@tool .* has no docstring:UserWarning")
-from piagent.tools._coerce import CoercerBuilder
 
 # --- helpers and types used by the tools below ------------------------------------------
 
