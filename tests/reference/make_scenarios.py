@@ -881,7 +881,8 @@ add("prompt_message_with_images_refused", description="prompt(message, images) a
 # --- the front door's checks (issue 27) -------------------------------------------------------
 
 add("duplicate_tool_names_refused", description="state.tools assigned two tools named 'read': "
-    "pi takes both (a call runs the first); piagent refuses with ValueError.",
+    "pi takes both (the model is offered the last, a call runs the first); piagent refuses "
+    "with ValueError.",
     tools=[READ], steps=[{"prompt": "First"}, {"setTools": ["read", "read"]}],
     responses=[text("Done.")], entries=["agent"], differences=["duplicate-tool-names-refused"])
 add("temperature_out_of_range_refused", description="AgentLoopConfig(temperature=7): pi sends "

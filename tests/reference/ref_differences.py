@@ -350,8 +350,8 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                prompt_images_refused),
     Difference("duplicate-tool-names-refused",
                "Two tools of one name (Agent(tools=...), state.tools = ..., AgentContext) are a "
-               "ValueError at the call; pi declares both and runs the first when the model "
-               "calls the name.",
+               "ValueError at the call; pi takes them: the model is offered the last one "
+               "and a call of the name runs the first.",
                duplicate_tool_names_refused),
     Difference("option-values-checked",
                "Request options out of range (temperature outside 0-2, max_tokens < 1, "
