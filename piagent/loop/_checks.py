@@ -57,7 +57,8 @@ def check_tools(tools: Iterable[AgentTool], where: str) -> list[AgentTool]:
     seen: dict[str, int] = {}
     for index, item in enumerate(result):
         if not isinstance(item, AgentTool):
-            if _plain_function(item) or callable(item) and hasattr(item, "__name__"):
+            if _plain_function(item) or (callable(item) and not isinstance(item, type)
+                                         and hasattr(item, "__name__")):
                 name = getattr(item, "__name__", "fn")
                 msg = (f"{where}[{index}] is the function {name!r}, not an AgentTool: decorate "
                        f"it with @tool (from piagent import tool), or pass tool({name}).")

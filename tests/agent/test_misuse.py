@@ -235,6 +235,8 @@ def test_what_the_checks_accept() -> None:
                   temperature=0, max_tokens=1, max_parallel_tools=1, max_retry_delay_ms=0)
     assert agent.state.model == get_model("openai", "gpt-4o-mini")
     assert resolve_model("openrouter/openai/gpt-4o-mini").id == "openai/gpt-4o-mini"
+    local = resolve_model("openai/gpt-4o-mini", base_url="http://127.0.0.1:8765/v1")
+    assert (local.api, local.base_url) == ("openai-completions", "http://127.0.0.1:8765/v1")
     agent.state.model = "openai/gpt-4o"
     assert agent.state.model is not None and agent.state.model.id == "gpt-4o"
     agent.state.tools = iter([ping])
