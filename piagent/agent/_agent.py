@@ -33,9 +33,10 @@ from ..loop import (
 from ..messages import AgentMessage, ImageContent, Message, ThinkingLevel
 from ..models import Model
 from ..sessions import SessionStore
-from ..stream import ClientIdentity, ProviderResponse, StreamFn, StreamOptions
+from ..stream import ClientIdentity, ProviderResponse, StreamFn
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
+from ._checks import check_agent, check_timeout
 from ._config import loop_config
 from ._input import (
     RunInput,
@@ -73,8 +74,9 @@ _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replac
 class Agent(QueueMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
-    Every option is a keyword. Hooks and options are public attributes: replace or wrap
-    them between runs.
+    Every option is a keyword, checked at the call (docs/errors.md); ``model`` may be a
+    ``"PROVIDER/MODEL"`` str (``piagent.providers.resolve_model``). Hooks and options are
+    public attributes: replace or wrap them between runs.
 
     With ``store=`` (a ``piagent.sessions`` store) and ``session_id=``, the transcript is
     loaded from the store when ``messages`` is empty, every message is appended at its
@@ -98,7 +100,7 @@ class Agent(QueueMethods):
         self,
         *,
         system_prompt: str = "",
-        model: Model | None = None,
+        model: Model | str | None = None,
         tools: Iterable[AgentTool] = (),
         messages: Iterable[AgentMessage] = (),
         thinking_level: ThinkingLevel = "off",
@@ -138,14 +140,12 @@ class Agent(QueueMethods):
         limits: Limits | None = None,
         output_type: Any = None,
     ) -> None:
-        # the request options are checked here, as StreamOptions checks them
-        StreamOptions(on_payload=on_payload, on_response=on_response, identity=identity,
-                      on_provider_stream_event=on_provider_stream_event,
-                      timeout_ms=timeout_ms, env=env, telemetry=telemetry)
-        tools = list(tools)
+        # every argument is checked here, at the call (docs/errors.md): a "PROVIDER/MODEL"
+        # str comes back resolved, the tools and messages as lists (empty messages, the
+        # default: "not given", the store's are used)
+        model, tools, messages = check_agent(locals())
         self.limits, self.output_type = limits, output_type
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
-        messages = list(messages)  # empty (the default): "not given", the store's are used
         stored = [] if store is None else stored_messages(store, session_id, messages)
         # the session store and the session it keeps (``session_id`` is the same value, but
         # it is a public option for the provider that the caller may change)
@@ -306,6 +306,7 @@ class Agent(QueueMethods):
 
     def wait_for_idle(self, timeout: float | None = None) -> bool:
         """Wait until no run is active; False if ``timeout`` seconds pass first."""
+        timeout = check_timeout(timeout)
         run = self._active
         if run is not None:
             return run.wait(timeout)
@@ -386,6 +387,7 @@ class Agent(QueueMethods):
         waits for the new thread, so Ctrl-C often lands there) aborts the run and waits for
         it to settle, as one during the wait does; a second one escapes at once.
         """
+        timeout = check_timeout(timeout)
         guard = make_guard(self.limits, self.output_type if output_type is None else output_type)
         run = (TypedRun if guard is not None and guard.output is not None
                else AgentRun)(self._queues.takings())

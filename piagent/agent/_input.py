@@ -96,7 +96,7 @@ def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
     number, ``None``, a list of str).
     """
     if isinstance(input, str):
-        return [UserMessage(content=[TextContent(input), *(images or ())])]
+        return [UserMessage(content=[TextContent(input), *_images(images, where)])]
     if images:
         msg = f"{where}: images= goes with a str input, not {type(input).__name__}."
         raise TypeError(msg)
@@ -109,6 +109,23 @@ def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
             check_message(item, where)
         return list(input)
     return [check_message(input, where)]
+
+
+def _images(images: Any, where: str) -> list[ImageContent]:
+    """``images`` as a list of ``ImageContent``, else ``TypeError`` naming the first other."""
+    if not images:
+        return []
+    if isinstance(images, str | bytes | ImageContent) or not isinstance(images, list | tuple):
+        msg = (f"{where}: images= must be a list of ImageContent, got "
+               f"{type(images).__name__} {_describe(images)}.")
+        raise TypeError(msg)
+    for index, image in enumerate(images):
+        if not isinstance(image, ImageContent):
+            msg = (f"{where}: images[{index}] is {type(image).__name__} {_describe(image)}, "
+                   f"not an ImageContent: read the file and pass "
+                   f"ImageContent(data=base64.b64encode(data).decode(), mime_type='image/png').")
+            raise TypeError(msg)
+    return list(images)
 
 
 def check_listener(listener: Any) -> None:

@@ -17,6 +17,7 @@ from ..abort import AbortController, AbortSignal
 from ..errors import AgentRunError
 from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
+from ._checks import check_timeout
 from ._queues import Takings
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ class AgentRun:
         A ``KeyboardInterrupt`` while waiting aborts the run, waits for it to settle and
         re-raises; a second one stops waiting at once.
         """
+        timeout = check_timeout(timeout)
         try:
             return self._wait(timeout)
         except KeyboardInterrupt:

@@ -9,12 +9,17 @@ from ..messages import AgentMessage, ThinkingLevel
 from ..models import Model
 from ..tools import AgentTool
 from ..transcript import get_current_system_prompt
+from ._checks import check_messages, check_model, check_thinking_level, check_tools
 
 __all__ = ["AgentState"]
 
 
 class AgentState:
     """The agent's live state. ``messages`` and ``tools`` assignments copy the list.
+
+    Assignments to ``model``, ``thinking_level``, ``tools`` and ``messages`` are checked as
+    ``Agent(...)`` checks them (``TypeError``/``ValueError`` naming ``state.<field>``); a
+    change made in place to the live lists is not.
 
     With a session store, assigning ``messages`` replaces the stored transcript first (a
     store that raises leaves the state as it was); while a run is live it is refused with
@@ -32,8 +37,8 @@ class AgentState:
 
     def __init__(self, model: Model | None, thinking_level: ThinkingLevel,
                  tools: Iterable[AgentTool], messages: Iterable[AgentMessage]) -> None:
-        self.model = model
-        self.thinking_level: ThinkingLevel = thinking_level
+        self._model = model
+        self._thinking_level: ThinkingLevel = thinking_level
         self._tools: list[AgentTool] = list(tools)
         self._messages: list[AgentMessage] = list(messages)
         self._is_streaming = False
@@ -46,7 +51,7 @@ class AgentState:
         self._replace: Callable[[list[AgentMessage]], None] | None = None
 
     def __repr__(self) -> str:
-        model = self.model.id if self.model is not None else None
+        model = self._model.id if self._model is not None else None
         return (f"<AgentState model={model!r} messages={len(self._messages)} "
                 f"tools={[t.name for t in self._tools]} streaming={self._is_streaming} "
                 f"error={self._error_message!r}>")
@@ -57,13 +62,32 @@ class AgentState:
         return get_current_system_prompt(self._messages)
 
     @property
+    def model(self) -> Model | None:
+        """The model of the next run; a ``"PROVIDER/MODEL"`` str assigned is resolved."""
+        return self._model
+
+    @model.setter
+    def model(self, model: Model | str | None) -> None:
+        self._model = check_model(model, "state.model")
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        """The thinking level of the next run ("off", "minimal" … "max")."""
+        return self._thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, level: ThinkingLevel) -> None:
+        check_thinking_level(level, "state.thinking_level")
+        self._thinking_level = level
+
+    @property
     def tools(self) -> list[AgentTool]:
         """The executable tools (the live list)."""
         return self._tools
 
     @tools.setter
     def tools(self, tools: Iterable[AgentTool]) -> None:
-        self._tools = list(tools)
+        self._tools = check_tools(tools, "state.tools")
 
     @property
     def messages(self) -> list[AgentMessage]:
@@ -72,7 +96,7 @@ class AgentState:
 
     @messages.setter
     def messages(self, messages: Iterable[AgentMessage]) -> None:
-        new = list(messages)
+        new = check_messages(messages, "state.messages")
         if self._replace is not None:
             self._replace(new)  # the session store's transcript is replaced first
         else:

@@ -175,14 +175,14 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     if not sep or not provider or not model_id:
         msg = f"--model must be PROVIDER/MODEL (for example openai/gpt-4o-mini), got {spec!r}."
         raise CliError(msg)
-    from ..providers import get_model
+    from ..providers import resolve_model
 
     if provider == "ollama" and not base_url:
         base_url = OLLAMA_BASE_URL
     try:
         # a catalogued model keeps its prices (and limits) at another address; --api names
         # the wire (default openai-completions, what local servers speak)
-        return get_model(provider, model_id, base_url=base_url, api=api if base_url else None)
+        return resolve_model(spec, base_url=base_url, api=api if base_url else None)
     except ValueError as exc:
         raise CliError(str(exc).replace("get_model(base_url=...)", "--base-url")) from None
     except LookupError:

@@ -11,6 +11,7 @@ provider: it calls whatever stream function it is given.
 from __future__ import annotations
 
 from ._call import run_tool_call
+from ._checks import check_tools
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -55,6 +56,7 @@ __all__ = [
     "TurnDecision",
     "agent_loop",
     "agent_loop_continue",
+    "check_tools",
     "get_tracing",
     "make_guard",
     "run_agent_loop",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..models import Model
     from ..tools import AgentTool, AgentToolResult, ToolExecutionMode
 
+from ._checks import check_loop_config, check_tools
 from ._limits import Limits
 
 __all__ = [
@@ -51,10 +52,15 @@ TurnDecision: TypeAlias = Literal["continue", "end"]
 
 @dataclass
 class AgentContext:
-    """A transcript and the tools the runtime can execute."""
+    """A transcript and the tools the runtime can execute (``AgentTool``s with distinct
+    names: ``TypeError``/``ValueError`` at construction otherwise)."""
 
     messages: list[AgentMessage] = field(default_factory=list)
     tools: list[AgentTool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.tools:
+            check_tools(self.tools, "AgentContext.tools")
 
 
 @dataclass
@@ -155,7 +161,8 @@ class AgentToolCallOutcome:
 class AgentLoopConfig(StreamOptions):
     """Everything the loop needs besides the context; also the stream options it sends.
 
-    ``model`` and ``convert_to_llm`` are required. Hooks must not raise: the ``Agent``
+    ``model`` and ``convert_to_llm`` are required. Every field is checked at construction
+    (a ``TypeError``/``ValueError`` naming it). Hooks must not raise: the ``Agent``
     turns an exception into a failed run, the low-level ``agent_loop`` into an
     ``AgentLoopError``. Hooks run on the run's worker thread, except ``after_tool_call``,
     which runs on the tool's pool thread right after ``execute``.
@@ -203,6 +210,7 @@ class AgentLoopConfig(StreamOptions):
         if self.limits is not None and not isinstance(self.limits, Limits):
             msg = f"limits must be a piagent.Limits or None, not {type(self.limits).__name__}."
             raise TypeError(msg)
+        check_loop_config(self)
 
 
 def _check_tool_executor(executor: object) -> None:

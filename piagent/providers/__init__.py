@@ -4,7 +4,8 @@
 stream function: ``openai-completions`` (OpenAI and every compatible server: Ollama,
 vLLM, llama.cpp, OpenRouter, Groq, …), ``openai-responses``, ``anthropic-messages`` and
 ``google-generative-ai`` (the last two imported on first use). ``register_api`` adds one.
-``get_model`` / ``get_models`` read the bundled catalogue (``models.json``). See
+``get_model`` / ``get_models`` read the bundled catalogue (``models.json``);
+``resolve_model("openai/gpt-4o-mini")`` takes the ``PROVIDER/MODEL`` spelling. See
 ``docs/providers.md``.
 
 Thread safety: every function may be called from any thread.
@@ -13,7 +14,7 @@ Thread safety: every function may be called from any thread.
 from __future__ import annotations
 
 from ..models import Model, ModelCost
-from ._catalogue import get_model, get_models, get_providers
+from ._catalogue import get_model, get_models, get_providers, resolve_model
 from ._registry import get_api, register_api, stream_simple
 
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "get_models",
     "get_providers",
     "register_api",
+    "resolve_model",
     "stream_simple",
 ]

@@ -1,4 +1,5 @@
-"""The bundled model catalogue (``models.json``): ``get_model``, ``get_models``, ``get_providers``."""
+"""The bundled model catalogue (``models.json``): ``get_model``, ``get_models``,
+``get_providers``, and ``resolve_model`` for the ``"PROVIDER/MODEL"`` spelling."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from ..models import Model, ModelCost
 
-__all__ = ["check_base_url", "get_model", "get_models", "get_providers"]
+__all__ = ["check_base_url", "get_model", "get_models", "get_providers", "resolve_model"]
 
 
 @lru_cache(maxsize=1)
@@ -86,6 +87,41 @@ def get_model(provider: str, model_id: str, *, base_url: str | None = None,
     elif api is not None:
         model = dataclasses.replace(model, api=api)
     return model
+
+
+def resolve_model(spec: str, *, base_url: str | None = None, api: str | None = None) -> Model:
+    """The catalogued model named ``"PROVIDER/MODEL"`` (``"openai/gpt-4o-mini"``), as the CLI's
+    ``--model`` and ``Agent(model="...")`` take it: ``get_model(PROVIDER, MODEL, base_url=...,
+    api=...)``. The provider is the part before the first ``/`` (an OpenRouter id keeps its
+    own: ``"openrouter/openai/gpt-4o-mini"``).
+
+    Raises:
+        TypeError: ``spec`` is not a str.
+        ValueError: ``spec`` is not ``PROVIDER/MODEL``; a bare model id the catalogue lists
+            gets the spelling to write instead. A wrong ``base_url`` as ``get_model``.
+        LookupError: unknown provider or model, as ``get_model``.
+    """
+    if not isinstance(spec, str):
+        msg = f"resolve_model() takes a 'PROVIDER/MODEL' str, got {type(spec).__name__}."
+        raise TypeError(msg)
+    provider, sep, model_id = spec.partition("/")
+    if not sep or not provider or not model_id:
+        raise ValueError(_not_provider_model(spec))
+    return get_model(provider, model_id, base_url=base_url, api=api)
+
+
+def _not_provider_model(spec: str) -> str:
+    """Why ``spec`` is no ``PROVIDER/MODEL``, with the spelling to use where one exists."""
+    owners = [p for p, entries in sorted(_catalogue().items()) if spec in entries]
+    if len(owners) == 1:
+        return (f"{spec!r} is not PROVIDER/MODEL: write '{owners[0]}/{spec}', or "
+                f"get_model('{owners[0]}', {spec!r}).")
+    if owners:
+        spellings = ", ".join(f"'{p}/{spec}'" for p in owners)
+        return f"{spec!r} is not PROVIDER/MODEL: write one of {spellings}."
+    return (f"{spec!r} is not PROVIDER/MODEL (for example 'openai/gpt-4o-mini'); for a model "
+            f"the catalogue does not list, use get_model(provider, model_id, base_url=...) or "
+            f"build Model(id=..., api=..., provider=..., base_url=...).")
 
 
 def check_base_url(url: object, where: str) -> None:

@@ -162,11 +162,88 @@ class StreamOptions:
     ``piagent.otel.instrument()`` is on (docs/observability.md)."""
 
     def __post_init__(self) -> None:
+        # built per turn from the loop's config: the checks run only for options that are set
+        if (self.max_tokens is not None or self.temperature is not None
+                or self.reasoning is not None or self.api_key is not None
+                or self.session_id is not None or self.max_retries is not None
+                or self.max_retry_delay_ms is not None):
+            _check_values(self)
         if (self.on_payload is not None or self.on_response is not None
                 or self.on_provider_stream_event is not None or self.identity is not None
                 or self.timeout_ms is not None or self.env is not None
                 or self.telemetry is not None):
             _check_request_options(self)
+
+
+_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _got(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_LEVEL_SET = frozenset(_LEVELS)
+
+
+def _check_values(options: StreamOptions) -> None:
+    """The value options' checks: one expression for the usual values (this runs per turn
+    when an option is set), the full checks otherwise."""
+    o = options
+    t, n, d = o.temperature, o.max_tokens, o.max_retry_delay_ms
+    if ((o.api_key is None or type(o.api_key) is str)
+            and (o.session_id is None or type(o.session_id) is str)
+            and (t is None or (type(t) is float or type(t) is int) and 0 <= t <= 2)
+            and (n is None or type(n) is int and n >= 1)
+            and (o.max_retries is None or type(o.max_retries) is int and o.max_retries >= 0)
+            and (d is None or (type(d) is int or type(d) is float) and d >= 0)
+            and (o.reasoning is None or o.reasoning in _LEVEL_SET)):
+        return
+    _check_values_fully(options)
+
+
+def _check_values_fully(options: StreamOptions) -> None:
+    """``TypeError``/``ValueError`` naming the first wrong value option (subclasses of the
+    accepted types, a str enum say, pass)."""
+    for name in ("api_key", "session_id"):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, str):
+            msg = f"{name} must be a str or None, got {_got(value)}."
+            raise TypeError(msg)
+    temperature = options.temperature
+    if temperature is not None:
+        if not _number(temperature):
+            msg = f"temperature must be a number from 0 to 2, or None, got {_got(temperature)}."
+            raise TypeError(msg)
+        if not 0 <= temperature <= 2:
+            msg = f"temperature must be from 0 to 2, got {temperature!r}."
+            raise ValueError(msg)
+    for name, least in (("max_tokens", 1), ("max_retries", 0)):
+        value = getattr(options, name)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                msg = f"{name} must be an int >= {least} or None, got {_got(value)}."
+                raise TypeError(msg)
+            if value < least:
+                msg = f"{name} must be an int >= {least} or None, got {value}."
+                raise ValueError(msg)
+    delay = options.max_retry_delay_ms
+    if delay is not None:
+        if not _number(delay):
+            msg = (f"max_retry_delay_ms must be a number of milliseconds >= 0 or None, got "
+                   f"{_got(delay)}.")
+            raise TypeError(msg)
+        if not delay >= 0:
+            msg = f"max_retry_delay_ms must be a number of milliseconds >= 0, got {delay!r}."
+            raise ValueError(msg)
+    if options.reasoning is not None and options.reasoning not in _LEVELS:
+        levels = ", ".join(repr(level) for level in _LEVELS)
+        msg = f"reasoning must be one of {levels}, or None, got {options.reasoning!r}."
+        raise ValueError(msg)
 
 
 def _check_request_options(options: StreamOptions) -> None:

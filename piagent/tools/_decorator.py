@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
@@ -87,7 +88,7 @@ def tool(
         TypeError: a parameter's type has no JSON Schema, or ``fn`` is a coroutine function.
     """
 
-    def build(f: Callable[..., Any]) -> AgentTool:
+    def build(f: Callable[..., Any], stacklevel: int = 3) -> AgentTool:
         return _build_tool(
             f,
             name=name,
@@ -96,9 +97,11 @@ def tool(
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
             replay=replay,
+            stacklevel=stacklevel,
         )
 
-    return build if fn is None else build(fn)
+    # a warning points at the decorated function's line: one frame more through tool()
+    return build if fn is None else build(fn, 4)
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ def _build_tool(
     execution_mode: ToolExecutionMode | None,
     prepare_arguments: Callable[[Any], Any] | None,
     replay: ReplayPolicy | None,
+    stacklevel: int = 3,
 ) -> AgentTool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
@@ -179,6 +183,10 @@ def _build_tool(
         raise TypeError(msg)
     _check_not_method(fn, tool_name)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
+    if description is None and not summary:
+        warnings.warn(f"@tool {tool_name!r}: the function has no docstring, so the model gets "
+                      f"an empty description; write one saying what it does, or pass "
+                      f"description='...'.", UserWarning, stacklevel=stacklevel)
     _check_documented_params(fn, tool_name, param_docs)
     hints = type_hints(fn)
     properties: dict[str, Any] = {}

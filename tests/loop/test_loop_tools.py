@@ -345,12 +345,12 @@ def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
     assert flight.failure is None and flight.remaining == 0
 
 
-def test_of_two_tools_with_one_name_the_first_runs_and_sets_the_mode() -> None:
+def test_two_tools_with_one_name_are_refused_by_the_context() -> None:
     first = make_tool(execute=lambda *args: ok("first"), execution_mode="sequential")
     second = make_tool(execute=lambda *args: ok("second"))
-    _, rec, _ = run([("read", {"path": "a"}), ("read", {"path": "b"})], first, second)
-    assert rec.tool_rows() == sequential_rows("call_1", "call_2")
-    assert [text_of(r) for r in rec.results()] == ["first", "first"]
+    with pytest.raises(ValueError, match=r"^AgentContext.tools has two tools named 'read' "
+                                         r"\(AgentContext.tools\[0\] and AgentContext.tools\[1\]\)"):
+        run([("read", {"path": "a"})], first, second)
 
 
 def test_tools_execute_on_pool_threads_and_events_stay_on_the_loop_thread() -> None:

@@ -878,6 +878,18 @@ add("prompt_message_with_images_refused", description="prompt(message, images) a
     responses=[text("Seen."), text("unused"), text("unused")], entries=["agent"],
     differences=["prompt-images-refused"])
 
+# --- the front door's checks (issue 27) -------------------------------------------------------
+
+add("duplicate_tool_names_refused", description="state.tools assigned two tools named 'read': "
+    "pi takes both (the model is offered the last, a call runs the first); piagent refuses "
+    "with ValueError.",
+    tools=[READ], steps=[{"prompt": "First"}, {"setTools": ["read", "read"]}],
+    responses=[text("Done.")], entries=["agent"], differences=["duplicate-tool-names-refused"])
+add("temperature_out_of_range_refused", description="AgentLoopConfig(temperature=7): pi sends "
+    "it (the provider refuses it, or worse, takes it); piagent refuses with ValueError before "
+    "the loop starts.", config={"temperature": 7}, responses=[text("unused")],
+    entries=["run_loop"], differences=["option-values-checked"])
+
 
 def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
     """Give every parallel batch of two or more calls a finish order (source order by default).

@@ -323,6 +323,7 @@ class Harness:
         self.record({
             "kind": "request", "n": number, "model": model.id if model else None,
             "reasoning": options.reasoning,
+            **({"temperature": options.temperature} if options.temperature is not None else {}),
             "signalAborted": bool(signal is not None and signal.aborted),
             "messages": [message_to_dict(m) for m in context.messages],
             "tools": [t.name for t in get_current_tools(context.messages)],
@@ -590,7 +591,7 @@ class Harness:
         hooks = self.hooks()
         return AgentLoopConfig(
             model=MODEL, reasoning=level if level and level != "off" else None,
-            tool_execution=c.get("toolExecution", "parallel"),
+            tool_execution=c.get("toolExecution", "parallel"), temperature=c.get("temperature"),
             get_steering_messages=lambda: self.drain(self.steering, c.get("steeringMode")),
             get_follow_up_messages=lambda: self.drain(self.follow_ups, c.get("followUpMode")),
             **hooks)
@@ -611,11 +612,11 @@ class Harness:
         self.controller = AbortController()
         if self.s.get("abortBeforeRun"):
             self.controller.abort()
-        config = self.loop_config()
         signal = self.controller.signal
         result: list[AgentMessage] | None = None
         error: str | None = None
         try:
+            config = self.loop_config()  # its checks may refuse the scenario's config
             if self.entry.startswith("agent_loop"):
                 if step.get("continue"):
                     stream = agent_loop_continue(context, config, signal, self.stream_fn)

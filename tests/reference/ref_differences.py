@@ -216,6 +216,33 @@ def prompt_images_refused(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def duplicate_tool_names_refused(out: Json, scenario: dict[str, Any]) -> Json:
+    """``state.tools = [...]`` with two tools of one name raises ValueError at the assignment
+    (the tools stay as they were); pi takes the list. (A refused step must be the scenario's
+    last: later requests would carry pi's list.)"""
+    out = copy.deepcopy(out)
+    steps = [e for e in out["log"] if e.get("kind") == "step"]
+    for step, entry in zip(scenario.get("steps", []), steps, strict=True):
+        names = step.get("setTools") or []
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            first, second = names.index(twice), names.index(twice, names.index(twice) + 1)
+            entry["error"] = (f"state.tools has two tools named {twice!r} (state.tools[{first}] "
+                              f"and state.tools[{second}]): the model calls a tool by its name, "
+                              f"so each needs its own; rename one (@tool(name=...)).")
+    return out
+
+
+def option_values_checked(out: Json, scenario: dict[str, Any]) -> Json:
+    """An out-of-range request option (``temperature`` here) fails ``AgentLoopConfig(...)``:
+    the loop never starts, so nothing is logged and the caller's list is as it was."""
+    out = copy.deepcopy(out)
+    temperature = scenario.get("config", {}).get("temperature")
+    out.update(log=[], result=None,
+               error=f"temperature must be from 0 to 2, got {temperature!r}.")
+    return out
+
+
 def results_kept_after_listener_failure(out: Json, scenario: dict[str, Any]) -> Json:
     """A listener failed during a tool batch: the result message of every call that ran is
     still recorded (events and transcript), in source order, before the failure message."""
@@ -321,6 +348,16 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "prompt(message_or_list, images=...) raises TypeError at the call; pi drops the "
                "images silently and runs the prompt without them.",
                prompt_images_refused),
+    Difference("duplicate-tool-names-refused",
+               "Two tools of one name (Agent(tools=...), state.tools = ..., AgentContext) are a "
+               "ValueError at the call; pi takes them: the model is offered the last one "
+               "and a call of the name runs the first.",
+               duplicate_tool_names_refused),
+    Difference("option-values-checked",
+               "Request options out of range (temperature outside 0-2, max_tokens < 1, "
+               "max_retries or max_retry_delay_ms < 0) are a ValueError when the options or the "
+               "loop's config are built; pi sends them to the provider.",
+               option_values_checked),
     Difference("python-names",
                "Error texts name the Python methods (follow_up(), continue_()).",
                python_names),

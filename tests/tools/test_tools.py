@@ -25,6 +25,10 @@ from piagent.tools import AgentTool, AgentToolResult, tool, validate_tool_argume
 from piagent.tools._check import CheckBuilder
 from piagent.tools._coerce import CoercerBuilder
 
+# most functions here exist for their schemas, without a docstring: @tool's warning is
+# asserted once, in test_no_docstring_gives_empty_description_and_a_warning
+pytestmark = pytest.mark.filterwarnings("ignore:@tool .* has no docstring:UserWarning")
+
 # --- helpers and types used by the tools below ------------------------------------------
 
 
@@ -331,11 +335,16 @@ def test_docstring_description_wins_over_annotated() -> None:
     assert _props(f)["b"]["description"] == "only Annotated"
 
 
-def test_no_docstring_gives_empty_description() -> None:
-    @tool
-    def f() -> None:
-        pass
+def test_no_docstring_gives_empty_description_and_a_warning() -> None:
+    with pytest.warns(UserWarning) as caught:
+        @tool
+        def f() -> None:
+            pass
 
+    assert [str(w.message) for w in caught] == [
+        "@tool 'f': the function has no docstring, so the model gets an empty description; "
+        "write one saying what it does, or pass description='...'."]
+    assert caught[0].filename == __file__  # it points at the decorated function
     assert f.description == ""
     assert f.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
 
