@@ -45,6 +45,7 @@ from ._input import (
     normalise_input,
     starting_transcript,
 )
+from ._interrupt import busy_text, wait_after_interrupt
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queue_api import QueueMethods
 from ._queues import QueueLedger, QueueMode, Takings
@@ -400,8 +401,7 @@ class Agent(QueueMethods):
             settled = run._wait(timeout)
         except KeyboardInterrupt:
             if run._thread is not None:
-                run.abort()
-                run._wait(None)
+                wait_after_interrupt(run)  # says what lingers; a second one stops waiting
             raise
         if not settled:
             run.abort()
@@ -423,7 +423,7 @@ class Agent(QueueMethods):
         context = contextvars.copy_context()
         with self._run_lock:
             if self._active is not None:
-                raise AgentBusyError(busy_message)
+                raise AgentBusyError(busy_text(self._active, busy_message))
             prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()

@@ -17,6 +17,7 @@ from ..abort import AbortController, AbortSignal
 from ..errors import AgentRunError
 from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
+from ._interrupt import wait_after_interrupt
 from ._queues import Takings
 
 if TYPE_CHECKING:
@@ -151,13 +152,14 @@ class AgentRun:
         """Wait until the run settles; False if ``timeout`` seconds pass first.
 
         A ``KeyboardInterrupt`` while waiting aborts the run, waits for it to settle and
-        re-raises; a second one stops waiting at once.
+        re-raises; a second one stops waiting at once. A run that has not settled a
+        quarter of a second after the abort is said on stderr, once (which tool it waits
+        for).
         """
         try:
             return self._wait(timeout)
         except KeyboardInterrupt:
-            self.abort()
-            self._wait(None)  # a second KeyboardInterrupt escapes from here at once
+            wait_after_interrupt(self)  # a second KeyboardInterrupt escapes from here at once
             raise
 
     def events(self) -> Iterator[AgentEvent]:

@@ -18,8 +18,6 @@ from ..events import (
     AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
-    ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
     TurnEndEvent,
 )
 from ..loop import (
@@ -31,6 +29,7 @@ from ..loop import (
 )
 from ..messages import AgentMessage, AssistantMessage, TextContent
 from ..stream import StreamFn, get_default_stream_fn
+from ._interrupt import still_running
 from ._persistence import StoreLink
 from ._run import AgentRun
 from ._state import AgentState
@@ -172,22 +171,3 @@ def _emit_closing(emit: Callable[[AgentEvent], None], event: AgentEvent) -> None
         emit(event)
     except Exception:  # the failure path must reach agent_end; the error is logged
         _log.exception("A listener raised while the failed run was being closed")
-
-
-def still_running(run: AgentRun) -> str:
-    """Which part of an aborted run has not returned, read from its events so far."""
-    tools: dict[str, str] = {}
-    waiting_for_model = True  # until an assistant message ends, the model call comes next
-    for event in list(run._events):  # a snapshot: the worker appends to it
-        if isinstance(event, ToolExecutionStartEvent):
-            tools[event.tool_call_id] = event.tool_name
-        elif isinstance(event, ToolExecutionEndEvent):
-            tools.pop(event.tool_call_id, None)
-        elif isinstance(event, MessageEndEvent):
-            waiting_for_model = getattr(event.message, "role", None) != "assistant"
-    if tools:
-        names = ", ".join(repr(name) for name in tools.values())
-        return f"tool {names}" if len(tools) == 1 else f"tools {names}"
-    if waiting_for_model:
-        return "the stream function (the model call)"
-    return "a hook or listener"
