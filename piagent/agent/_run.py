@@ -73,6 +73,9 @@ class AgentRun:
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
         self._guard: RunGuard | None = None  # limits and output (_guard); read once settled
+        # set by the worker when the run goes on past a stopped process's unfinished batch:
+        # its start marks are dropped once the first assistant message is stored
+        self._drop_marks = False
 
     def __repr__(self) -> str:
         state = "done" if self.done else "running"

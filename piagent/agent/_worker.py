@@ -31,6 +31,7 @@ from ..messages import AgentMessage, AssistantMessage, TextContent
 from ..stream import StreamFn, get_default_stream_fn
 from ._interrupt import still_running
 from ._persistence import StoreLink
+from ._resume_warning import Persist, dropping_marks, started_unfinished
 from ._run import AgentRun
 from ._state import AgentState
 
@@ -93,7 +94,9 @@ def emitter(agent: RunHost, run: AgentRun) -> Callable[[AgentEvent], None]:
     apply, observe, signal, listeners = (agent._state._apply, run._observe, run.signal,
                                          agent._listeners)
     link = agent._link
-    persist = link.ended if link is not None else None
+    persist: Persist | None = link.ended if link is not None else None
+    if link is not None and run._drop_marks:  # prompt() after a stopped process's batch
+        persist = dropping_marks(link, link.ended)
 
     def emit(event: AgentEvent) -> None:
         apply(event)
@@ -115,6 +118,8 @@ def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None
         context = AgentContext(list(state.messages), list(state.tools))
         config = agent._loop_config(run, skip_initial_steering_poll)
         stream_fn = agent.stream_fn if agent.stream_fn is not None else get_default_stream_fn()
+        if started is None and started_unfinished(agent._link, state.messages):
+            run._drop_marks = True  # the abandoned batch's start marks go with the first reply
         guard = run._guard
         if guard is not None:  # limits and typed output, through the loop's hooks
             context.tools = guard.tools(context.tools)
