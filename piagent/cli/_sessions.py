@@ -154,7 +154,7 @@ def attach_session(agent: Agent, store: SQLiteStore, name: str, printer: EventPr
     printer.line(style.dim(f"(resumed session {name}: {_plural(count, 'message')})"))
     if recap:
         for who, text in _last_exchange(messages):  # dim: the past, not a live prompt
-            printer.line(style.dim(f"{who}> {_short(text, 200)}"))
+            printer.line(style.dim(f"{who}> {_short(printer.words(text), 200)}"))
     keep_session_tools(agent, name, printer)
     unfinished = unanswered_tool_calls(messages)
     if unfinished is None:

@@ -64,14 +64,20 @@ def _not_found_server() -> Iterator[str]:
         thread.join(WAIT)
 
 
-def test_a_server_given_with_base_url_is_named_by_its_address() -> None:
+def test_a_server_given_with_base_url_is_named_by_its_address(tmp_path: Path) -> None:
+    env = {"PIAGENT_SESSIONS_DB": str(tmp_path / "sessions.db")}
     with _not_found_server() as url:
-        proc = _piagent("chat", "-m", "openai/gpt-4o-mini", "--base-url", url, "hi")
+        chat_args = ("chat", "-m", "openai/gpt-4o-mini", "--base-url", url, "--session", "w")
+        proc = _piagent(*chat_args, "hi", env=env)
+        resumed = _piagent(*chat_args, env=env)  # stdin empty: the recap, then the end
+    error = (f"The server at {url} answered with an error (404): model 'gpt-4o-mini' not "
+             "found. Check the model id and the base URL.")
     assert proc.returncode == 1
     assert proc.stdout == ""
-    assert proc.stderr == (f"piagent chat: the run failed: The server at {url} answered with "
-                           "an error (404): model 'gpt-4o-mini' not found. Check the model id "
-                           "and the base URL.\n")  # once, and not "OpenAI API error"
+    assert proc.stderr == f"(new session w)\npiagent chat: the run failed: {error}\n"  # once
+    # the stored error, shown in the resumed chat's recap, is said the same way
+    assert f"assistant> (error: {error})" in resumed.stdout
+    assert "OpenAI" not in proc.stderr + resumed.stdout + resumed.stderr
 
 
 @pytest.mark.parametrize(("library", "terminal"), [
