@@ -11,7 +11,8 @@ The page, the demo agent and the per-session logic (``chat_sessions.ChatService`
 shared with ``examples/flask_chat``. Views: ``GET /``, ``GET /history``, ``POST /chat``
 (answers ``{"run_id"}``), ``GET /events/<run_id>`` (``piagent.web.django_run_response``,
 resumes after ``Last-Event-ID``), ``POST /stop``, ``POST /steer``, ``GET /whoami``. The
-SQLite file is ``--db``, else ``$PIAGENT_CHAT_DB``, else ``chat.db``. In a real project,
+SQLite file is ``--db``, else ``$PIAGENT_CHAT_DB``, else ``piagent-examples/chat.db`` in the
+system's temporary folder. In a real project,
 put the views in an app's ``views.py`` and build the service once per process in
 ``AppConfig.ready``.
 """
@@ -214,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="an OpenAI-compatible server for --model (Ollama, vLLM, ...)")
     parser.add_argument("--db", metavar="FILE",
                         help="the SQLite file of transcripts and runs "
-                             "(default: $PIAGENT_CHAT_DB or chat.db)")
+                             "(default: $PIAGENT_CHAT_DB, else piagent-examples/chat.db in the "
+                             "temporary folder)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)

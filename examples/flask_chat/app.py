@@ -8,7 +8,8 @@ Run it offline (a scripted model and a slow counting tool)::
     cd examples/flask_chat && gunicorn -w 4 -k gthread --threads 8 'app:create_app()'
 
 Each browser has its own conversation (a session id in a cookie); transcripts and runs live
-in one SQLite file (``--db``, or ``$PIAGENT_CHAT_DB``, default ``chat.db``), so any worker
+in one SQLite file (``--db``, or ``$PIAGENT_CHAT_DB``, default ``piagent-examples/chat.db`` in the
+system's temporary folder), so any worker
 process can serve any request. Routes: ``GET /`` the page; ``GET /history`` the stored
 conversation and the live run; ``POST /chat {"message"}`` starts a run and answers its
 ``run_id``; ``GET /events/<run_id>`` streams it as Server-Sent Events with ``id:`` lines
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="an OpenAI-compatible server for --model (Ollama, vLLM, ...)")
     parser.add_argument("--db", metavar="FILE",
                         help="the SQLite file of transcripts and runs "
-                             "(default: $PIAGENT_CHAT_DB or chat.db)")
+                             "(default: $PIAGENT_CHAT_DB, else piagent-examples/chat.db in the "
+                             "temporary folder)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)

@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -30,13 +31,16 @@ from piagent.sessions import SQLiteStore
 COOKIE = "piagent_chat_session"
 COOKIE_MAX_AGE = 30 * 24 * 3600  # a month
 DB_VARIABLE = "PIAGENT_CHAT_DB"  # where the SQLite file lives, unless --db says otherwise
-DEFAULT_DB = "chat.db"
+# outside the checkout (a run from the repository leaves nothing behind), one path for every
+# worker process of this machine
+DEFAULT_DB = os.path.join(tempfile.gettempdir(), "piagent-examples", "chat.db")
 STOP_WAIT_S = 5.0  # how long Stop waits for the run to settle before answering
 LIVE = ("queued", "running")
 
 
 def db_path(flag: str | None = None) -> str:
-    """The SQLite file: ``--db``, else ``$PIAGENT_CHAT_DB``, else ``chat.db`` here."""
+    """The SQLite file: ``--db``, else ``$PIAGENT_CHAT_DB``, else ``DEFAULT_DB``
+    (``piagent-examples/chat.db`` in the system's temporary folder)."""
     return flag or os.environ.get(DB_VARIABLE) or DEFAULT_DB
 
 

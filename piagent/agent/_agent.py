@@ -46,9 +46,11 @@ from ._input import (
     normalise_input,
     starting_transcript,
 )
+from ._interrupt import busy_text, wait_after_interrupt
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queue_api import QueueMethods
 from ._queues import QueueLedger, QueueMode, Takings
+from ._resume_warning import warn_unfinished
 from ._run import AgentEventIterator, AgentRun, TypedRun, on_main_thread
 from ._state import AgentState
 from ._worker import Listener, Listeners, run_worker, still_running
@@ -268,6 +270,7 @@ class Agent(QueueMethods):
         ``output_type`` (else the agent's) asks for a typed final result (docs/output.md).
         """
         prompts = normalise_input(input, images)
+        warn_unfinished(self, "prompt()")
         return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout,
                           output_type)
 
@@ -277,6 +280,7 @@ class Agent(QueueMethods):
         With a user or tool-result tail the loop continues as is. With an assistant tail
         the queued steering (else follow-up) messages are run as a prompt.
         """
+        warn_unfinished(self, "continue_()")
         return self._call(_BUSY_CONTINUE, lambda takings: continue_input(
             self._state.messages, self._queues, takings), block, timeout)
 
@@ -402,8 +406,7 @@ class Agent(QueueMethods):
             settled = run._wait(timeout)
         except KeyboardInterrupt:
             if run._thread is not None:
-                run.abort()
-                run._wait(None)
+                wait_after_interrupt(run)  # says what lingers; a second one stops waiting
             raise
         if not settled:
             run.abort()
@@ -425,7 +428,7 @@ class Agent(QueueMethods):
         context = contextvars.copy_context()
         with self._run_lock:
             if self._active is not None:
-                raise AgentBusyError(busy_message)
+                raise AgentBusyError(busy_text(self._active, busy_message))
             prompts, skip_poll, started = choose(run.takings)
             self._active = run
             self._state._run_started()

@@ -18,6 +18,7 @@ from ..errors import AgentRunError
 from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
 from ._checks import check_timeout
+from ._interrupt import wait_after_interrupt
 from ._queues import Takings
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ class AgentRun:
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
         self._guard: RunGuard | None = None  # limits and output (_guard); read once settled
+        # set by the worker when the run goes on past a stopped process's unfinished batch:
+        # its start marks are dropped once the first assistant message is stored
+        self._drop_marks = False
 
     def __repr__(self) -> str:
         state = "done" if self.done else "running"
@@ -152,14 +156,15 @@ class AgentRun:
         """Wait until the run settles; False if ``timeout`` seconds pass first.
 
         A ``KeyboardInterrupt`` while waiting aborts the run, waits for it to settle and
-        re-raises; a second one stops waiting at once.
+        re-raises; a second one stops waiting at once. A run that has not settled a
+        quarter of a second after the abort is said on stderr, once (which tool it waits
+        for).
         """
         timeout = check_timeout(timeout)
         try:
             return self._wait(timeout)
         except KeyboardInterrupt:
-            self.abort()
-            self._wait(None)  # a second KeyboardInterrupt escapes from here at once
+            wait_after_interrupt(self)  # a second KeyboardInterrupt escapes from here at once
             raise
 
     def events(self) -> Iterator[AgentEvent]:

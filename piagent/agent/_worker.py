@@ -18,8 +18,6 @@ from ..events import (
     AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
-    ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
     TurnEndEvent,
 )
 from ..loop import (
@@ -31,7 +29,9 @@ from ..loop import (
 )
 from ..messages import AgentMessage, AssistantMessage, TextContent
 from ..stream import StreamFn, get_default_stream_fn
+from ._interrupt import still_running
 from ._persistence import StoreLink
+from ._resume_warning import Persist, dropping_marks, started_unfinished
 from ._run import AgentRun
 from ._state import AgentState
 
@@ -94,7 +94,9 @@ def emitter(agent: RunHost, run: AgentRun) -> Callable[[AgentEvent], None]:
     apply, observe, signal, listeners = (agent._state._apply, run._observe, run.signal,
                                          agent._listeners)
     link = agent._link
-    persist = link.ended if link is not None else None
+    persist: Persist | None = link.ended if link is not None else None
+    if link is not None and run._drop_marks:  # prompt() after a stopped process's batch
+        persist = dropping_marks(link, link.ended)
 
     def emit(event: AgentEvent) -> None:
         apply(event)
@@ -116,6 +118,8 @@ def run_worker(agent: RunHost, run: AgentRun, prompts: list[AgentMessage] | None
         context = AgentContext(list(state.messages), list(state.tools))
         config = agent._loop_config(run, skip_initial_steering_poll)
         stream_fn = agent.stream_fn if agent.stream_fn is not None else get_default_stream_fn()
+        if started is None and started_unfinished(agent._link, state.messages):
+            run._drop_marks = True  # the abandoned batch's start marks go with the first reply
         guard = run._guard
         if guard is not None:  # limits and typed output, through the loop's hooks
             context.tools = guard.tools(context.tools)
@@ -172,22 +176,3 @@ def _emit_closing(emit: Callable[[AgentEvent], None], event: AgentEvent) -> None
         emit(event)
     except Exception:  # the failure path must reach agent_end; the error is logged
         _log.exception("A listener raised while the failed run was being closed")
-
-
-def still_running(run: AgentRun) -> str:
-    """Which part of an aborted run has not returned, read from its events so far."""
-    tools: dict[str, str] = {}
-    waiting_for_model = True  # until an assistant message ends, the model call comes next
-    for event in list(run._events):  # a snapshot: the worker appends to it
-        if isinstance(event, ToolExecutionStartEvent):
-            tools[event.tool_call_id] = event.tool_name
-        elif isinstance(event, ToolExecutionEndEvent):
-            tools.pop(event.tool_call_id, None)
-        elif isinstance(event, MessageEndEvent):
-            waiting_for_model = getattr(event.message, "role", None) != "assistant"
-    if tools:
-        names = ", ".join(repr(name) for name in tools.values())
-        return f"tool {names}" if len(tools) == 1 else f"tools {names}"
-    if waiting_for_model:
-        return "the stream function (the model call)"
-    return "a hook or listener"

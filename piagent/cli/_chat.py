@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
 from ._mcp import close_all, first_duplicate, open_mcp_servers
-from ._output import AnswerPrinter, CliError, EventPrinter, Style, cli_words
+from ._output import AnswerPrinter, CliError, EventPrinter, Style, words_for
 from ._sessions import (
     attach_session,
     check_session_name,
@@ -34,7 +34,8 @@ _EXIT_USAGE = 2
 
 _CHAT_HELP = """\
 Type a message and press Enter. While the agent works, what you type becomes a steering
-message (delivered after the current tool batch). Ctrl-C aborts the current run.
+message (delivered after the current tool batch, or when the model's current reply ends
+if no tool runs). Ctrl-C aborts the current run.
 Commands: /follow-up TEXT   queue TEXT for when the agent would stop
           /clear            drop queued steering and follow-up messages (they outlive
                             a Ctrl-C abort and would otherwise go with your next message)
@@ -206,7 +207,6 @@ def _unknown_model_text(provider: str, model_id: str) -> str:
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
-
 def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..agent import Agent
 
@@ -275,6 +275,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         printer = EventPrinter(out, style=Style.for_stream(out), show_usage=True,
                                show_waiting=interactive)
+    printer.words = words_for(model, args.base_url)
     agent.subscribe(printer)
     hide_notices = show_notices(printer)
     try:
@@ -325,6 +326,7 @@ def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
     if question:
         if store is not None:  # the session's notes go to stderr: stdout is the answer
             notes = EventPrinter(err, style=Style.for_stream(err))
+            notes.words = printer.words
             _join_session(agent, store, args, notes, recap=False)
         return _one_shot(agent, question, printer, err)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
@@ -362,7 +364,7 @@ class _NoticeHandler(logging.Handler):
         if getattr(record, "piagent_run_failed", False):
             return  # the chat says a failed run itself
         try:
-            self._printer.line(self._printer.style.dim(f"({cli_words(record.getMessage())})"))
+            self._printer.line(self._printer.style.dim(f"({self._printer.words(record.getMessage())})"))
         except Exception:  # noqa: BLE001 - the logging module's own contract
             self.handleError(record)
 
@@ -409,7 +411,7 @@ def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -
         err.write("piagent chat: interrupted\n")
         return 130
     if run.error_message:
-        err.write(f"piagent chat: the run failed: {cli_words(run.error_message or '')}\n")
+        err.write(f"piagent chat: the run failed: {printer.words(run.error_message or '')}\n")
         return 1
     return 0
 

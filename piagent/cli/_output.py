@@ -7,14 +7,16 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import PiAgentError
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
+    from ..models import Model
 
-__all__ = ["AnswerPrinter", "CliError", "EventPrinter", "Style", "cli_words"]
+__all__ = ["AnswerPrinter", "CliError", "EventPrinter", "Style", "cli_words", "server_words", "words_for"]
 
 
 class CliError(PiAgentError):
@@ -81,6 +83,49 @@ def cli_words(text: str) -> str:
     return text
 
 
+def server_words(label: str, url: str) -> Callable[[str], str]:
+    """``cli_words`` for a model served at ``url`` (``--base-url``) that is not the
+    provider's own server: the library names it by the provider (``label``: "OpenAI API
+    error", "Could not connect to local at ..."); on the terminal it is the server at
+    ``url``, since that is what answered."""
+    server = f"the server at {url}"
+    rules = []
+    for name in (f"{label} Responses", label):  # the Responses API's label first
+        rules += [
+            (f"{name} API error (", f"The server at {url} answered with an error ("),
+            (f"Could not connect to {name} at ", "Could not connect to the server at "),
+            (f"{name} request failed (", "The request failed ("),  # the reason names it
+            (f"The connection to {name} broke", f"The connection to {server} broke"),
+            (f"The {name} stream", f"The stream from {server}"),
+            (f"{name} stream error", f"The server at {url} sent a stream error"),
+            (f"{name} answered", f"The server at {url} answered"),
+            (f"{name} sent", f"The server at {url} sent"),
+        ]
+
+    rules.append(("The provider had a server error", "The server had an error"))
+
+    def words(text: str) -> str:
+        for library_words, terminal_words in rules:
+            text = text.replace(library_words, terminal_words)
+        return cli_words(text)
+
+    return words
+
+
+# providers whose name is the name of the server program (at any address)
+_SERVER_PROVIDERS = frozenset({"ollama", "vllm", "llamacpp", "lmstudio"})
+
+
+def words_for(model: Model, base_url: str | None) -> Callable[[str], str]:
+    """How the chat words library texts: with ``--base-url`` another server than the
+    provider's answers, so errors name it by its address, not as "OpenAI API error"."""
+    if not base_url or model.provider in _SERVER_PROVIDERS:
+        return cli_words
+    from ..providers.kit import provider_label
+
+    return server_words(provider_label(model.provider), model.base_url)
+
+
 def _one_line(text: str, limit: int = 100) -> str:
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
@@ -131,6 +176,7 @@ class EventPrinter:
         self.show_thinking = show_thinking
         self.show_usage = show_usage
         self.show_errors = True  # an error stop as an "error: ..." line
+        self.words: Callable[[str], str] = cli_words  # library texts in the terminal's terms
         self.lock = threading.RLock()  # guards the terminal: one writer at a time
         self._at_line_start = True
         self._seen_assistant = False
@@ -262,7 +308,7 @@ class EventPrinter:
                 self.line(style.assistant("assistant> ") + text)
             self._end_line()
             if message.stop_reason == "error" and self.show_errors:
-                self.line(style.error("error: ") + cli_words(message.error_message or "unknown error"))
+                self.line(style.error("error: ") + self.words(message.error_message or "unknown error"))
             elif message.stop_reason == "aborted":
                 self.line(style.error("aborted: ") + (message.error_message or "Operation aborted"))
             elif message.stop_reason == "length":

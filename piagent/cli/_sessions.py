@@ -26,6 +26,7 @@ __all__ = [
     "check_session_name",
     "cmd_sessions",
     "conversation_length",
+    "keep_session_tools",
     "open_session_store",
     "sessions_db_path",
     "user_data_dir",
@@ -153,7 +154,8 @@ def attach_session(agent: Agent, store: SQLiteStore, name: str, printer: EventPr
     printer.line(style.dim(f"(resumed session {name}: {_plural(count, 'message')})"))
     if recap:
         for who, text in _last_exchange(messages):  # dim: the past, not a live prompt
-            printer.line(style.dim(f"{who}> {_short(text, 200)}"))
+            printer.line(style.dim(f"{who}> {_short(printer.words(text), 200)}"))
+    keep_session_tools(agent, name, printer)
     unfinished = unanswered_tool_calls(messages)
     if unfinished is None:
         return False
@@ -162,6 +164,30 @@ def attach_session(agent: Agent, store: SQLiteStore, name: str, printer: EventPr
                            f"finished ({', '.join(call.name for call in calls)}); finishing "
                            "them now)"))
     return True
+
+
+def keep_session_tools(agent: Agent, name: str, printer: EventPrinter) -> None:
+    """A resumed session keeps the tools its transcript declares: the built-in ones it had
+    come back without ``--tools`` (else the first run would write "tools removed" into its
+    history); one this chat cannot give (an MCP server's without that ``--mcp``) is named."""
+    from ..transcript import get_current_tools
+    from ._demo import make_demo_tools
+
+    have = {tool.name for tool in agent.state.tools}
+    missing = [d.name for d in get_current_tools(agent.state.messages) if d.name not in have]
+    if not missing:
+        return
+    built_in = {tool.name: tool for tool in make_demo_tools(Path.cwd())}
+    kept = [built_in[tool_name] for tool_name in missing if tool_name in built_in]
+    if kept:
+        agent.state.tools = [*agent.state.tools, *kept]
+        printer.line(printer.style.dim(f"(session {name} keeps its tools: "
+                                       f"{', '.join(tool.name for tool in kept)})"))
+    gone = [tool_name for tool_name in missing if tool_name not in built_in]
+    if gone:
+        printer.line(printer.style.dim(
+            f"(session {name} had tools this chat does not give: {', '.join(gone)}; pass "
+            "the same --mcp to keep them, or the model is told they are gone)"))
 
 
 # --- piagent sessions ------------------------------------------------------------------------

@@ -119,7 +119,12 @@ def answered_ids(messages: Iterable[AgentMessage]) -> set[str]:
 
 
 def unanswered_call_ids(messages: Sequence[AgentMessage]) -> set[str]:
-    """Tool calls asked for in ``messages`` that no tool result answers."""
-    asked = {block.id for m in messages if isinstance(m, AssistantMessage)
-             for block in m.content if isinstance(block, ToolCall)}
-    return asked - answered_ids(messages)
+    """The tool calls of the last assistant message in ``messages`` that no tool result
+    answers: the batch ``resume()`` would finish, whose start marks a store keeps. An
+    earlier batch left unanswered is over (a later reply went on without it)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            asked = {block.id for block in message.content if isinstance(block, ToolCall)}
+            return asked - answered_ids(messages[index + 1:])
+    return set()

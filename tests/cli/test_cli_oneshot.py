@@ -78,7 +78,9 @@ def test_one_shot_failure_exits_non_zero() -> None:
     assert proc.returncode == 1
     assert "piagent chat: the run failed: " in proc.stderr
     # in the terminal's words: the flag, not the Python parameter; no urllib3 class names
-    assert f"Could not connect to local at 127.0.0.1:{port} (connection refused)" in proc.stderr
+    # the server named by its address, not by the provider id ("local")
+    assert f"Could not connect to the server at 127.0.0.1:{port} (connection refused)" \
+        in proc.stderr
     assert "is the server running? Check --base-url." in proc.stderr
     assert "base_url" not in proc.stdout + proc.stderr
     assert "urllib3" not in proc.stdout + proc.stderr

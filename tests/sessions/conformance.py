@@ -293,6 +293,17 @@ class SessionStoreConformance:
         store.delete(sid)
         assert store.started(sid) == set()
 
+    def test_replace_keeps_marks_of_the_last_batch_only(self, store: SessionStore) -> None:
+        # a batch a later reply went past is over: resume() finishes only the last one
+        sid = self.new_id()
+        store.append(sid, [calls("c1")])
+        store.mark_started(sid, "c1")
+        store.replace(sid, [calls("c1"), a_user("something else")])
+        assert store.started(sid) == {"c1"}  # still the last assistant message's call
+        store.replace(sid, [calls("c1"), a_user("something else"), calls("c2")])
+        assert store.started(sid) == set()
+        store.delete(sid)
+
     def test_threads_append_concurrently(self, store: SessionStore) -> None:
         sid, writers, each = self.new_id(), 4, 25
         barrier = threading.Barrier(writers, timeout=WAIT)
