@@ -10,6 +10,7 @@ provider: it calls whatever stream function it is given.
 
 from __future__ import annotations
 
+from ..sessions import ApprovalDecision, PendingApproval
 from ._call import run_tool_call
 from ._checks import check_tools
 from ._config import (
@@ -41,12 +42,14 @@ __all__ = [
     "AgentLoopTurnUpdate",
     "AgentToolCallOutcome",
     "AgentTurnContext",
+    "ApprovalDecision",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Budget",
     "BudgetStore",
     "LimitHit",
     "Limits",
+    "PendingApproval",
     "PrepareNextTurnContext",
     "PrepareRequestContext",
     "RequestUpdate",

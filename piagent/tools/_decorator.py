@@ -38,6 +38,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool: ...
 
 
@@ -52,6 +53,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -65,6 +67,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Build an ``AgentTool`` from a plain (synchronous) function.
 
@@ -98,6 +101,7 @@ def tool(
             prepare_arguments=prepare_arguments,
             replay=replay,
             stacklevel=stacklevel,
+            needs_approval=needs_approval,
         )
 
     # a warning points at the decorated function's line: one frame more through tool()
@@ -169,6 +173,7 @@ def _build_tool(
     prepare_arguments: Callable[[Any], Any] | None,
     replay: ReplayPolicy | None,
     stacklevel: int = 3,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
@@ -235,6 +240,7 @@ def _build_tool(
         prepare_arguments=prepare_arguments,
         execution_mode=execution_mode,
         replay=replay,
+        needs_approval=needs_approval,
     )
 
 

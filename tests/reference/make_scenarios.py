@@ -890,6 +890,23 @@ add("temperature_out_of_range_refused", description="AgentLoopConfig(temperature
     "the loop starts.", config={"temperature": 7}, responses=[text("unused")],
     entries=["run_loop"], differences=["option-values-checked"])
 
+# --- approvals (an addition: pi has none) ---------------------------------------------------
+
+GUARDED = {"name": "write", "description": "Write a file",
+           "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                          "required": ["path"]}}
+add("approval_not_asked", description="A tool whose needs_approval function says no, called "
+    "twice in a parallel batch: exactly pi's run (no event, no state of its own).",
+    tools=[tool(GUARDED, needsApproval="never")],
+    responses=[calls(("write", {"path": "a"}, "c1"), ("write", {"path": "b"}, "c2")),
+               text("Written.")])
+add("approval_asked_then_approved", description="A call waits for approval: piagent's run ends "
+    "after tool_approval_request; approve() goes on with the call (its start again), as pi's "
+    "one run does.", tools=[tool(GUARDED, needsApproval=True)],
+    steps=[{"prompt": "Go"}, {"approve": "c1"}], entries=["agent"],
+    responses=[calls(("write", {"path": "a"}, "c1")), text("Written.")],
+    differences=["approval-waits"])
+
 
 def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
     """Give every parallel batch of two or more calls a finish order (source order by default).
