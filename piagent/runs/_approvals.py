@@ -1,0 +1,106 @@
+"""Approvals by session id, the same on every runner (docs/approvals.md): ``pending_approvals``,
+``approve`` and ``deny``.
+
+A run that ends with tool calls waiting for a decision reads ``waiting``. The calls, their
+decisions and the batch's results so far live in the session store (an ``ApprovalStore``:
+``MemoryStore``, ``SQLiteStore``, ``PostgresStore``), so any thread or process that reaches
+the store decides. ``store.decide`` records one decision atomically and says whether it
+completed the batch; only that caller starts the session's next run, which executes the
+decided batch (approved calls run, denied ones get their error result) and goes on:
+``LocalRunner`` on threads of the deciding process, ``QueuedRunner`` through its ``submit``.
+A process that dies between the last decision and that start leaves a decided batch: the
+session's next ``start()`` finishes it first (the transcript stops mid-run, so the run
+recovers it with ``agent.resume()``).
+"""
+
+from __future__ import annotations
+
+from ..errors import ApprovalPendingError
+from ..loop import ApprovalDecision, PendingApproval
+from ..sessions import ApprovalStore, SessionStore, check_session_id
+
+__all__ = ["ApprovalMethods", "approval_store"]
+
+
+def approval_store(store: SessionStore) -> ApprovalStore:
+    """``store`` as an ``ApprovalStore`` (``TypeError`` for a store that keeps no approvals)."""
+    if not all(callable(getattr(store, name, None)) for name in ("decide", "approvals")):
+        msg = (f"approvals need a session store that keeps them (MemoryStore, SQLiteStore, "
+               f"PostgresStore), got {type(store).__name__}.")
+        raise TypeError(msg)
+    return store  # type: ignore[return-value]
+
+
+def _check_optional_text(value: object, name: str, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        msg = f"{name} must be None or a str ({what}), got {type(value).__name__}."
+        raise TypeError(msg)
+
+
+def describe(pending: PendingApproval) -> str:
+    """``name (id)``: how an error names a waiting call."""
+    return f"{pending.tool_name} ({pending.tool_call_id})"
+
+
+class ApprovalMethods:
+    """``pending_approvals``/``approve``/``deny`` for a runner; the runner adds
+    ``_continue_batch``, which starts the run that executes a decided batch."""
+
+    store: SessionStore
+
+    def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        """The tool calls of the session's waiting batch, in source order, each with its
+        decision so far (``None`` while undecided); empty when nothing waits."""
+        check_session_id(session_id)
+        return approval_store(self.store).approvals(session_id)
+
+    def approve(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
+                digest: str | None = None) -> str | None:
+        """Approve a waiting call of ``session_id``; the id of the run that goes on when this
+        decision completed the batch, else ``None``.
+
+        ``digest`` (the ``digest`` of the ``PendingApproval`` or of the
+        ``tool_approval_request`` event the user saw) refuses the decision when the call's
+        arguments are no longer those. ``ApprovalError`` for an unknown call, a call already
+        decided or a digest that does not match. Safe from any thread or process that
+        reaches the store.
+        """
+        return self._decide(session_id, tool_call_id, True, reason, digest)
+
+    def deny(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
+             digest: str | None = None) -> str | None:
+        """Deny a waiting call of ``session_id``: it gets an error result the model reads,
+        with ``reason`` in it. Returns and raises as ``approve``."""
+        return self._decide(session_id, tool_call_id, False, reason, digest)
+
+    def _decide(self, session_id: str, tool_call_id: str, approved: bool, reason: str | None,
+                digest: str | None) -> str | None:
+        check_session_id(session_id)
+        if not isinstance(tool_call_id, str):
+            msg = (f"tool_call_id must be a str (a PendingApproval's tool_call_id), got "
+                   f"{type(tool_call_id).__name__}.")
+            raise TypeError(msg)
+        _check_optional_text(reason, "reason", "it is shown to the model")
+        _check_optional_text(digest, "digest", "a PendingApproval's digest")
+        store = approval_store(self.store)
+        decision = ApprovalDecision(approved=approved, reason=reason)
+        if not store.decide(session_id, tool_call_id, decision, digest):
+            return None
+        return self._continue_batch(session_id)
+
+    def _continue_batch(self, session_id: str) -> str:
+        """Start the run that executes the session's decided batch and goes on; its id (the
+        id of the session's live run if another start took the batch on first)."""
+        raise NotImplementedError
+
+    def _check_not_waiting(self, session_id: str) -> None:
+        """``ApprovalPendingError`` when calls of the session wait for a decision: a new run
+        would have to answer them first."""
+        waiting = [p for p in approval_store(self.store).approvals(session_id)
+                   if p.decision is None]
+        if waiting:
+            names = ", ".join(describe(p) for p in waiting)
+            msg = (f"Session {session_id!r} has tool calls waiting for approval: {names}; "
+                   f"decide each with runner.approve() or runner.deny() (the last decision "
+                   f"starts the next run) before starting another.")
+            raise ApprovalPendingError(msg)
