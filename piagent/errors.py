@@ -11,6 +11,8 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     │                                         live run in any process (the session-busy error)
     ├── AgentLoopError (+RuntimeError)        a hook or convert_to_llm raised inside agent_loop()
 ├── AgentRunError (+RuntimeError)         run.raise_for_error(): the run failed or was aborted
+    ├── ApprovalError (+ValueError)           approve()/deny() of an unknown or decided call, or a stale digest
+    ├── ApprovalPendingError (+RuntimeError)  prompt()/continue_() while tool calls wait for approval
     ├── StreamFnError (+LookupError)          no stream function configured
     ├── ToolArgumentError (+ValueError)       arguments failed a tool's schema (becomes a tool result)
     ├── UnknownMessageTypeError (+ValueError) a dict whose role/type is not registered
@@ -40,6 +42,8 @@ __all__ = [
     "AgentBusyError",
     "AgentLoopError",
     "AgentRunError",
+    "ApprovalError",
+    "ApprovalPendingError",
     "PiAgentError",
     "ProviderConnectionError",
     "ProviderError",
@@ -134,3 +138,17 @@ class ProxyError(PiAgentError):
 
 class ProxyProtocolError(ProxyError, ValueError):
     """A proxy request body or event does not match the proxy protocol."""
+
+
+class ApprovalError(PiAgentError, ValueError):
+    """A decision refused: no such waiting call, the call was decided already, or the
+    digest given does not match the call's current arguments (the message says which)."""
+
+
+class ApprovalPendingError(PiAgentError, RuntimeError):
+    """``prompt()``/``continue_()`` while tool calls wait for a decision (``approve()`` or
+    ``deny()`` each of them first); ``call_ids`` names them."""
+
+    def __init__(self, message: str, *, call_ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.call_ids = list(call_ids)

@@ -31,6 +31,7 @@ __all__ = [
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
+    "ToolApprovalRequestEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
@@ -131,10 +132,23 @@ class ToolExecutionEndEvent:
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
 
+@dataclass(slots=True)
+class ToolApprovalRequestEvent:
+    """A tool call waits for a person's decision (``Agent.approve()``/``deny()``); ``args``
+    are the model's arguments, ``digest`` their sha256 (docs/approvals.md). Sent once the
+    rest of the batch is done, just before the run ends waiting. Not one of pi's events."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    digest: str
+    type: ClassVar[Literal["tool_approval_request"]] = "tool_approval_request"
+
+
 AgentEvent: TypeAlias = Union[
     AgentStartEvent, AgentEndEvent, TurnStartEvent, TurnEndEvent, MessageStartEvent,
     MessageUpdateEvent, MessageEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent,
-    ToolExecutionEndEvent,
+    ToolExecutionEndEvent, ToolApprovalRequestEvent,
 ]
 
 
@@ -216,4 +230,9 @@ def event_to_dict(event: AgentEvent, *, partial: bool = True) -> dict[str, Any]:
             out["isError"] = event.is_error
             if event.duration_ms is not None:
                 out["durationMs"] = event.duration_ms
+    elif isinstance(event, ToolApprovalRequestEvent):
+        out["toolCallId"] = event.tool_call_id
+        out["toolName"] = event.tool_name
+        out["args"] = _jsonable(event.args)
+        out["digest"] = event.digest
     return out

@@ -48,6 +48,9 @@ DOCUMENTED = {
     # Agent (§7)
     "Agent", "AgentRun", "AgentState", "AgentEventIterator", "default_convert_to_llm",
     "RUN_SETTLED", "RunSettled", "QueueView",
+    # approvals (docs/approvals.md)
+    "ApprovalDecision", "PendingApproval", "ToolApprovalRequestEvent", "ApprovalError",
+    "ApprovalPendingError",
     # limits and typed output (docs/limits.md, docs/output.md)
     "Limits", "Budget", "BudgetStore", "LimitHit", "OutputSchema", "TypedRun",
     # models (§8; the catalogue lives in piagent.providers)

@@ -10,6 +10,7 @@ provider: it calls whatever stream function it is given.
 
 from __future__ import annotations
 
+from ..sessions import ApprovalDecision, PendingApproval
 from ._call import run_tool_call
 from ._config import (
     AfterToolCallContext,
@@ -40,12 +41,14 @@ __all__ = [
     "AgentLoopTurnUpdate",
     "AgentToolCallOutcome",
     "AgentTurnContext",
+    "ApprovalDecision",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Budget",
     "BudgetStore",
     "LimitHit",
     "Limits",
+    "PendingApproval",
     "PrepareNextTurnContext",
     "PrepareRequestContext",
     "RequestUpdate",

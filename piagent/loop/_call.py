@@ -25,6 +25,7 @@ from ..messages import (
     ToolResultMessage,
     now_ms,
 )
+from ..sessions import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,
@@ -84,6 +85,13 @@ class Immediate:
 
 
 @dataclass(slots=True)
+class Waiting:
+    """A call that waits for a person's decision (its tool or ``before_tool_call`` asked)."""
+
+    tool_call: ToolCall
+
+
+@dataclass(slots=True)
 class Finalized:
     """A finished tool call: what ``tool_execution_end`` and the result message carry."""
 
@@ -105,9 +113,12 @@ def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
 
 def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
                       tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
-                      tool: AgentTool | None) -> Prepared | Immediate:
+                      tool: AgentTool | None, approval: ApprovalDecision | None = None
+                      ) -> Prepared | Immediate | Waiting:
     """Validate the arguments of a call to ``tool`` (``None``: not found, an immediate error
-    result), then run ``before_tool_call``; a failure is an immediate error result."""
+    result), then run ``before_tool_call``; a failure is an immediate error result. Without
+    an ``approval`` (the decision, for a call that waited), a call the tool or the hook wants
+    approved is ``Waiting``."""
     if tool is None:
         return Immediate(error_result(f"Tool {tool_call.name} not found"))
     if signal.is_set():  # an aborted run prepares nothing and runs no hook
@@ -117,16 +128,22 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
         if tool.prepare_arguments is not None:
             arguments = tool.prepare_arguments(arguments)
         args = validate_tool_arguments(tool, arguments)
+        ask = tool.needs_approval
+        if ask is not False and approval is None and (ask is True or ask(args)):
+            return Waiting(tool_call)
         before_tool_call = config.before_tool_call if config is not None else None
         if before_tool_call is not None:
-            decision = before_tool_call(
-                BeforeToolCallContext(assistant_message, tool_call, args, context), signal)
+            decision = before_tool_call(BeforeToolCallContext(
+                assistant_message, tool_call, args, context, approval), signal)
             if signal.is_set():
                 return Immediate(error_result(ABORTED_TEXT))
-            if decision is not None and decision.block:
-                result = error_result(decision.reason or "Tool execution was blocked")
-                result.terminate = decision.terminate is True
-                return Immediate(result)
+            if decision is not None:
+                if decision.block:
+                    result = error_result(decision.reason or "Tool execution was blocked")
+                    result.terminate = decision.terminate is True
+                    return Immediate(result)
+                if decision.needs_approval and approval is None:
+                    return Waiting(tool_call)
         if signal.is_set():
             return Immediate(error_result(ABORTED_TEXT))
     except Exception as exc:  # hook and validation failures are results the model can read
@@ -208,6 +225,10 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     signal = signal if signal is not None else AbortSignal()
     prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal,
                                  find_tool(tools, tool_call.name))
+    if isinstance(prepared, Waiting):
+        return AgentToolCallOutcome(tool_call, error_result(
+            f"Tool {tool_call.name!r} needs approval, which a call made by another tool "
+            f"cannot wait for; it was not run."), True)
     if isinstance(prepared, Immediate):
         return AgentToolCallOutcome(tool_call, prepared.result, True)
     # as in a batch, updates sent after execute() returned are ignored

@@ -7,7 +7,7 @@ Hooks that take a signal get it as their second argument; ``convert_to_llm``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -21,6 +21,7 @@ from ..messages import (
     ToolResultMessage,
     Usage,
 )
+from ..sessions import ApprovalDecision, PendingApproval
 from ..stream import StreamOptions
 
 if TYPE_CHECKING:
@@ -59,21 +60,26 @@ class AgentContext:
 
 @dataclass
 class BeforeToolCallContext:
-    """What ``before_tool_call`` sees. ``args`` are validated and may be changed in place."""
+    """What ``before_tool_call`` sees. ``args`` are validated and may be changed in place.
+    ``approval`` is the person's decision when the call waited for one (it is being run
+    now; asking for approval again is then ignored)."""
 
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Any
     context: AgentContext
+    approval: ApprovalDecision | None = None
 
 
 @dataclass
 class BeforeToolCallResult:
-    """``block=True`` refuses the call with ``reason``; ``terminate`` then counts for the batch."""
+    """``block=True`` refuses the call with ``reason``; ``terminate`` then counts for the batch.
+    ``needs_approval=True`` makes the call wait for a person's decision (docs/approvals.md)."""
 
     block: bool = False
     reason: str | None = None
     terminate: bool = False
+    needs_approval: bool = False
 
 
 @dataclass
@@ -183,6 +189,14 @@ class AgentLoopConfig(StreamOptions):
     ``Agent`` marks the call started in its session store here (docs/sessions.md). If it
     raises, that call does not run (its result says why) and the run fails as it does when
     a listener raises. ``run_tool_call`` does not call it."""
+    on_approval_wait: Callable[[list[PendingApproval], list[ToolResultMessage]], None] | None = None
+    """Called when a batch stops with calls waiting for approval, before their
+    ``tool_approval_request`` events: the waiting calls and the results held back (source
+    order). The ``Agent`` keeps them in its store here; if it raises, the run fails."""
+    approvals: Mapping[str, ApprovalDecision] | None = None
+    """Decisions for the calls of the batch ``run_agent_loop_resume`` completes."""
+    held_results: Sequence[ToolResultMessage] = ()
+    """Results of that batch produced before it waited (they are not run again)."""
     tool_executor: Executor | None = None
     """Where tools run. ``None`` (the default): a pool made for the run at its first tool
     batch and shut down when the run ends, so a run leaves no thread. A caller-owned

@@ -216,8 +216,10 @@ class Run:
             self.pending = self._poll(self.config.get_steering_messages)
         else:  # the batch a stopped process left unfinished ends its turn as any batch
             resumed, calls, unknown = resume
-            results, has_more_tool_calls = self._execute_tool_calls(tools, resumed, calls,
-                                                                    unknown)
+            batched = self._execute_tool_calls(tools, resumed, calls, unknown)
+            if batched is None:  # calls wait for approval: the run has ended
+                return None
+            results, has_more_tool_calls = batched
             if self._finish_turn(resumed, results, has_more_tool_calls):
                 return None
 
@@ -237,7 +239,10 @@ class Run:
                 self.new_messages.append(message)
                 if message.stop_reason in ("error", "aborted"):
                     return self._end_failed_turn(message)
-                results, has_more_tool_calls = self._execute_tool_calls(tools, message)
+                batched = self._execute_tool_calls(tools, message)
+                if batched is None:  # calls wait for approval: the run has ended
+                    return None
+                results, has_more_tool_calls = batched
                 if self._finish_turn(message, results, has_more_tool_calls):
                     return None
 
@@ -321,14 +326,18 @@ class Run:
     def _execute_tool_calls(self, tools: ToolRunner, message: AssistantMessage,
                             calls: list[ToolCall] | None = None,
                             unknown: frozenset[str] = frozenset()
-                            ) -> tuple[list[ToolResultMessage], bool]:
+                            ) -> tuple[list[ToolResultMessage], bool] | None:
         """Run the response's tool calls (or ``calls``); their results join the context.
-        Returns them and whether the loop goes on (no batch asked to terminate)."""
+        Returns them and whether the loop goes on (no batch asked to terminate); ``None``
+        when calls wait for approval (the run ended with ``agent_end``, no ``turn_end``)."""
         if not (calls if calls is not None else message.tool_calls):
             return [], False
         batch = tools.run_batch(self.context, message, self.config, calls, unknown)
         self.context.messages.extend(batch.messages)
         self.new_messages.extend(batch.messages)
+        if batch.waiting is not None:
+            self.emit(AgentEndEvent(list(self.new_messages)))
+            return None
         return batch.messages, not batch.terminate
 
     def _finish_turn(self, message: AssistantMessage, results: list[ToolResultMessage],

@@ -42,7 +42,9 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     The last assistant message's tool calls that have no result are run in a new batch
     with the usual events: a call not in ``started`` (its ``execute`` was never called)
     runs through the usual hooks; one in ``started`` runs again if its tool's ``replay`` is
-    ``"safe"``, otherwise it gets an error result saying its outcome is unknown. The loop
+    ``"safe"``, otherwise it gets an error result saying its outcome is unknown. A batch
+    that waited for approval is completed with ``config.held_results`` (used as they are)
+    and ``config.approvals`` (approved calls run, denied ones get an error result). The loop
     then continues as after any batch. With no such calls this is
     ``run_agent_loop_continue``. Blocks; returns the run's new messages.
     """
@@ -51,7 +53,9 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
         return run_agent_loop_continue(context, config, emit, signal, stream_fn)
     message, calls = pending
     replay = {tool.name: tool.replay for tool in context.tools}
-    unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
+    held = {m.tool_call_id for m in config.held_results}
+    unknown = frozenset(c.id for c in calls if c.id in started and c.id not in held
+                        and replay.get(c.name) != "safe")
     run = Run(context, config, emit, signal, stream_fn)
     run.trace.run(emit_start, run.emit)
     return run.run((message, calls, unknown))

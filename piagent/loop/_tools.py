@@ -22,15 +22,20 @@ from ..abort import AbortSignal
 from ..events import (
     MessageEndEvent,
     MessageStartEvent,
+    ToolApprovalRequestEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
 )
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
+from ..sessions import PendingApproval
 from ..tools import AgentTool
+from ._approval import NOTHING_RESUMED, ResumedCalls, denied_result, held_done, pending_of
 from ._call import (
     ABORTED_TEXT,
     Finalized,
+    Immediate,
     Prepared,
+    Waiting,
     error_result,
     exception_text,
     execute_prepared,
@@ -63,10 +68,12 @@ _log = logging.getLogger("piagent.loop")
 
 @dataclass(slots=True)
 class ToolBatch:
-    """The result messages of one batch (source order) and whether it asked to stop."""
+    """The result messages of one batch (source order) and whether it asked to stop;
+    ``waiting``: the calls waiting for approval (the run ends), else ``None``."""
 
     messages: list[ToolResultMessage]
     terminate: bool
+    waiting: list[PendingApproval] | None = None
 
 
 # --- emitting -------------------------------------------------------------------------------
@@ -147,9 +154,11 @@ class ToolRunner:
         self._signal = signal
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
-        # ids of the calls of the current batch that get an unknown-outcome result instead
-        # of running (a resumed run's calls that started before the crash, not replayable)
-        self._unknown: frozenset[str] = frozenset()
+        # a resumed batch's held results, decisions and unknown-outcome calls; ``_special``
+        # their ids (empty for any other batch: one set lookup per call)
+        self._resumed = NOTHING_RESUMED
+        self._special: frozenset[str] = frozenset()
+        self._waits = 0  # calls of the current batch waiting for approval
 
     def close(self) -> None:
         """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
@@ -174,11 +183,19 @@ class ToolRunner:
         """Execute the tool calls of ``message`` (or ``calls``, some of them).
 
         The calls whose ids are in ``unknown_outcome`` do not run: each gets
-        ``unknown_outcome_result`` with the usual start and end events.
+        ``unknown_outcome_result`` with the usual start and end events. Given ``calls`` (a
+        resumed batch), ``config.held_results`` and ``config.approvals`` apply to them.
         """
         self._config = config
-        self._unknown = unknown_outcome
-        calls = message.tool_calls if calls is None else calls
+        self._waits = 0
+        if calls is None:
+            calls = message.tool_calls
+            if self._special:
+                self._resumed, self._special = NOTHING_RESUMED, frozenset()
+        else:
+            self._resumed = ResumedCalls.of(config.approvals, config.held_results,
+                                            unknown_outcome)
+            self._special = self._resumed.ids
         if message.stop_reason == "length":
             return self._fail_truncated(calls)
         by_name = tools_by_name(context.tools)
@@ -201,43 +218,80 @@ class ToolRunner:
         return ToolBatch(messages, terminate=False)
 
     def _preflight(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                   by_name: dict[str, AgentTool]) -> Finalized | Prepared:
-        """``tool_execution_start``, then the call prepared to run, or already finished
-        (unknown tool, invalid arguments, blocked) with its ``tool_execution_end`` sent."""
+                   by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
+        """``tool_execution_start``, then the call prepared to run, waiting for approval, or
+        already finished (unknown tool, invalid arguments, blocked) with its
+        ``tool_execution_end`` sent."""
+        if call.id in self._special:
+            return self._resumed_slot(context, message, call, by_name)
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        if call.id in self._unknown:
-            done = Finalized(call, unknown_outcome_result(call), True)
-            _emit_end(self._emit, done)
-            return done
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
                                      by_name.get(call.name))
         if isinstance(prepared, Prepared):
+            return prepared
+        return self._not_running(call, prepared)
+
+    def _not_running(self, call: ToolCall, prepared: Immediate | Waiting
+                     ) -> Finalized | Waiting:
+        if isinstance(prepared, Waiting):
+            self._waits += 1
             return prepared
         done = Finalized(call, prepared.result, True)
         _emit_end(self._emit, done)
         return done
 
+    def _resumed_slot(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
+                      by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
+        """A call of a resumed batch: its held result (no events: they were sent when it
+        ran), an unknown outcome, a denial, or the approved call prepared to run."""
+        resumed = self._resumed
+        held = resumed.held.get(call.id)
+        if held is not None:
+            return held_done(call, held)
+        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+        decision = resumed.decisions.get(call.id)
+        if call.id in resumed.unknown:
+            prepared: Immediate | Waiting = Immediate(unknown_outcome_result(call))
+        elif decision is not None and not decision.approved:
+            prepared = Immediate(denied_result(decision.reason))
+        else:
+            ready = prepare_tool_call(context, message, call, self._config, self._signal,
+                                      by_name.get(call.name), decision)
+            if isinstance(ready, Prepared):
+                return ready
+            prepared = ready
+        return self._not_running(call, prepared)
+
     def _run_sequential(self, context: AgentContext, message: AssistantMessage,
                         calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
         finished: list[Finalized] = []
         messages: list[ToolResultMessage] = []
+        rest: list[Finalized | Waiting] = []  # from the first waiting call on: held back
         for call in calls:
             slot = self._preflight(context, message, call, by_name)
             failure = None
             if isinstance(slot, Finalized):
                 done = slot
+            elif isinstance(slot, Waiting):
+                rest.append(slot)
+                continue
             else:
                 results, failure = self._execute_all(context, message, [slot])
                 done = results[0]
-            messages.extend(_emit_results(self._emit, [done], failure))
+            if self._waits and failure is None:
+                rest.append(done)
+            else:
+                messages.extend(_emit_results(self._emit, [done], failure))
             finished.append(done)
             if self._signal.is_set():
                 break
+        if self._waits:
+            return self._stop_waiting(rest, messages)
         return ToolBatch(messages, _should_terminate(finished))
 
     def _run_parallel(self, context: AgentContext, message: AssistantMessage,
                       calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
-        slots: list[Finalized | Prepared] = []
+        slots: list[Finalized | Prepared | Waiting] = []
         for call in calls:  # phase 1: preflight in source order
             slots.append(self._preflight(context, message, call, by_name))
             if self._signal.is_set():
@@ -245,9 +299,41 @@ class ToolRunner:
         deferred = [slot for slot in slots if isinstance(slot, Prepared)]
         results, failure = self._execute_all(context, message, deferred)  # phase 2
         executed = iter(results)
+        if self._waits:
+            ordered = [next(executed) if isinstance(s, Prepared) else s for s in slots]
+            first = next(i for i, s in enumerate(ordered) if isinstance(s, Waiting))
+            prefix: list[Finalized] = ordered[:first]  # type: ignore[assignment]  # no Waiting
+            return self._stop_waiting(ordered[first:],
+                                      _emit_results(self._emit, prefix, failure))
         finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
         messages = _emit_results(self._emit, finished, failure)  # phase 3, in source order
         return ToolBatch(messages, _should_terminate(finished))
+
+    def _stop_waiting(self, rest: Sequence[Finalized | Waiting],
+                      messages: list[ToolResultMessage]) -> ToolBatch:
+        """The batch ends with calls waiting: ``rest`` (from the first waiting call on) is
+        held back and handed to ``on_approval_wait``, then each waiting call is reported
+        (``tool_approval_request``). An aborted run waits for nothing: its waiting calls
+        end as aborted and every result is recorded."""
+        if self._signal.is_set():
+            finished: list[Finalized] = []
+            for slot in rest:
+                if isinstance(slot, Waiting):
+                    slot = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
+                    _emit_end(self._emit, slot)
+                finished.append(slot)
+            messages.extend(_emit_results(self._emit, finished))
+            return ToolBatch(messages, terminate=False)
+        timestamp = now_ms()
+        held = [tool_result_message(s, timestamp) for s in rest if isinstance(s, Finalized)]
+        pending = [pending_of(s.tool_call) for s in rest if isinstance(s, Waiting)]
+        hook = self._config.on_approval_wait
+        if hook is not None:
+            hook(list(pending), list(held))  # kept (the Agent's store) before anyone is asked
+        for entry in pending:
+            self._emit(ToolApprovalRequestEvent(entry.tool_call_id, entry.tool_name,
+                                                entry.args, entry.digest))
+        return ToolBatch(messages, terminate=False, waiting=pending)
 
     def _execute_all(self, context: AgentContext, message: AssistantMessage,
                      prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:

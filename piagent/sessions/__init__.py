@@ -7,6 +7,7 @@ them in memory. ``Agent(store=..., session_id=...)`` loads and appends through o
 
 from __future__ import annotations
 
+from ._approvals import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest
 from ._budgets import BudgetSpend
 from ._jsonl import JsonlStore
 from ._memory import MemoryStore
@@ -16,12 +17,16 @@ from ._sqlite import SQLiteStore
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "ApprovalDecision",
+    "ApprovalStore",
     "BudgetSpend",
     "JsonlStore",
     "MemoryStore",
+    "PendingApproval",
     "PostgresStore",
     "SQLiteStore",
     "SessionCorruptError",
     "SessionStore",
+    "approval_digest",
     "check_session_id",
 ]

@@ -37,6 +37,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool: ...
 
 
@@ -51,6 +52,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -64,6 +66,7 @@ def tool(
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Build an ``AgentTool`` from a plain (synchronous) function.
 
@@ -96,6 +99,7 @@ def tool(
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
             replay=replay,
+            needs_approval=needs_approval,
         )
 
     return build if fn is None else build(fn)
@@ -165,6 +169,7 @@ def _build_tool(
     execution_mode: ToolExecutionMode | None,
     prepare_arguments: Callable[[Any], Any] | None,
     replay: ReplayPolicy | None,
+    needs_approval: bool | Callable[[Any], bool] = False,
 ) -> AgentTool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
@@ -227,6 +232,7 @@ def _build_tool(
         prepare_arguments=prepare_arguments,
         execution_mode=execution_mode,
         replay=replay,
+        needs_approval=needs_approval,
     )
 
 

@@ -73,7 +73,9 @@ class AgentTool:
     ``prepare_arguments(raw)`` may rewrite the raw arguments before validation.
     ``replay`` says whether ``Agent.resume()`` may run a call again that was running when
     its process stopped: ``"safe"`` runs it again, ``"never"`` or ``None`` does not (the
-    call gets an unknown-outcome error result; docs/sessions.md).
+    call gets an unknown-outcome error result; docs/sessions.md). ``needs_approval``
+    (``True``, or a function of the validated arguments returning a bool) makes a call wait
+    for ``Agent.approve()``/``deny()`` before it runs (docs/approvals.md).
 
     Thread safety: treat a tool as immutable while a run uses it; do not change
     ``parameters`` in place (assign a new dict instead).
@@ -88,6 +90,14 @@ class AgentTool:
     output_schema: dict[str, Any] | None = None
     execution_mode: ToolExecutionMode | None = None
     replay: ReplayPolicy | None = None
+    needs_approval: bool | Callable[[Any], bool] = False
+
+    def __post_init__(self) -> None:
+        ask = self.needs_approval
+        if not (ask is True or ask is False or callable(ask)):
+            msg = (f"AgentTool {self.name!r}: needs_approval must be True, False or a function "
+                   f"of the validated arguments returning a bool, not {type(ask).__name__}.")
+            raise TypeError(msg)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function a ``@tool`` was built from, as it was written (for unit tests).

@@ -1,0 +1,145 @@
+"""Tool calls waiting for a person's decision: ``ApprovalDecision``, ``PendingApproval``, the
+``ApprovalStore`` protocol the durable stores implement, and what they share (the digest of a
+call's arguments, the JSON of an entry, the checks of a decision).
+
+A store keeps one waiting batch per session: its waiting calls (each with its decision once
+made) and the results the batch already produced (held until the batch completes, so the
+results reach the transcript in source order). An entry whose call has a tool result in the
+transcript is done with and no longer listed (docs/approvals.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import ApprovalError
+from ..messages import ToolResultMessage
+
+__all__ = ["ApprovalDecision", "ApprovalStore", "PendingApproval", "approval_digest",
+           "check_decision", "decision_from_json", "decision_to_json", "pending_from_json",
+           "pending_to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """A person's answer to a waiting tool call: ``approved``, and why (``reason``)."""
+
+    approved: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A tool call that waits for approval: its id, tool name, the model's arguments, their
+    ``digest`` (what the person was shown) and the ``decision`` once made."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    digest: str
+    decision: ApprovalDecision | None = None
+
+
+def approval_digest(tool_name: str, args: Any) -> str:
+    """sha256 (hex) of the canonical JSON of ``{"name": tool_name, "arguments": args}``
+    (sorted keys, no spaces): it changes whenever the call's arguments do."""
+    text = json.dumps({"name": tool_name, "arguments": args}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """The waiting state of a session, kept where its transcript is (``MemoryStore``,
+    ``SQLiteStore``, ``PostgresStore``). Every method is atomic and may be called from any
+    thread, process or machine sharing the store."""
+
+    def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
+                     held: Sequence[ToolResultMessage]) -> None:
+        """Make ``pending`` (undecided) and ``held`` the session's waiting batch, replacing
+        any earlier one."""
+        ...
+
+    def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
+               digest: str | None) -> bool:
+        """Record ``decision`` for a waiting call, atomically across processes; ``True`` when
+        every waiting call of the batch is now decided. ``ApprovalError`` for an unknown
+        call, one already decided, or a ``digest`` other than the call's."""
+        ...
+
+    def approvals(self, session_id: str) -> list[PendingApproval]:
+        """The batch's waiting calls in source order, decided or not; ``[]`` when nothing
+        waits."""
+        ...
+
+    def held_results(self, session_id: str) -> list[ToolResultMessage]:
+        """The results the waiting batch already produced, in source order."""
+        ...
+
+    def clear_approvals(self, session_id: str) -> None:
+        """Forget the session's waiting batch (no error when there is none)."""
+        ...
+
+
+def pending_to_json(pending: PendingApproval) -> str:
+    return json.dumps({"toolCallId": pending.tool_call_id, "toolName": pending.tool_name,
+                       "args": pending.args, "digest": pending.digest},
+                      ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def decision_to_json(decision: ApprovalDecision | None) -> str | None:
+    if decision is None:
+        return None
+    return json.dumps({"approved": decision.approved, "reason": decision.reason},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def decision_from_json(text: str | None) -> ApprovalDecision | None:
+    if text is None:
+        return None
+    data = json.loads(text)
+    return ApprovalDecision(bool(data["approved"]), data.get("reason"))
+
+
+def pending_from_json(text: str, decision: str | None) -> PendingApproval:
+    data = json.loads(text)
+    return PendingApproval(data["toolCallId"], data["toolName"], data.get("args"),
+                           data["digest"], decision_from_json(decision))
+
+
+def check_decision(session_id: str, entries: Sequence[PendingApproval], tool_call_id: str,
+                   decision: object, digest: str | None) -> int:
+    """The index of ``tool_call_id`` among ``entries`` if ``decision`` may be recorded for
+    it; ``ApprovalError`` (or ``TypeError`` for a wrong argument) saying why not."""
+    if not isinstance(decision, ApprovalDecision):
+        msg = f"decision must be an ApprovalDecision, not {type(decision).__name__}."
+        raise TypeError(msg)
+    if not isinstance(tool_call_id, str):
+        msg = f"tool_call_id must be a str, not {type(tool_call_id).__name__}."
+        raise TypeError(msg)
+    if digest is not None and not isinstance(digest, str):
+        msg = f"digest must be a str (PendingApproval.digest) or None, not {type(digest).__name__}."
+        raise TypeError(msg)
+    for index, entry in enumerate(entries):
+        if entry.tool_call_id != tool_call_id:
+            continue
+        if entry.decision is not None:
+            verb = "approved" if entry.decision.approved else "denied"
+            msg = (f"Tool call {tool_call_id!r} ({entry.tool_name!r}) of session "
+                   f"{session_id!r} was already {verb}; a decision cannot be changed.")
+            raise ApprovalError(msg)
+        if digest is not None and digest != entry.digest:
+            msg = (f"Tool call {tool_call_id!r} ({entry.tool_name!r}) of session "
+                   f"{session_id!r}: the digest given does not match its arguments (they "
+                   f"changed since they were shown); nothing was decided. Show the call's "
+                   f"current arguments (pending_approvals()) and decide again.")
+            raise ApprovalError(msg)
+        return index
+    waiting = ", ".join(repr(e.tool_call_id) for e in entries if e.decision is None)
+    msg = (f"No tool call {tool_call_id!r} waits for approval in session {session_id!r} "
+           f"({'waiting: ' + waiting if waiting else 'nothing waits'}).")
+    raise ApprovalError(msg)
