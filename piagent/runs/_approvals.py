@@ -16,19 +16,24 @@ recovers it with ``agent.resume()``).
 from __future__ import annotations
 
 from ..errors import ApprovalPendingError
-from ..loop import ApprovalDecision, PendingApproval
-from ..sessions import ApprovalStore, SessionStore, check_session_id
+from ..sessions import (
+    ApprovalDecision,
+    ApprovalStore,
+    PendingApproval,
+    SessionStore,
+    check_session_id,
+)
 
 __all__ = ["ApprovalMethods", "approval_store"]
 
 
 def approval_store(store: SessionStore) -> ApprovalStore:
     """``store`` as an ``ApprovalStore`` (``TypeError`` for a store that keeps no approvals)."""
-    if not all(callable(getattr(store, name, None)) for name in ("decide", "approvals")):
+    if not isinstance(store, ApprovalStore):
         msg = (f"approvals need a session store that keeps them (MemoryStore, SQLiteStore, "
                f"PostgresStore), got {type(store).__name__}.")
         raise TypeError(msg)
-    return store  # type: ignore[return-value]
+    return store
 
 
 def _check_optional_text(value: object, name: str, what: str) -> None:

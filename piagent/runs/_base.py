@@ -18,8 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from ..agent import Agent
 from ..messages import AgentMessage, ImageContent, TextContent, UserMessage, message_to_dict
-from ..loop import PendingApproval
-from ..sessions import SessionStore, check_session_id
+from ..sessions import PendingApproval, SessionStore, check_session_id
 from ._approvals import ApprovalMethods
 from ._backend import ControlKind, RunBackend, SessionBusy
 from ._registry import backend_for
