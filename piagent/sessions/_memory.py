@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._approvals import ApprovalDecision, PendingApproval, check_decision
 from ._budgets import BudgetSpend, check_budget_key, check_charge, memory_charge
 from ._protocol import (
     check_messages,
@@ -21,6 +23,9 @@ from ._protocol import (
 class _Session:
     records: list[str] = field(default_factory=list)  # each message's JSON, in order
     marks: list[str] = field(default_factory=list)  # tool-call ids marked started, unanswered
+    # the waiting batch: its calls (unanswered) and held results ((call id, JSON), unanswered)
+    pending: list[PendingApproval] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)
 
 
 class MemoryStore:
@@ -57,6 +62,9 @@ class MemoryStore:
             session = self._sessions.setdefault(session_id, _Session())
             session.records.extend(encoded)
             session.marks = [i for i in session.marks if i not in answered]
+            if answered and (session.pending or session.held):
+                session.pending = [p for p in session.pending if p.tool_call_id not in answered]
+                session.held = [h for h in session.held if h[0] not in answered]
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
@@ -66,8 +74,10 @@ class MemoryStore:
         with self._lock:
             old = self._sessions.pop(session_id, None)
             marks = [i for i in old.marks if i in keep] if old else []
-            if encoded or marks:
-                self._sessions[session_id] = _Session(encoded, marks)
+            pending = [p for p in old.pending if p.tool_call_id in keep] if old else []
+            held = [h for h in old.held if h[0] in keep] if old else []
+            if encoded or marks or pending or held:
+                self._sessions[session_id] = _Session(encoded, marks, pending, held)
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
@@ -93,6 +103,48 @@ class MemoryStore:
         with self._lock:
             session = self._sessions.get(session_id)
             return set(session.marks) if session else set()
+
+    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+
+    def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
+                     held: Sequence[ToolResultMessage]) -> None:
+        check_session_id(session_id)
+        entries = [dataclasses.replace(p, decision=None) for p in pending]
+        kept = [(m.tool_call_id, encode_message(m)) for m in held]
+        with self._lock:
+            session = self._sessions.setdefault(session_id, _Session())
+            session.pending, session.held = entries, kept
+
+    def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
+               digest: str | None) -> bool:
+        check_session_id(session_id)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            entries = session.pending if session else []
+            index = check_decision(session_id, entries, tool_call_id, decision, digest)
+            entries[index] = dataclasses.replace(entries[index], decision=decision)
+            return all(e.decision is not None for e in entries)
+
+    def approvals(self, session_id: str) -> list[PendingApproval]:
+        check_session_id(session_id)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return list(session.pending) if session else []
+
+    def held_results(self, session_id: str) -> list[ToolResultMessage]:
+        check_session_id(session_id)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            held = list(session.held) if session else []
+        return [decode_message(session_id, seq, text)  # type: ignore[misc]  # a tool result
+                for seq, (_, text) in enumerate(held)]
+
+    def clear_approvals(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session.pending, session.held = [], []
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 

@@ -14,6 +14,9 @@ an advisory lock with a schema version:
   ``'message'``, ``body`` its pi JSON as text, so a record reads back byte for byte) and per
   durable intent (``kind`` ``'started'``, the tool call's id). ``tool_call_id`` of a message
   row is set for tool results: it is what answers an intent.
+* ``approvals(session_id, position, kind, tool_call_id, data, decision)``: the session's
+  batch waiting for approval (``kind`` ``'pending'``: a call, its decision once made;
+  ``'held'``: a result held back), written under the session's row lock.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    check_decision,
+    decision_to_json,
+    pending_from_json,
+    pending_to_json,
+)
 from ._budgets import BudgetSpend, check_budget_key, check_charge, postgres_charge
 from ._protocol import (
     check_messages,
@@ -284,6 +295,11 @@ class PostgresStore:
             "REFERENCES {s}.sessions ON DELETE CASCADE, seq bigint NOT NULL, "
             "kind text NOT NULL, tool_call_id text, body text, PRIMARY KEY (session_id, seq))"))
         conn.execute(self._sql(
+            "CREATE TABLE IF NOT EXISTS {s}.approvals (session_id text NOT NULL "
+            "REFERENCES {s}.sessions ON DELETE CASCADE, position int NOT NULL, "
+            "kind text NOT NULL, tool_call_id text NOT NULL, data text NOT NULL, "
+            "decision text, PRIMARY KEY (session_id, position))"))
+        conn.execute(self._sql(
             "INSERT INTO {s}.meta VALUES ('sessions', %s) ON CONFLICT DO NOTHING"),
             (str(SCHEMA_VERSION),))
 
@@ -325,6 +341,66 @@ class PostgresStore:
         """(answered tool-call id or None, JSON) per message; all encoded before any write."""
         return [(m.tool_call_id if isinstance(m, ToolResultMessage) else None, encode_message(m))
                 for m in check_messages(messages)]
+
+    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+
+    def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
+                     held: Sequence[ToolResultMessage]) -> None:
+        check_session_id(session_id)
+        rows = [("pending", p.tool_call_id, pending_to_json(p)) for p in pending]
+        rows += [("held", m.tool_call_id, encode_message(m)) for m in held]
+        sid = to_column(session_id)
+
+        def write(cur: Any) -> None:
+            self._reserve(cur, session_id, 0)  # the session's row lock
+            cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"), (sid,))
+            if rows:
+                cur.executemany(self._sql(
+                    "INSERT INTO {s}.approvals VALUES (%s, %s, %s, %s, %s, NULL)"),
+                    [(sid, i, kind, to_column(call_id), data)
+                     for i, (kind, call_id, data) in enumerate(rows)])
+        self._run(write)
+
+    def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
+               digest: str | None) -> bool:
+        check_session_id(session_id)
+
+        def write(cur: Any) -> bool:
+            self._reserve(cur, session_id, 0)  # the row lock: one decision at a time
+            rows = self._waiting(cur, session_id, "pending")
+            entries = [pending_from_json(data, made) for _, data, made in rows]
+            index = check_decision(session_id, entries, tool_call_id, decision, digest)
+            cur.execute(self._sql("UPDATE {s}.approvals SET decision = %s WHERE session_id = %s"
+                                  " AND position = %s"),
+                        (decision_to_json(decision), to_column(session_id), rows[index][0]))
+            return all(e.decision is not None for i, e in enumerate(entries) if i != index)
+        return self._run(write)
+
+    def approvals(self, session_id: str) -> list[PendingApproval]:
+        check_session_id(session_id)
+        rows = self._run(lambda cur: self._waiting(cur, session_id, "pending"))
+        return [pending_from_json(data, made) for _, data, made in rows]
+
+    def held_results(self, session_id: str) -> list[ToolResultMessage]:
+        check_session_id(session_id)
+        rows = self._run(lambda cur: self._waiting(cur, session_id, "held"))
+        return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
+                for seq, data, _ in rows]
+
+    def clear_approvals(self, session_id: str) -> None:
+        check_session_id(session_id)
+        self._run(lambda cur: cur.execute(
+            self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"),
+            (to_column(session_id),)))
+
+    def _waiting(self, cur: Any, session_id: str, kind: str) -> list[tuple[int, str, str | None]]:
+        """The waiting batch's rows of ``kind`` whose call no stored tool result answers."""
+        cur.execute(self._sql(
+            "SELECT w.position, w.data, w.decision FROM {s}.approvals w WHERE w.session_id = %s"
+            " AND w.kind = %s AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id"
+            " = w.session_id AND a.kind = 'message' AND a.tool_call_id = w.tool_call_id)"
+            " ORDER BY w.position"), (to_column(session_id), kind))
+        return [(int(r[0]), r[1], r[2]) for r in cur.fetchall()]
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 

@@ -17,6 +17,14 @@ from contextlib import contextmanager
 from typing import Literal
 
 from ..messages import AgentMessage, ToolResultMessage
+from ._approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    check_decision,
+    decision_to_json,
+    pending_from_json,
+    pending_to_json,
+)
 from ._budgets import BudgetSpend, check_budget_key, check_charge, sqlite_charge
 from ._protocol import (
     check_messages,
@@ -43,6 +51,15 @@ CREATE TABLE IF NOT EXISTS piagent_records (
     tool_call_id TEXT,             -- a toolResult message's toolCallId, else NULL
     created_at REAL NOT NULL,      -- epoch seconds when the record was written
     PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS piagent_approvals (
+    session_id TEXT NOT NULL,
+    position INTEGER NOT NULL,     -- source order within the waiting batch
+    kind TEXT NOT NULL,            -- 'pending' (data: the call's JSON) or 'held' (data: a result's pi-JSON)
+    tool_call_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    decision TEXT,                 -- a pending call's decision as JSON, NULL while undecided
+    PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID;
 """
 
@@ -292,6 +309,7 @@ class SQLiteStore:
         check_session_id(session_id)
         with self.write() as conn:
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
 
     def session_ids(self) -> list[str]:
         with self.connection() as conn:
@@ -328,6 +346,53 @@ class SQLiteStore:
             row = conn.execute("SELECT MAX(created_at) FROM piagent_records WHERE session_id = ?",
                                (session_id,)).fetchone()
         return None if row[0] is None else float(row[0])
+
+    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+
+    # a waiting batch's rows of one kind whose call no stored tool result answers yet
+    _WAITING = ("SELECT position, data, decision FROM piagent_approvals WHERE session_id = ?"
+                " AND kind = ? AND tool_call_id NOT IN (SELECT tool_call_id FROM"
+                " piagent_records WHERE session_id = ? AND tool_call_id IS NOT NULL)"
+                " ORDER BY position")
+
+    def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
+                     held: Sequence[ToolResultMessage]) -> None:
+        check_session_id(session_id)
+        rows = [("pending", p.tool_call_id, pending_to_json(p)) for p in pending]
+        rows += [("held", m.tool_call_id, encode_message(m)) for m in held]
+        with self.write() as conn:
+            conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
+            conn.executemany("INSERT INTO piagent_approvals VALUES (?, ?, ?, ?, ?, NULL)",
+                             [(session_id, i, *row) for i, row in enumerate(rows)])
+
+    def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
+               digest: str | None) -> bool:
+        check_session_id(session_id)
+        with self.write() as conn:  # BEGIN IMMEDIATE: one decision at a time, any process
+            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
+            entries = [pending_from_json(data, made) for _, data, made in rows]
+            index = check_decision(session_id, entries, tool_call_id, decision, digest)
+            conn.execute("UPDATE piagent_approvals SET decision = ? WHERE session_id = ? AND "
+                         "position = ?", (decision_to_json(decision), session_id, rows[index][0]))
+            return all(e.decision is not None for i, e in enumerate(entries) if i != index)
+
+    def approvals(self, session_id: str) -> list[PendingApproval]:
+        check_session_id(session_id)
+        with self.connection() as conn:
+            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
+        return [pending_from_json(data, made) for _, data, made in rows]
+
+    def held_results(self, session_id: str) -> list[ToolResultMessage]:
+        check_session_id(session_id)
+        with self.connection() as conn:
+            rows = conn.execute(self._WAITING, (session_id, "held", session_id)).fetchall()
+        return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
+                for seq, data, _ in rows]
+
+    def clear_approvals(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self.write() as conn:
+            conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 
