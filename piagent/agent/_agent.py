@@ -36,6 +36,7 @@ from ..sessions import SessionStore
 from ..stream import ClientIdentity, ProviderResponse, StreamFn, StreamOptions
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
+from ._approvals import ApprovalMethods, Approvals
 from ._config import loop_config
 from ._input import (
     RunInput,
@@ -70,7 +71,7 @@ _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replac
                  "transcript (agent.state.messages) of a session kept in a store.")
 
 
-class Agent(QueueMethods):
+class Agent(QueueMethods, ApprovalMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
     Every option is a keyword. Hooks and options are public attributes: replace or wrap
@@ -186,6 +187,7 @@ class Agent(QueueMethods):
         # point, before the queues are read, so input sent from another process by then is
         # in them. Set before a run starts; None (the default) costs nothing.
         self._before_poll: Callable[[], None] | None = None
+        self._approvals = Approvals(self)  # calls waiting for approval (docs/approvals.md)
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)
 
@@ -195,6 +197,7 @@ class Agent(QueueMethods):
         self._link = StoreLink(store, session_id, self._state, stored)
         self.session_id = session_id
         self._state._replace = self._assign_messages
+        self._approvals.waiting = True  # the session may hold a waiting batch: checked once
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
@@ -268,6 +271,7 @@ class Agent(QueueMethods):
         ``output_type`` (else the agent's) asks for a typed final result (docs/output.md).
         """
         prompts = normalise_input(input, images)
+        self._approvals.check_idle("prompt()")
         return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout,
                           output_type)
 
@@ -277,6 +281,7 @@ class Agent(QueueMethods):
         With a user or tool-result tail the loop continues as is. With an assistant tail
         the queued steering (else follow-up) messages are run as a prompt.
         """
+        self._approvals.check_idle("continue_()")
         return self._call(_BUSY_CONTINUE, lambda takings: continue_input(
             self._state.messages, self._queues, takings), block, timeout)
 
@@ -376,7 +381,7 @@ class Agent(QueueMethods):
             msg = ("resume() needs a session store: create the agent with "
                    "Agent(store=..., session_id=...) or call attach_store(store, session_id).")
             raise ValueError(msg)
-        return self._link.resume_input(self._queues, takings)
+        return self._approvals.resume_input(self._link.resume_input(self._queues, takings))
 
     def _call(self, busy_message: str, choose: Callable[[Takings], RunInput],
               block: bool, timeout: float | None, output_type: object = None) -> AgentRun:

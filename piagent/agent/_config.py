@@ -73,4 +73,5 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
         before_tool_call=agent.before_tool_call,
         after_tool_call=agent.after_tool_call,
         on_tool_execute=link.mark_started() if link is not None else None,
+        **agent._approvals.loop_options(run),
     )

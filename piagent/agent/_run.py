@@ -20,7 +20,7 @@ from ..messages import AgentMessage, AssistantMessage
 from ._queues import Takings
 
 if TYPE_CHECKING:
-    from ..loop import LimitHit, RunGuard
+    from ..loop import LimitHit, PendingApproval, RunGuard
 
 __all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled", "TypedRun",
            "on_main_thread"]
@@ -72,10 +72,13 @@ class AgentRun:
         self._messages: list[AgentMessage] = []
         self._error_message: str | None = None
         self._guard: RunGuard | None = None  # limits and output (_guard); read once settled
+        self._pending: list[PendingApproval] | None = None  # set when it ends waiting
 
     def __repr__(self) -> str:
         state = "done" if self.done else "running"
-        if self.done and self._error_message is not None:
+        if self.done and self._pending:
+            state = "waiting"
+        elif self.done and self._error_message is not None:
             state = "aborted" if self.signal.aborted else "failed"
         return (f"<AgentRun {state} messages={len(self._messages)} events={len(self._events)}"
                 f"{f' error={self._error_message!r}' if self._error_message else ''}>")
@@ -89,6 +92,17 @@ class AgentRun:
     def done(self) -> bool:
         """True once the run has settled (its ``agent_end`` listeners returned)."""
         return self._settled.is_set()
+
+    @property
+    def waiting(self) -> bool:
+        """True once the run has ended with tool calls waiting for approval."""
+        return self.done and bool(self._pending)
+
+    @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls the run ended waiting for, as they were then (``[]`` if none); the
+        decisions since: ``agent.pending_approvals()``."""
+        return list(self._pending or ()) if self.done else []
 
     @property
     def messages(self) -> list[AgentMessage]:
