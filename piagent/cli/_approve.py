@@ -1,7 +1,7 @@
 """``piagent chat`` asks before a tool call that needs approval runs (docs/approvals.md).
 
 A call to a tool marked ``needs_approval`` (``write_file`` among ``--tools``) ends the run
-waiting; the chat then asks ``Run write_file(path='a.txt', content='hi')? [y/N]`` for each
+waiting; the chat then asks ``Run write_file(path="a.txt", content="hi")? [y/N]`` for each
 waiting call, and the answer to the last one lets the run go on: ``y`` approves, anything
 else denies (the model reads that the user said no). ``Asker`` is the REPL's side of it;
 ``settle`` the one-shot form's, which asks on the terminal, or, with no terminal to ask on,
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..tools import AgentTool, tool
 from ._demo import _inside
+from ._output import _format_args
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentRun
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["DENIED_REASON", "NO_TERMINAL_REASON", "Asker", "call_text", "make_write_file_tool",
            "question", "settle", "undecided"]
 
-_MAX_VALUE = 60  # characters of one argument shown in the question
+_MAX_ARGS = 400  # characters of the arguments shown in the question
 _YES = frozenset({"y", "yes"})
 _SETTLE_S = 30.0  # how long an answer waits for the run that asked to settle
 
@@ -58,18 +59,10 @@ def make_write_file_tool(root: str | Path) -> AgentTool:
     return write_file
 
 
-def _value(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_VALUE else text[:_MAX_VALUE - 1] + "\u2026"
-
-
 def call_text(name: str, args: Any) -> str:
-    """``name(key=value, ...)`` with long values cut: how a waiting call is shown."""
-    if isinstance(args, dict):
-        inner = ", ".join(f"{key}={_value(value)}" for key, value in args.items())
-    else:
-        inner = _value(args)
-    return f"{name}({inner})"
+    """``name(key="value", ...)``, as the chat prints a call (long arguments cut at
+    ``_MAX_ARGS`` characters): how a waiting call is shown."""
+    return f"{name}({_format_args(args, _MAX_ARGS)})"
 
 
 def question(pending: PendingApproval) -> str:

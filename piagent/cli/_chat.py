@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
-from ._approve import Asker, settle, undecided
+from ._approve import Asker, make_write_file_tool, settle, undecided
 from ._mcp import close_all, first_duplicate, open_mcp_servers
 from ._output import AnswerPrinter, CliError, EventPrinter, Style, cli_words
 from ._sessions import (
@@ -238,8 +238,6 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     tools = []
     if args.tools:
         from ._demo import make_demo_tools
-
-        from ._approve import make_write_file_tool
 
         tools = [*make_demo_tools(Path.cwd()), make_write_file_tool(Path.cwd())]
     try:

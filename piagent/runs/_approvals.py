@@ -15,12 +15,14 @@ recovers it with ``agent.resume()``).
 
 from __future__ import annotations
 
-from ..errors import ApprovalPendingError
+from ..errors import ApprovalError, ApprovalPendingError
+from ..loop import unanswered_tool_calls
 from ..sessions import (
     ApprovalDecision,
     ApprovalStore,
     PendingApproval,
     SessionStore,
+    approval_digest,
     check_session_id,
 )
 
@@ -88,10 +90,34 @@ class ApprovalMethods:
         _check_optional_text(reason, "reason", "it is shown to the model")
         _check_optional_text(digest, "digest", "a PendingApproval's digest")
         store = approval_store(self.store)
+        entry = next((p for p in store.approvals(session_id)
+                      if p.tool_call_id == tool_call_id), None)
+        if entry is not None and entry.decision is None:
+            self._check_arguments(session_id, entry, digest)
         decision = ApprovalDecision(approved=approved, reason=reason)
         if not store.decide(session_id, tool_call_id, decision, digest):
             return None
         return self._continue_batch(session_id)
+
+    def _check_arguments(self, session_id: str, entry: PendingApproval,
+                         digest: str | None) -> None:
+        """``ApprovalError`` unless the stored transcript still has the call open with the
+        arguments it was shown with (and, given ``digest``, those the decider saw)."""
+        open_calls = unanswered_tool_calls(self.store.load(session_id))
+        call = next((c for c in open_calls[1] if c.id == entry.tool_call_id), None) \
+            if open_calls is not None else None
+        if call is None:
+            msg = (f"No tool call {entry.tool_call_id!r} waits for approval in session "
+                   f"{session_id!r}: the stored transcript has no open call of that id any "
+                   f"more.")
+            raise ApprovalError(msg)
+        current = approval_digest(call.name, call.arguments)
+        if current != entry.digest or (digest is not None and digest != current):
+            given = "its arguments changed since approval was asked" if current != \
+                entry.digest else "the digest given does not match its arguments"
+            msg = (f"Tool call {call.id!r} ({call.name!r}) of session {session_id!r}: "
+                   f"{given} (now {call.arguments!r}); nothing was decided.")
+            raise ApprovalError(msg)
 
     def _continue_batch(self, session_id: str) -> str:
         """Start the run that executes the session's decided batch and goes on; its id (the

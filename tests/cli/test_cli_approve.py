@@ -58,7 +58,7 @@ def test_the_chat_asks_and_y_runs_the_call(tmp_path: Path) -> None:
     agent = _agent(tmp_path, WRITE)
     code, out = chat(agent, ["please write it", when_idle(agent, "y"), when_idle(agent, "")])
     assert code == 0
-    assert "Run write_file(path='a.txt', content='hi')? [y/N] " in out
+    assert 'Run write_file(path="a.txt", content="hi")? [y/N] ' in out
     assert (tmp_path / "a.txt").read_text() == "hi"
     assert "Wrote 2 bytes to a.txt." in out
     assert agent.pending_approvals() == []
@@ -72,8 +72,8 @@ def test_any_other_answer_denies_and_each_waiting_call_is_asked_in_turn(
     code, out = chat(agent, ["write two", when_idle(agent, "no"), when_idle(agent, "yes"),
                              when_idle(agent, "")])
     assert code == 0
-    first = out.index("Run write_file(path='a.txt', content='hi')? [y/N] ")
-    second = out.index("Run write_file(path='b.txt', content='yo')? [y/N] ")
+    first = out.index('Run write_file(path="a.txt", content="hi")? [y/N] ')
+    second = out.index('Run write_file(path="b.txt", content="yo")? [y/N] ')
     assert first < second
     assert not (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").read_text() == "yo"
     results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
@@ -100,7 +100,7 @@ def test_one_shot_asks_on_the_terminal_or_denies_without_one(tmp_path: Path) -> 
     agent = _agent(tmp_path, WRITE)
     err = io.StringIO()
     assert _one_shot(agent, "write", EventPrinter(io.StringIO()), err, ask=ask) == 0
-    assert asked == ["Run write_file(path='a.txt', content='hi')? [y/N] "]
+    assert asked == ['Run write_file(path="a.txt", content="hi")? [y/N] ']
     assert (tmp_path / "a.txt").read_text() == "hi"
 
     agent = _agent(tmp_path, ("write_file", {"path": "b.txt", "content": "x"}, "c1"))
@@ -111,8 +111,9 @@ def test_one_shot_asks_on_the_terminal_or_denies_without_one(tmp_path: Path) -> 
 
 
 def test_call_text_cuts_long_values() -> None:
-    assert call_text("f", {"a": 1, "b": "x" * 100}) == \
-        "f(a=1, b='" + "x" * 57 + "\u2026)"
+    assert call_text("f", {"a": 1, "b": "x" * 500}) == \
+        'f(a=1, b="' + "x" * 389 + "...)"
+    assert call_text("f", {"a": 1, "b": "x" * 5}) == 'f(a=1, b="xxxxx")'
     assert call_text("g", {}) == "g()"
 
 
