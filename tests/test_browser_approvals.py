@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
         "django": (ROOT / "examples" / "django_chat", "app:application")}
 PAGE_WAIT = 2 * WAIT
-ACCESS_FORMAT = "%(p)s %(m)s %(U)s %(s)s"  # pid, method, path, status
+ACCESS_FORMAT = "%(p)s %(m)s %(U)s %(s)s"  # <pid>, method, path, status
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def _texts(driver: Any, selector: str) -> list[str]:
 def _served(log: Path, method: str, path: str) -> list[int]:
     """The pids that served ``method path`` in an access log."""
     rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-    return [int(row[0]) for row in rows if row[1:3] == [method, path]]
+    return [int(row[0].strip("<>")) for row in rows if row[1:3] == [method, path]]
 
 
 @pytest.mark.parametrize("kind", sorted(APPS, reverse=True))
