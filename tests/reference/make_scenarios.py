@@ -878,6 +878,23 @@ add("prompt_message_with_images_refused", description="prompt(message, images) a
     responses=[text("Seen."), text("unused"), text("unused")], entries=["agent"],
     differences=["prompt-images-refused"])
 
+# --- approvals (an addition: pi has none) ---------------------------------------------------
+
+GUARDED = {"name": "write", "description": "Write a file",
+           "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                          "required": ["path"]}}
+add("approval_not_asked", description="A tool whose needs_approval function says no, called "
+    "twice in a parallel batch: exactly pi's run (no event, no state of its own).",
+    tools=[tool(GUARDED, needsApproval="never")],
+    responses=[calls(("write", {"path": "a"}, "c1"), ("write", {"path": "b"}, "c2")),
+               text("Written.")])
+add("approval_asked_then_approved", description="A call waits for approval: piagent's run ends "
+    "after tool_approval_request; approve() goes on with the call (its start again), as pi's "
+    "one run does.", tools=[tool(GUARDED, needsApproval=True)],
+    steps=[{"prompt": "Go"}, {"approve": "c1"}], entries=["agent"],
+    responses=[calls(("write", {"path": "a"}, "c1")), text("Written.")],
+    differences=["approval-waits"])
+
 
 def with_latches(scenario: dict[str, Any]) -> dict[str, Any]:
     """Give every parallel batch of two or more calls a finish order (source order by default).

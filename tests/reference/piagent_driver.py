@@ -273,7 +273,14 @@ class Harness:
                          parameters=copy.deepcopy(spec.get("parameters",
                                                            {"type": "object", "properties": {}})),
                          execute=execute, label=spec.get("label", name),
-                         prepare_arguments=prepare, execution_mode=spec.get("executionMode"))
+                         prepare_arguments=prepare, execution_mode=spec.get("executionMode"),
+                         needs_approval=self.needs_approval(spec))
+
+    @staticmethod
+    def needs_approval(spec: dict[str, Any]) -> Any:
+        """``needsApproval``: ``true``, or ``"never"`` (a function that always says no)."""
+        ask = spec.get("needsApproval", False)
+        return (lambda args: False) if ask == "never" else bool(ask)
 
     @staticmethod
     def tool_result(data: dict[str, Any]) -> AgentToolResult:
@@ -704,6 +711,11 @@ class Harness:
                     agent.reset()
                 elif "clearQueues" in step:
                     agent.clear_all_queues()
+                elif "approve" in step or "deny" in step:  # pi has no approvals: no-ops there
+                    decide = agent.approve if "approve" in step else agent.deny
+                    run = decide(step.get("approve", step.get("deny")), reason=step.get("reason"))
+                    if run is not None:
+                        run.wait(RUN_TIMEOUT_S)
             except Exception as exc:  # reported, compared with pi's rejection
                 error = str(exc)
             self.record({"kind": "step", "error": error})

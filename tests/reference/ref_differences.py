@@ -268,7 +268,44 @@ def details_none_is_no_details(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+def approval_waits(out: Json, scenario: dict[str, Any]) -> Json:
+    """The call of a tool marked ``needsApproval`` waits: after its ``tool_execution_start`` the
+    run reports it (``tool_approval_request``) and ends (``agent_end`` with its messages so
+    far; the prompt step returns); the approve step's run starts (``agent_start``,
+    ``turn_start``, the call's start again) and goes on as pi's one run does, its
+    ``agent_end`` carrying the messages it added. (One waiting call, in the first batch.)"""
+    from piagent.sessions import approval_digest
+
+    out = copy.deepcopy(out)
+    log = out["log"]
+    guarded = {t["name"] for t in scenario.get("tools", []) if t.get("needsApproval") is True}
+    at = next(i for i, e in enumerate(log) if e.get("kind") == "event"
+              and e.get("type") == "tool_execution_start" and e.get("toolName") in guarded)
+    start = log[at]
+    so_far = [e["message"] for e in log[:at]
+              if e.get("kind") == "event" and e.get("type") == "message_end"]
+    last_end = max(i for i, e in enumerate(log) if e.get("type") == "agent_end")
+    log[last_end] = {**log[last_end], "messages": log[last_end]["messages"][len(so_far):]}
+    first_step = next(i for i, e in enumerate(log) if e.get("kind") == "step")
+    del log[first_step]
+    log[at + 1:at + 1] = [
+        {"kind": "event", "type": "tool_approval_request", "toolCallId": start["toolCallId"],
+         "toolName": start["toolName"], "args": start["args"],
+         "digest": approval_digest(start["toolName"], start["args"])},
+        {"kind": "event", "type": "agent_end", "messages": so_far},
+        {"kind": "step", "error": None},
+        {"kind": "event", "type": "agent_start"}, {"kind": "event", "type": "turn_start"},
+        copy.deepcopy(start)]
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
+    Difference("approval-waits",
+               "A call whose tool (needs_approval) or before_tool_call asks for approval does "
+               "not run: the run reports it (tool_approval_request, an event pi does not have) "
+               "and ends waiting once the rest of the batch is done; approve() or deny() starts "
+               "the run that completes the batch. pi has no approvals: the call runs at once.",
+               approval_waits),
     Difference("tool-error-names-its-type",
                "A tool that raises gives the model \"KeyError: 'file'\" (type and message), and "
                "the result's details hold the type, message and traceback; pi sends the message "
