@@ -15,6 +15,8 @@ recovers it with ``agent.resume()``).
 
 from __future__ import annotations
 
+import time
+
 from ..errors import ApprovalError, ApprovalPendingError
 from ..loop import unanswered_tool_calls
 from ..sessions import (
@@ -25,8 +27,13 @@ from ..sessions import (
     approval_digest,
     check_session_id,
 )
+from ._backend import SessionBusy
 
-__all__ = ["ApprovalMethods", "approval_store"]
+__all__ = ["CONTINUE_WAIT_S", "ApprovalMethods", "approval_store"]
+
+# how long a decision that completed a batch waits for the session's live run to end (the
+# run that ended waiting records its end a moment after it reported the calls)
+CONTINUE_WAIT_S = 5.0
 
 
 def approval_store(store: SessionStore) -> ApprovalStore:
@@ -120,9 +127,29 @@ class ApprovalMethods:
             raise ApprovalError(msg)
 
     def _continue_batch(self, session_id: str) -> str:
-        """Start the run that executes the session's decided batch and goes on; its id (the
-        id of the session's live run if another start took the batch on first)."""
+        """Start the run that executes the session's decided batch and goes on; its id.
+
+        The session may still have a live run: the one that ended waiting, whose end is not
+        recorded yet (a decision made the moment the calls were reported), or a ``start()``
+        that took the decided batch on first. The first is waited for (at most
+        ``CONTINUE_WAIT_S``), then the run starts; for the second, its id is returned.
+        """
+        deadline = time.monotonic() + CONTINUE_WAIT_S
+        while True:
+            try:
+                return self._start_continuation(session_id)
+            except SessionBusy as busy:
+                ended = self._wait_stored(busy.run_id, deadline)
+                if not ended or not approval_store(self.store).approvals(session_id):
+                    return busy.run_id  # that run goes on with the batch
+
+    def _start_continuation(self, session_id: str) -> str:
+        """Record and start (or submit) the continuation run; ``SessionBusy`` if the session
+        has a live run."""
         raise NotImplementedError
+
+    def _wait_stored(self, run_id: str, deadline: float | None) -> bool:
+        raise NotImplementedError  # RunnerBase's
 
     def _check_not_waiting(self, session_id: str) -> None:
         """``ApprovalPendingError`` when calls of the session wait for a decision: a new run

@@ -29,7 +29,7 @@ from ..agent import Agent, normalise_input
 from ..loop import get_tracing
 from ..messages import AgentMessage, ImageContent, message_from_dict, message_to_dict
 from ..sessions import SessionStore, check_session_id
-from ._backend import RECOVERING, SessionBusy, Take
+from ._backend import RECOVERING, Take
 from ._base import RunnerBase, check_timeout, wait_slice
 from ._execution import LocalRun, needs_resume
 from ._registry import backend_for
@@ -99,14 +99,11 @@ class QueuedRunner(RunnerBase):
         return self._submit_new(session_id, {"v": PAYLOAD_VERSION, "session_id": session_id,
                                              "input": messages})
 
-    def _continue_batch(self, session_id: str) -> str:
+    def _start_continuation(self, session_id: str) -> str:
         """Submit the run that executes the decided batch (no input: the executor recovers
         the stored transcript, whose batch is decided now)."""
-        try:
-            return self._submit_new(session_id, {"v": PAYLOAD_VERSION, "session_id": session_id,
-                                                 "input": [], "continue": True})
-        except SessionBusy as busy:  # a start() took the decided batch on first
-            return busy.run_id
+        return self._submit_new(session_id, {"v": PAYLOAD_VERSION, "session_id": session_id,
+                                             "input": [], "continue": True})
 
     def _submit_new(self, session_id: str, payload: dict[str, Any]) -> str:
         tracing = get_tracing()  # piagent.otel: the run joins this request's trace

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from ..agent import Agent
 from ..messages import AgentMessage, ImageContent
 from ..sessions import SessionStore, check_session_id
-from ._backend import SessionBusy
 from ._base import WAIT_SLICE_S, RunnerBase, check_timeout
 from ._execution import LocalRun
 
@@ -57,12 +56,9 @@ class LocalRunner(RunnerBase):
         self._check_not_waiting(session_id)
         return self._launch(session_id, input, images)
 
-    def _continue_batch(self, session_id: str) -> str:
+    def _start_continuation(self, session_id: str) -> str:
         """The run that executes the decided batch, on this process's threads."""
-        try:
-            return self._launch(session_id, None, None)
-        except SessionBusy as busy:  # a start() took the decided batch on first
-            return busy.run_id
+        return self._launch(session_id, None, None)
 
     def _launch(self, session_id: str, input: str | AgentMessage | Sequence[AgentMessage] | None,
                 images: Sequence[ImageContent] | None) -> str:

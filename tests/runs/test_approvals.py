@@ -265,3 +265,60 @@ def test_a_store_without_approvals_is_refused() -> None:
 
     with pytest.raises(TypeError, match="approvals need a session store that keeps them"):
         approval_store(object())  # type: ignore[arg-type]
+
+
+def test_a_decider_that_died_before_the_run_went_on_leaves_it_to_the_next_start(
+        store: SessionStore) -> None:
+    """The last decision was stored (here: straight in the store, as a process that died
+    right after it would leave it) but no run went on: the next start completes the batch
+    first, then takes its input."""
+    from piagent.sessions import ApprovalDecision
+
+    tools, model = Tools(), Model()
+    runner = local(store, tools, model)
+    run_id = runner.start("s", "delete a")
+    assert wait_final(runner, run_id) == "waiting"
+    assert store.decide("s", "c-a", ApprovalDecision(True), None) is True  # type: ignore[attr-defined]
+    assert [p.decision for p in runner.pending_approvals("s")] == [ApprovalDecision(True)]
+    again = runner.start("s", "and then this")
+    assert wait_final(runner, again) == "done"
+    assert tools.ran == ["look", "delete a"]
+    texts = [(m.role, getattr(m, "text", "")) for m in store.load("s")]
+    assert texts[-5:] == [("toolResult", "deleted a"), ("toolResult", "looked"),
+                          ("assistant", "results: delete=deleted a; look=looked"),
+                          ("user", "and then this"), ("assistant", "echo and then this")]
+    assert runner.pending_approvals("s") == []
+
+
+def test_every_runner_keeps_the_protocol(store: SessionStore) -> None:
+    tools, model = Tools(), Model()
+    assert isinstance(local(store, tools, model), Runner)
+
+
+def test_a_decision_made_before_the_waiting_run_recorded_its_end_waits_for_it(
+        store: SessionStore) -> None:
+    """The calls are reported (and kept in the store) a moment before the run that asked
+    records its end: a decision made then waits for that end, then the run goes on."""
+    from ..conftest import hold_new_threads
+
+    tools, model = Tools(), Model()
+    runner = local(store, tools, model)
+    with hold_new_threads("_end", file_suffix="_execution.py") as (reached, release):
+        run_id = runner.start("s", "delete a")
+        assert reached.wait(WAIT)  # agent_end is out; the run is still live in the store
+        assert runner.status(run_id).state == "running"
+        assert [p.tool_call_id for p in runner.pending_approvals("s")] == ["c-a"]
+        returned: list[str | None] = []
+        decider = threading.Thread(target=lambda: returned.append(runner.approve("s", "c-a")),
+                                   name="test-decide")
+        decider.start()
+        decider.join(0.2)  # bounded: it is waiting for the run to record its end
+        assert decider.is_alive() and returned == []
+        release.set()
+        decider.join(WAIT)
+        assert not decider.is_alive()
+    [next_id] = returned
+    assert next_id is not None and next_id != run_id
+    assert runner.status(run_id).state == "waiting"
+    assert wait_final(runner, next_id) == "done"
+    assert tools.ran == ["look", "delete a"]
