@@ -185,15 +185,20 @@ def tool_server() -> Iterator[_ToolServer]:
         thread.join(WAIT)
 
 
-def test_one_shot_without_a_terminal_denies_write_file(tool_server: _ToolServer,
-                                                       tmp_path: Path) -> None:
+def _piagent(server: _ToolServer, folder: Path, *args: str,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
            "PIAGENT_HISTORY": os.devnull}
-    url = f"http://127.0.0.1:{tool_server.server_address[1]}/v1"
-    proc = subprocess.run([sys.executable, "-m", "piagent", "chat", "-m", "local/tiny",
-                           "--base-url", url, "--tools", "write", "a", "file"],
-                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env,
-                          cwd=tmp_path, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return subprocess.run([sys.executable, "-m", "piagent", "chat", "-m", "local/tiny",
+                           "--base-url", url, "--tools", *args], capture_output=True,
+                          text=True, timeout=COMMAND_TIMEOUT, env=env, cwd=folder,
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+
+
+def test_one_shot_without_a_terminal_denies_write_file(tool_server: _ToolServer,
+                                                       tmp_path: Path) -> None:
+    proc = _piagent(tool_server, tmp_path, "write", "a", "file")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "finished\n"
     assert not (tmp_path / "out.txt").exists()
@@ -201,3 +206,22 @@ def test_one_shot_without_a_terminal_denies_write_file(tool_server: _ToolServer,
     assert "write_file" in tools
     sent = json.dumps(tool_server.bodies[1]["messages"][-1])
     assert "Tool call denied by the user" in sent and "no terminal to ask on" in sent
+
+
+def test_a_session_left_waiting_asks_again_when_resumed(tool_server: _ToolServer,
+                                                         tmp_path: Path) -> None:
+    db = str(tmp_path / "sessions.db")
+    first = _piagent(tool_server, tmp_path, "--session", "w", "--sessions-db", db,
+                     stdin="write a file\n")  # input ends at the question: the call waits
+    assert first.returncode == 0, first.stderr
+    assert 'Run write_file(path="out.txt", content="hello")? [y/N] ' in first.stdout
+    assert len(tool_server.bodies) == 1 and not (tmp_path / "out.txt").exists()
+
+    second = _piagent(tool_server, tmp_path, "--session", "w", "--sessions-db", db,
+                      stdin="y\n")  # a new process: the waiting call is asked about first
+    assert second.returncode == 0, second.stderr
+    assert "(the last run waits for your approval)" in second.stdout
+    assert 'Run write_file(path="out.txt", content="hello")? [y/N] ' in second.stdout
+    assert (tmp_path / "out.txt").read_text() == "hello"
+    assert "assistant> finished" in second.stdout
+    assert len(tool_server.bodies) == 2
