@@ -61,12 +61,24 @@ class ApprovalMethods:
     ``_continue_batch``, which starts the run that executes a decided batch."""
 
     store: SessionStore
+    # whether the store keeps approvals, once checked (a protocol isinstance is slow)
+    _keeps_approvals: bool | None = None
+
+    def _kept(self) -> ApprovalStore | None:
+        """The store as an ``ApprovalStore``, ``None`` if it keeps no approvals."""
+        if self._keeps_approvals is None:
+            self._keeps_approvals = isinstance(self.store, ApprovalStore)
+        return self.store if self._keeps_approvals else None  # type: ignore[return-value]
+
+    def _approvals(self) -> ApprovalStore:
+        kept = self._kept()
+        return kept if kept is not None else approval_store(self.store)
 
     def pending_approvals(self, session_id: str) -> list[PendingApproval]:
         """The tool calls of the session's waiting batch, in source order, each with its
         decision so far (``None`` while undecided); empty when nothing waits."""
         check_session_id(session_id)
-        return approval_store(self.store).approvals(session_id)
+        return self._approvals().approvals(session_id)
 
     def approve(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
                 digest: str | None = None) -> str | None:
@@ -96,7 +108,7 @@ class ApprovalMethods:
             raise TypeError(msg)
         _check_optional_text(reason, "reason", "it is shown to the model")
         _check_optional_text(digest, "digest", "a PendingApproval's digest")
-        store = approval_store(self.store)
+        store = self._approvals()
         entry = next((p for p in store.approvals(session_id)
                       if p.tool_call_id == tool_call_id), None)
         if entry is not None and entry.decision is None:
@@ -140,7 +152,7 @@ class ApprovalMethods:
                 return self._start_continuation(session_id)
             except SessionBusy as busy:
                 ended = self._wait_stored(busy.run_id, deadline)
-                if not ended or not approval_store(self.store).approvals(session_id):
+                if not ended or not self._approvals().approvals(session_id):
                     return busy.run_id  # that run goes on with the batch
 
     def _start_continuation(self, session_id: str) -> str:
@@ -154,8 +166,10 @@ class ApprovalMethods:
     def _check_not_waiting(self, session_id: str) -> None:
         """``ApprovalPendingError`` when calls of the session wait for a decision: a new run
         would have to answer them first."""
-        waiting = [p for p in approval_store(self.store).approvals(session_id)
-                   if p.decision is None]
+        kept = self._kept()
+        if kept is None:
+            return  # a store that keeps no approvals: no call of it can wait
+        waiting = [p for p in kept.approvals(session_id) if p.decision is None]
         if waiting:
             names = ", ".join(describe(p) for p in waiting)
             msg = (f"Session {session_id!r} has tool calls waiting for approval: {names}; "
