@@ -100,7 +100,8 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     agent.wait_for_idle(30)
                 else:
                     say(style.dim("(Ctrl-C aborts a run; type /quit to leave)"))
-                    printer.write(style.user("you> "))
+                    if not asker.ask():
+                        printer.write(style.user("you> "))
                 continue
             text = line.strip()
             if not text.startswith("/") and asker.waiting():
@@ -152,7 +153,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                         continue
                 else:
                     say(style.dim(f"unknown command {command}; type /help"))
-                if not agent.state.is_streaming:
+                if not agent.state.is_streaming and not asker.ask():
                     printer.write(style.user("you> "))
                 continue
             if busy:

@@ -225,3 +225,13 @@ def test_a_session_left_waiting_asks_again_when_resumed(tool_server: _ToolServer
     assert (tmp_path / "out.txt").read_text() == "hello"
     assert "assistant> finished" in second.stdout
     assert len(tool_server.bodies) == 2
+
+
+def test_a_command_at_the_question_asks_again(tmp_path: Path) -> None:
+    agent = _agent(tmp_path, WRITE)
+    code, out = chat(agent, ["write", when_idle(agent, "/help"), when_idle(agent, "y"),
+                             when_idle(agent, "/quit")])
+    assert code == 0
+    question = 'Run write_file(path="a.txt", content="hi")? [y/N] '
+    assert out.count(question) == 2  # asked, /help answered, asked again
+    assert (tmp_path / "a.txt").read_text() == "hi"
