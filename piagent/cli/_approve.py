@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..tools import AgentTool, tool
 from ._demo import _inside
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._output import EventPrinter
 
 __all__ = ["DENIED_REASON", "NO_TERMINAL_REASON", "Asker", "call_text", "make_write_file_tool",
-           "question", "settle", "undecided"]
+           "question", "settle", "terminal_ask", "undecided"]
 
 _MAX_ARGS = 400  # characters of the arguments shown in the question
 _YES = frozenset({"y", "yes"})
@@ -160,3 +160,18 @@ def settle(agent: Agent, run: AgentRun, ask: Callable[[str], str] | None) -> Age
         next_run.wait()
         run = next_run
     return run
+
+
+def terminal_ask(err: TextIO) -> Callable[[str], str]:
+    """How the one-shot form asks on the terminal: the question on ``err`` (stdout is the
+    answer alone), the answer from stdin (end of input: no)."""
+
+    def ask(text: str) -> str:
+        err.write(text)
+        err.flush()
+        try:
+            return input()
+        except EOFError:
+            return ""
+
+    return ask

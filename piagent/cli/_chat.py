@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
-from ._approve import Asker, make_write_file_tool, settle, undecided
+from ._approve import Asker, make_write_file_tool, settle, terminal_ask, undecided
 from ._mcp import close_all, first_duplicate, open_mcp_servers
 from ._output import AnswerPrinter, CliError, EventPrinter, Style, cli_words
 from ._sessions import (
@@ -338,7 +338,8 @@ def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
         if store is not None:  # the session's notes go to stderr: stdout is the answer
             notes = EventPrinter(err, style=Style.for_stream(err))
             _join_session(agent, store, args, notes, recap=False)
-        return _one_shot(agent, question, printer, err, ask=_terminal_ask(err))
+        return _one_shot(agent, question, printer, err,
+                         ask=terminal_ask(err) if _isatty(sys.stdin) else None)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
     names = f" (tools: {', '.join(t.name for t in tools)})" if tools else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}{names}"
@@ -411,23 +412,6 @@ def _limits(args: argparse.Namespace) -> Limits | None:
     from ..loop import Limits
 
     return Limits(max_requests=requests, max_cost=cost)
-
-
-def _terminal_ask(err: TextIO) -> Callable[[str], str] | None:
-    """How the one-shot form asks about a call that needs approval: on the terminal (the
-    question on stderr), or ``None`` when stdin is no terminal (the call is denied)."""
-    if not _isatty(sys.stdin):
-        return None
-
-    def ask(text: str) -> str:
-        err.write(text)
-        err.flush()
-        try:
-            return input()
-        except EOFError:
-            return ""
-
-    return ask
 
 
 def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO,

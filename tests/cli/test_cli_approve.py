@@ -235,3 +235,15 @@ def test_a_command_at_the_question_asks_again(tmp_path: Path) -> None:
     question = 'Run write_file(path="a.txt", content="hi")? [y/N] '
     assert out.count(question) == 2  # asked, /help answered, asked again
     assert (tmp_path / "a.txt").read_text() == "hi"
+
+
+def test_terminal_ask_writes_the_question_to_stderr_and_reads_stdin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from piagent.cli._approve import terminal_ask
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    ask = terminal_ask(err)
+    assert ask("Run f()? [y/N] ") == "y"
+    assert ask("Run g()? [y/N] ") == ""  # end of input: no
+    assert err.getvalue() == "Run f()? [y/N] Run g()? [y/N] "
