@@ -58,7 +58,8 @@ def describe(pending: PendingApproval) -> str:
 
 class ApprovalMethods:
     """``pending_approvals``/``approve``/``deny`` for a runner; the runner adds
-    ``_continue_batch``, which starts the run that executes a decided batch."""
+    ``_start_continuation``, which starts (or submits) the run that executes a decided
+    batch."""
 
     store: SessionStore
     # whether the store keeps approvals, once checked (a protocol isinstance is slow)
@@ -175,4 +176,4 @@ class ApprovalMethods:
             msg = (f"Session {session_id!r} has tool calls waiting for approval: {names}; "
                    f"decide each with runner.approve() or runner.deny() (the last decision "
                    f"starts the next run) before starting another.")
-            raise ApprovalPendingError(msg)
+            raise ApprovalPendingError(msg, call_ids=[p.tool_call_id for p in waiting])

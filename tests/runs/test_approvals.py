@@ -322,3 +322,26 @@ def test_a_decision_made_before_the_waiting_run_recorded_its_end_waits_for_it(
     assert runner.status(run_id).state == "waiting"
     assert wait_final(runner, next_id) == "done"
     assert tools.ran == ["look", "delete a"]
+
+
+def test_a_call_whose_arguments_changed_in_the_store_is_refused(store: SessionStore) -> None:
+    import dataclasses
+
+    from piagent.messages import ToolCall
+
+    tools, model = Tools(), Model()
+    runner = local(store, tools, model)
+    run_id = runner.start("s", "delete a")
+    assert wait_final(runner, run_id) == "waiting"
+    messages = store.load("s")
+    asking = messages[-1]
+    assert isinstance(asking, AssistantMessage)
+    changed = [ToolCall(b.id, b.name, {"name": "everything"}) if isinstance(b, ToolCall)
+               and b.id == "c-a" else b for b in asking.content]
+    store.replace("s", [*messages[:-1], dataclasses.replace(asking, content=changed)])
+    with pytest.raises(ApprovalError, match="its arguments changed since approval was asked"):
+        runner.approve("s", "c-a")
+    assert tools.ran == ["look"] and model.requests == 1
+    with pytest.raises(ApprovalPendingError) as refused:
+        runner.start("s", "next")
+    assert refused.value.call_ids == ["c-a"]
