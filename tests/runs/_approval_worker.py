@@ -7,8 +7,10 @@
                                                      # "none"), then its final state
 
 DB is an SQLite path, or ``postgresql://...#SCHEMA``. The model asks for ``delete`` (needs
-approval) and ``look`` in one batch, then sums the results up; each tool run appends
-``<tool> <pid>`` to the file ``$APPROVAL_RAN``.
+approval) and ``look`` in one batch for "go" (else it echoes), then sums the results up; each tool run appends
+``<tool> <pid>`` to the file ``$APPROVAL_RAN``. With ``$APPROVAL_HANG`` set, ``delete``
+prints "executing" and hangs (until the test kills the process); ``$APPROVAL_LEASE`` is
+the runner's lease (seconds, default 30).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from piagent import Agent, tool
+from piagent import AbortSignal, Agent, tool
 from piagent.messages import AssistantMessage, ToolResultMessage, UserMessage
 from piagent.runs import LocalRunner
 from piagent.sessions import PostgresStore, SQLiteStore
@@ -37,6 +39,8 @@ def _ran(name: str) -> None:
 
 def answer(context: Any, options: Any) -> AssistantMessage:
     last = context.messages[-1]
+    if isinstance(last, UserMessage) and last.text != "go":
+        return assistant_text(f"echo {last.text}")
     if isinstance(last, UserMessage):
         return assistant_tool_calls(("delete", {"name": "report"}, "c-delete"),
                                     ("look", {}, "c-look"))
@@ -46,9 +50,12 @@ def answer(context: Any, options: Any) -> AssistantMessage:
 
 def make_agent(session_id: str) -> Agent:
     @tool(needs_approval=True)
-    def delete(name: str) -> str:
+    def delete(name: str, signal: AbortSignal) -> str:
         """Delete a thing."""
         _ran("delete")
+        if os.environ.get("APPROVAL_HANG"):
+            say("executing")
+            signal.wait(BOUND)
         return f"deleted {name}"
 
     @tool
@@ -72,7 +79,8 @@ def open_store(db: str) -> SQLiteStore | PostgresStore:
 def main(argv: list[str]) -> None:
     mode, db, session_id = argv[0], argv[1], argv[2]
     store = open_store(db)
-    runner = LocalRunner(store, make_agent)
+    runner = LocalRunner(store, make_agent,
+                         lease_s=float(os.environ.get("APPROVAL_LEASE") or 30.0))
     if mode == "start":
         run_id = runner.start(session_id, "go")
         say(run_id)

@@ -1,6 +1,8 @@
 """A waiting run across real processes (docs/approvals.md): a run started by one process
 stops at a call needing approval; that process is killed with SIGKILL; another process
 decides through its own ``LocalRunner`` and the run goes on there, on SQLite and PostgreSQL.
+When that deciding process is killed too, while the approved call runs, the session's next
+start here gives the call the unknown-outcome result: every call ends with exactly one.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def open_store(db: str) -> SQLiteStore | PostgresStore:
     return SQLiteStore(db)
 
 
-def spawn(ran: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "APPROVAL_RAN": str(ran),
+def spawn(ran: Path, *args: str, **extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "APPROVAL_RAN": str(ran), **extra,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, str(WORKER), *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -115,5 +117,45 @@ def test_a_waiting_run_survives_sigkill_and_a_decision_elsewhere_resumes_it(
         final = messages[-1]
         assert final.role == "assistant"
         assert final.text.startswith("results: delete=")  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_a_decider_killed_while_the_approved_call_runs_leaves_one_unknown_outcome(
+        db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ._approval_worker import make_agent
+
+    record = tmp_path / "ran.txt"
+    starter = spawn(record, "start", db, "s1")
+    try:
+        read_child_line(starter)
+        assert read_child_line(starter) == "waiting"
+    finally:
+        starter.kill()
+        finish(starter)
+    decider = spawn(record, "decide", db, "s1", "c-delete", "approve", APPROVAL_HANG="1",
+                    APPROVAL_LEASE="1")
+    try:
+        lines = {read_child_line(decider), read_child_line(decider)}
+        assert "executing" in lines, lines
+        [next_id] = lines - {"executing"}
+        os.kill(decider.pid, signals.SIGKILL)
+        assert decider.wait(SLOW_WAIT) == -signals.SIGKILL
+    finally:
+        finish(decider)
+
+    store = open_store(db)
+    try:
+        monkeypatch.setenv("APPROVAL_RAN", str(record))  # where this process's tools write
+        runner = LocalRunner(store, make_agent, lease_s=1.0)
+        assert runner.wait(next_id, SLOW_WAIT) and runner.status(next_id).state == "lost"
+        again = runner.start("s1", "are you there?")
+        assert runner.wait(again, SLOW_WAIT) and runner.status(again).state == "done"
+        assert [name for name, _ in ran(record)] == ["look", "delete"]  # never run twice
+        results = [m for m in store.load("s1") if isinstance(m, ToolResultMessage)]
+        assert [m.tool_call_id for m in results] == ["c-delete", "c-look"]
+        assert results[0].is_error and "stopped" in results[0].text
+        assert results[1].text == "looked"
+        assert runner.pending_approvals("s1") == []
     finally:
         store.close()
