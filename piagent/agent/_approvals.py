@@ -114,8 +114,10 @@ class Approvals:
         """The waiting batch's calls (decided or not) still open in the transcript."""
         if not self._keeps():
             return []
-        self._sync()
         store, session_id = self._where()
+        if not store.approvals(session_id):
+            return []  # the usual case: one query, no transcript read
+        self._sync()
         entries = store.approvals(session_id)
         if not entries:
             return []

@@ -143,6 +143,11 @@ class RunSpans:
             self._end_tool(event)
         elif kind == "agent_start":
             self._start_run()
+        elif kind == "tool_approval_request":  # the call waits: its span ends unrun
+            span = self._tools.pop(event.tool_call_id, None)  # type: ignore[union-attr]
+            if span is not None:
+                span.set_attribute("piagent.tool.waiting_for_approval", True)
+                span.end()
         elif kind == "agent_end":
             self._end_run()
 
