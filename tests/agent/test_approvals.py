@@ -50,11 +50,6 @@ def agent_for(fn: ScriptedStreamFn, log: list[str], **kwargs: Any) -> Agent:
                  tools=[make("free", log), make("guarded", log, needs_approval=True)], **kwargs)
 
 
-def results(agent: Agent) -> list[tuple[str, str]]:
-    return [label(m)[1:][0].split(":", 1)  # type: ignore[misc]
-            for m in agent.state.messages if isinstance(m, ToolResultMessage)]
-
-
 def result_texts(agent: Agent) -> list[str]:
     return [f"{m.tool_call_id}:{m.content[0].text}" for m in agent.state.messages
             if isinstance(m, ToolResultMessage)]
@@ -198,3 +193,18 @@ def test_a_store_without_approvals_fails_the_run_saying_so(tmp_path: Path) -> No
     assert not run.waiting
     assert run.error_message is not None
     assert "JsonlStore does not keep tool calls waiting for approval" in run.error_message
+
+
+def test_a_follow_up_sent_while_waiting_comes_after_the_batch() -> None:
+    log: list[str] = []
+    fn = ScriptedStreamFn([assistant_tool_calls(("guarded", {}, "1")), assistant_text("first"),
+                           assistant_text("second")])
+    agent = agent_for(fn, log)
+    assert agent.prompt("go").waiting
+    agent.follow_up("and then this")
+    run = agent.approve("1")
+    assert run is not None and run.wait(WAIT)
+    roles = [label(m) for m in agent.state.messages[-4:]]
+    assert roles == [("toolResult", "1:guarded 1 ok"), ("assistant", "stop:first"),
+                     ("user", "and then this"), ("assistant", "stop:second")]
+    assert log == ["1"] and len(fn.calls) == 3

@@ -108,3 +108,23 @@ def test_a_decision_needs_an_approval_decision(store: Any) -> None:
     store.mark_waiting("s3", [entry("a", {})], [])
     with pytest.raises(TypeError, match="decision must be an ApprovalDecision, not bool"):
         store.decide("s3", "a", True, None)
+
+
+def test_of_two_deciders_racing_exactly_one_completes_the_batch(store: Any) -> None:
+    import threading
+
+    sid = "race"
+    store.mark_waiting(sid, [entry("a", {}), entry("b", {})], [])
+    barrier = threading.Barrier(2, timeout=10)
+    outcomes: dict[str, bool] = {}
+
+    def decide(call_id: str) -> None:
+        barrier.wait()
+        outcomes[call_id] = store.decide(sid, call_id, ApprovalDecision(True), None)
+
+    threads = [threading.Thread(target=decide, args=(c,)) for c in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(outcomes.values()) == [False, True]
