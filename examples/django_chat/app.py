@@ -1,5 +1,5 @@
 """The same multi-user chat page on Django, in one file: streamed text, tool progress, Stop,
-steering; one conversation per browser, stored in SQLite.
+steering, Approve/Deny; one conversation per browser, stored in SQLite.
 
 Run it offline (a scripted model and a slow counting tool)::
 

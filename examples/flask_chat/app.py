@@ -1,4 +1,4 @@
-"""A multi-user chat page on Flask: streamed text, tool progress, Stop and steering.
+"""A multi-user chat page on Flask: streamed text, tool progress, Stop, steering, Approve/Deny.
 
 Run it offline (a scripted model and a slow counting tool)::
 
