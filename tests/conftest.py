@@ -19,6 +19,8 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   (or return from) ``function`` until released: a moment of the code under test, made wide.
 * ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
 * ``serving_wsgi(app, name)``: a WSGI app served (werkzeug, threaded) on 127.0.0.1; its URL.
+* ``gunicorn_server(folder, app, env, workers=N)``: a real gunicorn (``Gunicorn``: URL,
+  worker pids, log), stopped on exit.
 * ``StreamingHandler``: a quiet HTTP/1.1 request handler without Nagle delay, the base of
   the suite's scripted model servers.
 * ``Gate(name)``: a tool that says it started, then waits for the test to open it (or for
@@ -425,3 +427,80 @@ def npm_installed(folder: Path, marker: str, what: str) -> Path:
         if done.returncode != 0 or not installed.exists():
             unavailable(f"npm ci failed ({done.returncode}): {done.stderr[-2000:]}")
     return folder / "node_modules"
+
+
+# --- gunicorn ------------------------------------------------------------------------------
+
+
+@dataclass
+class Gunicorn:
+    """A gunicorn server started by ``gunicorn_server``: its URL, its worker pids, its log
+    lines (gunicorn's stderr) so far, and its master process."""
+
+    url: str
+    pids: set[int]
+    log: list[str]
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """SIGTERM the master, then SIGKILL it if it has not exited in ``SLOW_WAIT``."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(SLOW_WAIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(SLOW_WAIT)
+
+
+def _log_lines(stream: Any, lines: Any, log: list[str]) -> None:
+    for raw in stream:
+        line = raw.decode(errors="replace").rstrip("\n")
+        log.append(line)
+        lines.put(line)
+    lines.put(None)
+
+
+@contextmanager
+def gunicorn_server(folder: Path, app: str, env: dict[str, str], *, workers: int,
+                    args: tuple[str, ...] = ()) -> Iterator[Gunicorn]:
+    """``gunicorn app`` (``-k gthread``, ``workers`` processes, on a free port of 127.0.0.1)
+    run in ``folder`` with ``env`` added to the environment (and this repository first on
+    ``PYTHONPATH``); yields once every worker booted (bounded by ``SLOW_WAIT``) and stops it
+    (SIGTERM, then SIGKILL) on exit. ``args`` go on gunicorn's command line."""
+    import queue
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    full_env = {**os.environ, **env,
+                "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-k", "gthread",
+               "--threads", "4", "--graceful-timeout", "5", "-b", "127.0.0.1:0", *args, app]
+    process = subprocess.Popen(command, cwd=folder, env=full_env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    lines: queue.Queue[str | None] = queue.Queue()  # gunicorn's log lines, from the reader
+    log: list[str] = []
+    # owner: this helper; ends when gunicorn closes its stderr (after it exits), joined below
+    reader = threading.Thread(target=_log_lines, args=(process.stderr, lines, log),
+                              name="test-gunicorn-log", daemon=True)
+    reader.start()
+    server = Gunicorn("", set(), log, process)
+    try:
+        while not server.url or len(server.pids) < workers:
+            try:
+                line = lines.get(timeout=SLOW_WAIT)
+            except queue.Empty:
+                pytest.fail("gunicorn did not start its workers in time:\n" + "\n".join(log))
+            if line is None:
+                pytest.fail("gunicorn exited:\n" + "\n".join(log))
+            if (found := re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", line)):
+                server.url = found.group(1)
+            if (found := re.search(r"Booting worker with pid: (\d+)", line)):
+                server.pids.add(int(found.group(1)))
+        yield server
+    finally:
+        server.stop()
+        reader.join(SLOW_WAIT)
+        assert not reader.is_alive()
+        assert process.stderr is not None
+        process.stderr.close()

@@ -62,7 +62,8 @@ def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path)
     assert page.status_code == 200
     assert b'id="stop"' in page.data and b'id="steer-text"' in page.data
     assert client.get_cookie(CHAT_COOKIE) is not None
-    assert client.get("/history").get_json() == {"messages": [], "run": None}
+    assert client.get("/history").get_json() == {"messages": [], "run": None,
+                                                  "approvals": []}
     started = client.post("/chat", json={"message": "count to 3"})
     assert started.status_code == 200
     run_id = started.get_json()["run_id"]
@@ -73,7 +74,8 @@ def test_flask_chat_streams_a_run_and_keeps_it_per_browser(flask_chat, tmp_path)
     _check_history(client.get("/history").get_json(), run_id)
     # another browser (no cookie yet) has its own, empty conversation and cannot read this run
     other = app.test_client()
-    assert other.get("/history").get_json() == {"messages": [], "run": None}
+    assert other.get("/history").get_json() == {"messages": [], "run": None,
+                                                  "approvals": []}
     assert other.get(f"/events/{run_id}").status_code == 404
     assert int(client.get("/whoami").get_json()["pid"]) > 0
     # a new app on the same file (another worker, a restart) has the conversation

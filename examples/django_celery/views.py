@@ -4,7 +4,10 @@ Each browser gets its own session (a cookie, ``piagent_session``); its transcrip
 the PostgreSQL store. ``POST /chat`` starts a run (a Celery task) and answers its id;
 ``GET /events/<run_id>`` streams the run as Server-Sent Events with ``id:`` lines, so a
 reconnecting ``EventSource`` resumes after ``Last-Event-ID``; ``POST /steer`` and
-``POST /stop`` work from any web process, whichever worker runs the session.
+``POST /stop`` work from any web process, whichever worker runs the session. A call to a
+tool marked ``needs_approval`` ends the run waiting and shows Approve / Deny: ``POST
+/approve`` or ``/deny {"tool_call_id", "digest"}`` decides it from any web process (409 with
+the reason when refused); the last decision submits the run that goes on and answers its id.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from tasks import runner, store
 
-from piagent.errors import AgentBusyError
+from piagent.errors import AgentBusyError, ApprovalError, ApprovalPendingError
 from piagent.runs import RunNotFoundError
 
 COOKIE = "piagent_session"
@@ -74,9 +77,37 @@ def chat(request: HttpRequest) -> JsonResponse:
                             status=400)
     try:
         run_id = runner.start(session_id, message)
-    except AgentBusyError as exc:
+    except (AgentBusyError, ApprovalPendingError) as exc:
         return JsonResponse({"error": str(exc)}, status=409)
     return JsonResponse({"run_id": run_id})
+
+
+def _decide(request: HttpRequest, approved: bool) -> JsonResponse:
+    session_id = _session(request)
+    body = _json_body(request)
+    call_id, digest = body.get("tool_call_id"), body.get("digest")
+    if session_id is None or not isinstance(call_id, str) or not call_id:
+        return JsonResponse({"error": 'send {"tool_call_id": "...", "digest": "..."}'},
+                            status=400)
+    decide = runner.approve if approved else runner.deny
+    try:
+        run_id = decide(session_id, call_id, digest=digest or None,
+                        reason=None if approved else "the user clicked Deny")
+    except (ApprovalError, AgentBusyError) as exc:
+        return JsonResponse({"error": str(exc)}, status=409)
+    return JsonResponse({"run_id": run_id})
+
+
+@csrf_exempt
+@require_POST
+def approve(request: HttpRequest) -> JsonResponse:
+    return _decide(request, True)
+
+
+@csrf_exempt
+@require_POST
+def deny(request: HttpRequest) -> JsonResponse:
+    return _decide(request, False)
 
 
 @require_GET
@@ -134,6 +165,8 @@ urlpatterns = [
     path("events/<str:run_id>", events),
     path("steer", steer),
     path("stop", stop),
+    path("approve", approve),
+    path("deny", deny),
 ]
 
 PAGE = """<!doctype html>
@@ -175,6 +208,17 @@ function follow(id) {
     tool.textContent = p.content.map(b => b.text || "").join("");
   });
   source.addEventListener("tool_execution_end", () => { tool = null; });
+  // a call that waits for approval: the run ends; the last decision answers the next run
+  source.addEventListener("tool_approval_request", e => {
+    const call = JSON.parse(e.data);
+    const row = add("note", `${call.toolName}(${JSON.stringify(call.args)}) waits for you: `);
+    for (const verb of ["approve", "deny"]) {
+      const b = document.createElement("button"); b.textContent = verb; row.appendChild(b);
+      b.onclick = () => post("/" + verb, {tool_call_id: call.toolCallId, digest: call.digest})
+        .then(r => { row.remove(); if (r.error) add("note", r.error);
+                     else if (r.run_id) follow(r.run_id); });
+    }
+  });
   // piagent's own event, once, when a killed worker's run was resumed by another worker
   source.addEventListener("run_resumed", () => {
     add("note", "(the worker running this stopped; another one resumed it)"); reply = null;

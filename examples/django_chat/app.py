@@ -1,5 +1,5 @@
 """The same multi-user chat page on Django, in one file: streamed text, tool progress, Stop,
-steering; one conversation per browser, stored in SQLite.
+steering, Approve/Deny; one conversation per browser, stored in SQLite.
 
 Run it offline (a scripted model and a slow counting tool)::
 
@@ -10,9 +10,10 @@ Run it offline (a scripted model and a slow counting tool)::
 The page, the demo agent and the per-session logic (``chat_sessions.ChatService``) are
 shared with ``examples/flask_chat``. Views: ``GET /``, ``GET /history``, ``POST /chat``
 (answers ``{"run_id"}``), ``GET /events/<run_id>`` (``piagent.web.django_run_response``,
-resumes after ``Last-Event-ID``), ``POST /stop``, ``POST /steer``, ``GET /whoami``. The
-SQLite file is ``--db``, else ``$PIAGENT_CHAT_DB``, else ``piagent-examples/chat.db`` in the
-system's temporary folder. In a real project,
+resumes after ``Last-Event-ID``), ``POST /stop``, ``POST /steer``, ``POST /approve`` and
+``POST /deny`` (a call waiting for approval: ``{"tool_call_id", "digest"}``, 409 with the
+reason when refused), ``GET /whoami``. The SQLite file is ``--db``, else ``$PIAGENT_CHAT_DB``,
+else ``piagent-examples/chat.db`` in the system's temporary folder. In a real project,
 put the views in an app's ``views.py`` and build the service once per process in
 ``AppConfig.ready``.
 """
@@ -47,7 +48,7 @@ from chat_sessions import (  # noqa: E402
 )
 
 from piagent.agent import Agent  # noqa: E402
-from piagent.errors import AgentBusyError  # noqa: E402
+from piagent.errors import AgentBusyError, ApprovalError, ApprovalPendingError  # noqa: E402
 from piagent.web import django_run_response  # noqa: E402
 
 # the process's service, built on first use (or by set_service); guarded by _lock
@@ -136,9 +137,37 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
         return JsonResponse({"error": 'Send {"message": "..."} with some text.'}, status=400)
     try:
         run_id = get_service().chat(session_id, message)
-    except AgentBusyError as exc:
+    except (AgentBusyError, ApprovalPendingError) as exc:
         return JsonResponse({"error": str(exc)}, status=409)
     return JsonResponse({"run_id": run_id})
+
+
+def _decide(request: HttpRequest, session_id: str, approved: bool) -> HttpResponse:
+    body = _json_body(request)
+    call_id, digest = body.get("tool_call_id"), body.get("digest")
+    if not isinstance(call_id, str) or not call_id or \
+            not (digest is None or isinstance(digest, str)):
+        return JsonResponse({"error": 'Send {"tool_call_id": "...", "digest": "..."}.'},
+                            status=400)
+    try:
+        run_id = get_service().decide(session_id, call_id, digest, approved=approved)
+    except (ApprovalError, AgentBusyError) as exc:
+        return JsonResponse({"error": str(exc)}, status=409)
+    return JsonResponse({"run_id": run_id})
+
+
+@csrf_exempt
+@require_POST
+@_session
+def approve(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _decide(request, session_id, True)
+
+
+@csrf_exempt
+@require_POST
+@_session
+def deny(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _decide(request, session_id, False)
 
 
 @require_GET
@@ -180,6 +209,8 @@ urlpatterns = [
     path("events/<str:run_id>", events),
     path("stop", stop),
     path("steer", steer),
+    path("approve", approve),
+    path("deny", deny),
 ]
 
 

@@ -1,4 +1,4 @@
-"""A multi-user chat page on Flask: streamed text, tool progress, Stop and steering.
+"""A multi-user chat page on Flask: streamed text, tool progress, Stop, steering, Approve/Deny.
 
 Run it offline (a scripted model and a slow counting tool)::
 
@@ -14,7 +14,10 @@ process can serve any request. Routes: ``GET /`` the page; ``GET /history`` the 
 conversation and the live run; ``POST /chat {"message"}`` starts a run and answers its
 ``run_id``; ``GET /events/<run_id>`` streams it as Server-Sent Events with ``id:`` lines
 (a reconnect resumes after ``Last-Event-ID``); ``POST /steer {"text"}`` and ``POST /stop``
-act on the session's live run; ``GET /whoami`` names the worker process.
+act on the session's live run; ``POST /approve`` and ``POST /deny {"tool_call_id",
+"digest"}`` decide a call waiting for approval (409 with the reason when refused; the last
+decision answers the ``run_id`` of the run that goes on); ``GET /whoami`` names the worker
+process.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from chat_sessions import (  # noqa: E402
 )
 
 from piagent.agent import Agent  # noqa: E402
-from piagent.errors import AgentBusyError  # noqa: E402
+from piagent.errors import AgentBusyError, ApprovalError, ApprovalPendingError  # noqa: E402
 from piagent.web import flask_run_response  # noqa: E402
 
 
@@ -95,9 +98,29 @@ def create_app(make_agent: Callable[[str], Agent] | None = None, *,
             return jsonify(error="Send {\"message\": \"...\"} with some text."), 400
         try:
             run_id = service.chat(g.session_id, message)
-        except AgentBusyError as exc:
+        except (AgentBusyError, ApprovalPendingError) as exc:
             return jsonify(error=str(exc)), 409
         return jsonify(run_id=run_id)
+
+    def decide(approved: bool) -> Any:
+        body = request.get_json(silent=True) or {}
+        call_id, digest = body.get("tool_call_id"), body.get("digest")
+        if not isinstance(call_id, str) or not call_id or \
+                not (digest is None or isinstance(digest, str)):
+            return jsonify(error='Send {"tool_call_id": "...", "digest": "..."}.'), 400
+        try:
+            run_id = service.decide(g.session_id, call_id, digest, approved=approved)
+        except (ApprovalError, AgentBusyError) as exc:
+            return jsonify(error=str(exc)), 409
+        return jsonify(run_id=run_id)
+
+    @app.post("/approve")
+    def approve() -> Any:
+        return decide(True)
+
+    @app.post("/deny")
+    def deny() -> Any:
+        return decide(False)
 
     @app.get("/events/<run_id>")
     def events(run_id: str) -> Any:

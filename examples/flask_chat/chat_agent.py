@@ -1,9 +1,12 @@
-"""The agent behind both chat examples (Flask and Django): one slow tool and a model.
+"""The agent behind both chat examples (Flask and Django): a slow tool, a tool that asks
+first, and a model.
 
 Offline by default: ``offline_stream_fn`` scripts the model with ``ScriptedStreamFn``. It
 answers a message by calling ``count_slowly`` (a tool that reports progress through
 ``on_update`` and waits on its ``signal``, so Stop works mid-tool), acknowledges a
-steering message, and sums up the tool's result. ``make_agent("openai/gpt-4o-mini")``
+steering message, and sums up the tool's result. "delete note NAME" calls ``delete_note``,
+which is marked ``needs_approval``: the run stops there, waiting, until the page's Approve
+or Deny button decides (docs/approvals.md). ``make_agent("openai/gpt-4o-mini")``
 uses a real provider instead, with the key from the provider's environment variable.
 """
 
@@ -30,7 +33,8 @@ from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_cal
 from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
 
 SYSTEM_PROMPT = ("You are a friendly assistant in a chat demo. When asked to count, call "
-                 "count_slowly. Keep answers short.")
+                 "count_slowly; when asked to delete a note, call delete_note. Keep answers "
+                 "short.")
 DEFAULT_COUNT = 8
 
 
@@ -57,6 +61,25 @@ def make_count_tool(step_s: float = 0.5) -> AgentTool:
     return count_slowly
 
 
+def make_delete_note_tool() -> AgentTool:
+    """``delete_note(title)``, marked ``needs_approval``: it runs only once a person approved
+    the call (a demo: there are no notes, it says what it would have deleted)."""
+
+    @tool(needs_approval=True)
+    def delete_note(title: str) -> str:
+        """Delete one of the user's notes. Runs only once the user approved the call.
+
+        Args:
+            title: the title of the note to delete.
+        """
+        return f"Deleted the note \u201c{title}\u201d."
+
+    return delete_note
+
+
+_DELETE = re.compile(r"\bdelete (?:the |my )?note (.+)", re.IGNORECASE)
+
+
 def _text_of(message: Any) -> str:
     content = getattr(message, "content", "")
     if isinstance(content, str):
@@ -69,12 +92,20 @@ def _reply(context: Context) -> AssistantMessage:
     messages = [m for m in context.messages if m.role != "system"]
     last = messages[-1] if messages else None
     before = messages[-2] if len(messages) > 1 else None
+    if isinstance(last, ToolResultMessage) and last.is_error and \
+            last.tool_name == "delete_note":
+        return assistant_text(f"I left the note alone. ({_text_of(last)})")
     if isinstance(last, ToolResultMessage):
         return assistant_text(f"Done: {_text_of(last)} Anything else?")
     if isinstance(last, UserMessage) and isinstance(before, ToolResultMessage):
         return assistant_text(f"You steered me: \u201c{_text_of(last)}\u201d. Noted! The "
                               f"count said: {_text_of(before)}")
     asked = _text_of(last) if last is not None else ""
+    if (deleting := _DELETE.search(asked)):
+        title = deleting.group(1).strip().strip("\"'\u201c\u201d.")
+        return assistant_tool_calls(("delete_note", {"title": title}),
+                                    text=f"I will delete the note \u201c{title}\u201d once "
+                                         f"you approve. ")
     found = re.search(r"\d+", asked)
     n = int(found.group()) if found else DEFAULT_COUNT
     return assistant_tool_calls(("count_slowly", {"n": n}),
@@ -108,7 +139,7 @@ def make_agent(model: str | None = None, *, base_url: str | None = None, step_s:
     ``base_url`` points a model at an OpenAI-compatible server (Ollama, vLLM, ...). A hosted
     provider's key is checked here, when the server starts, not at the first message.
     """
-    tools = [make_count_tool(step_s)]
+    tools = [make_count_tool(step_s), make_delete_note_tool()]
     if model is None:
         if base_url:
             raise SystemExit("--base-url needs --model provider/model-id "
@@ -158,7 +189,8 @@ def model_note(agent: Agent) -> str:
     model = agent.state.model
     if model is None or model.provider == "scripted":
         return ("Offline demo: the model is scripted (no network, no key). It counts, "
-                "and acknowledges steering. Start the server with --model "
+                "acknowledges steering, and deletes a note once you approve (\u201cdelete note "
+                "shopping\u201d). Start the server with --model "
                 "provider/model-id for a real model.")
     return f"Model: {model.provider}/{model.id} at {model.base_url}"
 

@@ -9,6 +9,11 @@ Beside the store's tables this keeps one small table of its own, ``chat_runs``: 
 session's latest run and how many stored messages came before it. A reloaded page shows
 those messages from the transcript and replays the live run's events from its start, so
 nothing is shown twice or left out.
+
+A run that stops at a tool call marked ``needs_approval`` ends ``waiting``; its calls live in
+the store, so the Approve or Deny button may be served by any worker, even after every
+process restarted. The decision that completes the batch starts the next run, in the
+deciding worker (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -106,16 +111,37 @@ class ChatService:
             if info.state in LIVE:
                 messages = messages[:latest[1]]
         shown = [message_to_dict(m) for m in messages if m.role != "system"]
-        return {"messages": shown, "run": run}
+        approvals = [{"toolCallId": p.tool_call_id, "toolName": p.tool_name, "args": p.args,
+                      "digest": p.digest,
+                      "decision": None if p.decision is None else
+                      ("approved" if p.decision.approved else "denied")}
+                     for p in self.runner.pending_approvals(session_id)]
+        return {"messages": shown, "run": run, "approvals": approvals}
 
     def chat(self, session_id: str, text: str) -> str:
         """Start a run of the session (``AgentBusyError`` while one is live); its id."""
         before = len(self.store.load(session_id))
         run_id = self.runner.start(session_id, text)
+        self._remember(session_id, run_id, before)
+        return run_id
+
+    def _remember(self, session_id: str, run_id: str, before: int) -> None:
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO chat_runs (session_id, run_id, before) VALUES (?, ?, ?) "
                        "ON CONFLICT (session_id) DO UPDATE SET run_id = excluded.run_id, "
                        "before = excluded.before", (session_id, run_id, before))
+
+    def decide(self, session_id: str, tool_call_id: str, digest: str | None, *,
+               approved: bool) -> str | None:
+        """Approve or deny a waiting call (``ApprovalError`` if it is unknown, decided
+        already, or its arguments changed since the page showed them: ``digest``). When this
+        completed the batch, the next run starts here: its id, which the page streams."""
+        before = len(self.store.load(session_id))
+        decide = self.runner.approve if approved else self.runner.deny
+        reason = None if approved else "the user clicked Deny"
+        run_id = decide(session_id, tool_call_id, reason=reason, digest=digest)
+        if run_id is not None:
+            self._remember(session_id, run_id, before)
         return run_id
 
     def owns(self, session_id: str, run_id: str) -> bool:

@@ -11,6 +11,10 @@ lease submits the run's recovery, and the worker that takes it resumes the trans
 ``lease_s + lease_check_s`` (plus a task's trip through the broker), whatever the broker's
 ``visibility_timeout``; the broker's own redelivery of the unacknowledged message, later,
 finds the run held or final and does nothing.
+
+A run that ends with tool calls waiting for approval reads ``waiting``; ``approve()`` /
+``deny()`` from any process (a web request) record the decision in the store, and the one
+that completes the batch submits the run that goes on as a new task (docs/approvals.md).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
+from ._approve import Asker, make_write_file_tool, settle, terminal_ask, undecided
 from ._mcp import close_all, first_duplicate, open_mcp_servers
 from ._output import AnswerPrinter, CliError, EventPrinter, Style, words_for
 from ._sessions import (
@@ -57,9 +58,12 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
 
     style = printer.style
     say = printer.line
+    asker = Asker(agent, printer)  # tool calls that wait for approval: y/N (cli/_approve.py)
 
     def prompt_marker(event: Any, signal: Any) -> None:
         if event.type == "agent_end":
+            if asker.ask_at_end():
+                return
             if agent.has_queued_messages():  # typed just after the loop's last poll
                 say(style.dim("(queued messages will go with your next message; /clear drops "
                               "them)"))
@@ -79,8 +83,10 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                 agent.abort("Aborted by the user (Ctrl-C)")
                 agent.wait_for_idle(30)
 
+    unsubscribe_asker = agent.subscribe(asker.listener)
     unsubscribe = agent.subscribe(prompt_marker)
-    printer.write(style.user("you> "))
+    if not asker.ask():
+        printer.write(style.user("you> "))
     try:
         while True:
             try:
@@ -95,9 +101,14 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                     agent.wait_for_idle(30)
                 else:
                     say(style.dim("(Ctrl-C aborts a run; type /quit to leave)"))
-                    printer.write(style.user("you> "))
+                    if not asker.ask():
+                        printer.write(style.user("you> "))
                 continue
             text = line.strip()
+            if not text.startswith("/") and asker.waiting():
+                if asker.answer(text) is not None and wait_each:
+                    agent.wait_for_idle(30)  # piped input: the run that goes on, then the next line
+                continue
             busy = agent.state.is_streaming
             if not text:
                 if not busy:
@@ -143,7 +154,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                         continue
                 else:
                     say(style.dim(f"unknown command {command}; type /help"))
-                if not agent.state.is_streaming:
+                if not agent.state.is_streaming and not asker.ask():
                     printer.write(style.user("you> "))
                 continue
             if busy:
@@ -155,6 +166,7 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
             start(text)
     finally:
         unsubscribe()
+        unsubscribe_asker()
 
 
 def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
@@ -228,7 +240,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.tools:
         from ._demo import make_demo_tools
 
-        tools = make_demo_tools(Path.cwd())
+        tools = [*make_demo_tools(Path.cwd()), make_write_file_tool(Path.cwd())]
     try:
         servers = open_mcp_servers(args.mcp)
     except CliError as exc:
@@ -309,7 +321,7 @@ def _join_session(agent: Agent, store: SQLiteStore, args: argparse.Namespace,
             and agent.state.system_prompt != args.system:
         printer.line(printer.style.dim(f"(--system is ignored: session {name} keeps the system "
                                        "prompt it started with)"))
-    if unfinished:
+    if unfinished and not undecided(agent):  # waiting calls: the chat asks about them
         try:
             agent.resume()
         except KeyboardInterrupt:
@@ -328,7 +340,8 @@ def _chat_or_ask(agent: Agent, args: argparse.Namespace, question: str,
             notes = EventPrinter(err, style=Style.for_stream(err))
             notes.words = printer.words
             _join_session(agent, store, args, notes, recap=False)
-        return _one_shot(agent, question, printer, err)
+        return _one_shot(agent, question, printer, err,
+                         ask=terminal_ask(err) if _isatty(sys.stdin) else None)
     where = f" at {model.base_url}" if model.base_url != _catalogue_url(model) else ""
     names = f" (tools: {', '.join(t.name for t in tools)})" if tools else ""
     printer.line(style.dim(f"piagent chat with {model.provider}/{model.id}{where}{names}"
@@ -403,10 +416,12 @@ def _limits(args: argparse.Namespace) -> Limits | None:
     return Limits(max_requests=requests, max_cost=cost)
 
 
-def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO) -> int:
-    """``piagent chat -m MODEL "question"``: one run, then exit 1 if it failed."""
+def _one_shot(agent: Agent, question: str, printer: EventPrinter, err: TextIO,
+              ask: Callable[[str], str] | None = None) -> int:
+    """``piagent chat -m MODEL "question"``: one run, then exit 1 if it failed. A call that
+    needs approval is asked about with ``ask`` (``None``: denied, saying why)."""
     try:
-        run = agent.prompt(question)
+        run = settle(agent, agent.prompt(question), ask)
     except KeyboardInterrupt:
         err.write("piagent chat: interrupted\n")
         return 130

@@ -165,8 +165,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--api-key-env", metavar="NAME",
                       help="read the API key from this environment variable")
     chat.add_argument("--tools", action="store_true",
-                      help="give the model read_file, list_folder (current folder), "
-                           "calculator and current_time")
+                      help="give the model read_file, list_folder, write_file (asks you "
+                           "first; current folder), calculator and current_time")
     chat.add_argument("--mcp", action="append", default=[], metavar="COMMAND|URL",
                       help="give the model an MCP server's tools: a command line run as a "
                            "stdio server, or an http(s):// URL (repeatable)")

@@ -160,6 +160,9 @@ def attach_session(agent: Agent, store: SQLiteStore, name: str, printer: EventPr
     if unfinished is None:
         return False
     calls = unfinished[1]
+    if any(p.decision is None for p in agent.pending_approvals()):
+        printer.line(style.dim("(the last run waits for your approval)"))
+        return True
     printer.line(style.dim(f"(the last run stopped before {_plural(len(calls), 'tool call')} "
                            f"finished ({', '.join(call.name for call in calls)}); finishing "
                            "them now)"))

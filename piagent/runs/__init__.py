@@ -6,7 +6,9 @@ and keeps its state, events and control inbox beside the session store: in memor
 stream, steer and abort it). ``QueuedRunner(store, make_agent, submit)`` records a run and
 hands it to a task queue; whichever process takes it calls ``execute`` (``piagent.celery``
 builds on it). ``Runner`` is the protocol all of them keep. ``RunEvent`` is one event with its ordered id, ``RunInfo`` a
-run's state and times; an unknown run id raises ``RunNotFoundError``.
+run's state and times; an unknown run id raises ``RunNotFoundError``. A run that ends with
+tool calls waiting for approval reads ``waiting``; ``pending_approvals``, ``approve`` and
+``deny`` decide them by session id from any process (docs/approvals.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from typing import Protocol, runtime_checkable
 
 from ..agent import Agent
 from ..messages import AgentMessage, ImageContent, TextContent, UserMessage, message_to_dict
-from ..sessions import SessionStore, check_session_id
+from ..sessions import PendingApproval, SessionStore, check_session_id
+from ._approvals import ApprovalMethods
 from ._backend import ControlKind, RunBackend, SessionBusy
 from ._registry import backend_for
 from ._types import FINAL_STATES, RunEvent, RunInfo, RunNotFoundError, event_id, parse_event_id
@@ -95,10 +96,18 @@ class Runner(Protocol):
 
     def purge(self, older_than: float | datetime.timedelta) -> list[str]: ...
 
+    def pending_approvals(self, session_id: str) -> list[PendingApproval]: ...
 
-class RunnerBase:
+    def approve(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
+                digest: str | None = None) -> str | None: ...
+
+    def deny(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
+             digest: str | None = None) -> str | None: ...
+
+
+class RunnerBase(ApprovalMethods):
     """What every runner shares: reading a run by id, waiting for it, steering, aborting,
-    purging finished runs."""
+    purging finished runs, deciding waiting tool calls (``ApprovalMethods``)."""
 
     def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
                  lease_s: float) -> None:
@@ -231,8 +240,8 @@ class RunnerBase:
                 watch.wait(min(left, wait_slice()))
 
     def wait(self, run_id: str, timeout: float | None = None) -> bool:
-        """Wait until the run is final (done, error, aborted, lost); False if ``timeout``
-        seconds pass first."""
+        """Wait until the run is final (done, error, aborted, lost, waiting); False if
+        ``timeout`` seconds pass first."""
         self._info(run_id)
         limit = check_timeout(timeout, "timeout", none_ok=True)
         deadline = None if limit is None else time.monotonic() + limit

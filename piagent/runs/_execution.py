@@ -249,5 +249,7 @@ class LocalRun:
                                     f"{failure}"
         elif error is not None:
             state = "aborted" if run.signal.aborted else "error"
+        elif getattr(run, "waiting", False):  # calls wait for a decision (runs/_approvals.py)
+            state = "waiting"
         self.state = state
         self.backend.finish(self.run_id, self.owner, state, error)

@@ -89,13 +89,23 @@ class QueuedRunner(RunnerBase):
               images: Sequence[ImageContent] | None = None) -> str:
         """Record a queued run of ``session_id`` on ``input`` and submit it; its id at once.
 
-        ``AgentBusyError`` if the session has a live run anywhere. If ``submit`` raises, the
-        run is recorded as an error and the exception propagates.
+        ``AgentBusyError`` if the session has a live run anywhere, ``ApprovalPendingError``
+        while calls of the session wait for a decision. If ``submit`` raises, the run is
+        recorded as an error and the exception propagates.
         """
         check_session_id(session_id)
         messages = [message_to_dict(m) for m in normalise_input(input, images, "start()")]
-        payload: dict[str, Any] = {"v": PAYLOAD_VERSION, "session_id": session_id,
-                                   "input": messages}
+        self._check_not_waiting(session_id)
+        return self._submit_new(session_id, {"v": PAYLOAD_VERSION, "session_id": session_id,
+                                             "input": messages})
+
+    def _start_continuation(self, session_id: str) -> str:
+        """Submit the run that executes the decided batch (no input: the executor recovers
+        the stored transcript, whose batch is decided now)."""
+        return self._submit_new(session_id, {"v": PAYLOAD_VERSION, "session_id": session_id,
+                                             "input": [], "continue": True})
+
+    def _submit_new(self, session_id: str, payload: dict[str, Any]) -> str:
         tracing = get_tracing()  # piagent.otel: the run joins this request's trace
         carrier = tracing.carrier() if tracing is not None else None
         if carrier:
@@ -149,7 +159,8 @@ class QueuedRunner(RunnerBase):
             agent.attach_store(self.store, session_id)
             messages = [message_from_dict(m) for m in payload["input"]]
             stored = [message_to_dict(m) for m in agent.state.messages]
-            if take.kind == "recover" and not recovery and payload["input"][0] not in stored:
+            if take.kind == "recover" and not recovery and payload["input"] and \
+                    payload["input"][0] not in stored:
                 take = Take("fresh", take.next_seq)  # it died before its input was stored
                 local.resumed = False
             if take.kind == "recover":
@@ -158,9 +169,10 @@ class QueuedRunner(RunnerBase):
                 logger.warning("run %s: its executor died; recovering the transcript", run_id)
                 with self._joined(run_id, payload):
                     local.begin(None, None, thread=False)
-            else:
+            else:  # a continuation (runs/_approvals.py) has no input: it recovers
                 with self._joined(run_id, payload):
-                    local.begin(messages, None, thread=False)
+                    local.begin(None if payload.get("continue") is True else messages, None,
+                                thread=False)
         except BaseException as exc:
             local.fail_to_start(exc)
             raise

@@ -47,11 +47,23 @@ class LocalRunner(RunnerBase):
               images: Sequence[ImageContent] | None = None) -> str:
         """Start a run of ``session_id`` on ``input``; returns its id at once.
 
-        ``AgentBusyError`` if the session has a live run in any process. When the stored
-        transcript stops mid-run (a process died), the run first recovers it with
+        ``AgentBusyError`` if the session has a live run in any process,
+        ``ApprovalPendingError`` while calls of the session wait for a decision. When the
+        stored transcript stops mid-run (a process died), the run first recovers it with
         ``agent.resume()`` and takes ``input`` as a follow-up.
         """
         check_session_id(session_id)
+        self._check_not_waiting(session_id)
+        return self._launch(session_id, input, images)
+
+    def _start_continuation(self, session_id: str) -> str:
+        """The run that executes the decided batch, on this process's threads."""
+        return self._launch(session_id, None, None)
+
+    def _launch(self, session_id: str, input: str | AgentMessage | Sequence[AgentMessage] | None,
+                images: Sequence[ImageContent] | None) -> str:
+        """Record a run and begin it here (``input=None``: a continuation, which recovers
+        the stored transcript); its id. ``SessionBusy`` if the session has a live run."""
         agent = self._check_agent(session_id, self.make_agent(session_id))
         with self._lock:
             self._local = {k: v for k, v in self._local.items() if v.thread.is_alive()}

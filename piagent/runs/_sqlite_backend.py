@@ -29,7 +29,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS piagent_runs (
     run_id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
-    state TEXT NOT NULL,            -- queued running done error aborted lost
+    state TEXT NOT NULL,            -- queued running done error aborted lost waiting
     error_message TEXT,
     owner TEXT NOT NULL,            -- host:pid:runner of the process executing it
     lease_expires_at REAL NOT NULL, -- epoch seconds, a live run past it is lost

@@ -7,11 +7,14 @@ from typing import Any, Final, Literal, TypeAlias
 
 from ..errors import PiAgentError
 
-RunState: TypeAlias = Literal["queued", "running", "done", "error", "aborted", "lost"]
-"""``queued`` and ``running`` are live (the run holds its session's lease); the rest are final."""
+RunState: TypeAlias = Literal["queued", "running", "done", "error", "aborted", "lost",
+                              "waiting"]
+"""``queued`` and ``running`` are live (the run holds its session's lease); the rest are final.
+``waiting``: the run ended with tool calls waiting for a decision (docs/approvals.md); the
+decision that completes the batch starts the session's next run."""
 
 LIVE_STATES: Final = frozenset({"queued", "running"})
-FINAL_STATES: Final = frozenset({"done", "error", "aborted", "lost"})
+FINAL_STATES: Final = frozenset({"done", "error", "aborted", "lost", "waiting"})
 
 _ID_DIGITS = 10
 

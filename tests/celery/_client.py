@@ -1,7 +1,9 @@
 """Another process of the web site, for the worker tests: ``python -m tests.celery._client``.
 
 ``stream RUN_ID`` prints each event of the run as one JSON line (``{"id", "type", "text"}``)
-until ``agent_end``; ``steer SESSION TEXT`` and ``abort RUN_ID REASON`` send control. The
+until ``agent_end``; ``steer SESSION TEXT`` and ``abort RUN_ID REASON`` send control;
+``approve SESSION CALL_ID`` decides a waiting call and prints the id of the run that goes on
+(or ``none``). The
 wiring comes from the environment, as for the workers (``tests/celery/app.py``).
 """
 
@@ -29,6 +31,8 @@ def main(argv: list[str]) -> int:
             runner.steer(args[0], args[1])
         elif command == "abort":
             runner.abort(args[0], args[1])
+        elif command == "approve":
+            print(runner.approve(args[0], args[1]) or "none", flush=True)
         else:
             raise SystemExit(f"unknown command {command!r}")
     finally:

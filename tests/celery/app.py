@@ -16,7 +16,9 @@ abort); ``kill-*`` calls ``look`` (replay "safe") and ``charge`` (replay "never"
 batch, each of which blocks the first time it runs (the test kills that worker) and records
 every run in ``ran-<session>``; ``steer3-*`` calls ``batch`` three times, one batch a
 turn (batch ``n`` touches ``entered-<session>-<n>`` and waits for ``gate-<session>-<n>``),
-takes every queued steer at once (``steering_mode="all"``), then answers ``done``.
+takes every queued steer at once (``steering_mode="all"``), then answers ``done``;
+``approve-*`` calls ``delete`` (needs approval) and ``look`` in one batch (each records its
+runs in ``ran-<session>``), then sums the results up.
 
 A worker (``PIAGENT_TEST_WORKER`` set) traces its runs with ``piagent.otel``: each finished
 span is one JSON line in ``spans-<pid>.jsonl`` (name, trace and span ids, parent id).
@@ -119,6 +121,12 @@ def make_agent(session_id: str) -> Agent:
             _gate(f"never-{session_id}", signal)
         return "charged"
 
+    @tool(needs_approval=True)
+    def delete(name: str) -> str:
+        """Delete a thing (needs approval)."""
+        _record(session_id, "delete")
+        return f"deleted {name}"
+
     @tool
     def batch(n: int, signal: AbortSignal) -> str:
         """Batch ``n``: wait for the test's gate file."""
@@ -136,12 +144,18 @@ def make_agent(session_id: str) -> Agent:
         asked = last.role == "user" and getattr(last, "text", "") != "steered"
         if asked and session_id.startswith("block-"):
             return assistant_tool_calls(("block", {}))
+        if asked and session_id.startswith("approve-"):
+            return assistant_tool_calls(("delete", {"name": "report"}, "c-delete"),
+                                        ("look", {}, "c-look"))
+        if last.role == "toolResult" and session_id.startswith("approve-"):
+            return assistant_text("results: " + "; ".join(
+                f"{m.tool_name}={m.text}" for m in context.messages if m.role == "toolResult"))
         if asked and session_id.startswith("kill-"):
             return assistant_tool_calls(("look", {}, "c-look"), ("charge", {}, "c-charge"))
         return _echo(context, options)
 
     scripted = ScriptedStreamFn([answer] * 20)
-    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge, batch],
+    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge, batch, delete],
                   system_prompt="test",
                   steering_mode="all" if session_id.startswith("steer3-") else "one-at-a-time")
     return agent

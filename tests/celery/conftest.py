@@ -76,14 +76,27 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.app: ModuleType | None = None
 
+    _WIRING = ("PIAGENT_TEST_REDIS", "PIAGENT_TEST_POSTGRES", "PIAGENT_TEST_SCHEMA",
+               "PIAGENT_TEST_QUEUE", "PIAGENT_TEST_DIR", "PIAGENT_TEST_LEASE")
+
     def load_app(self) -> ModuleType:
-        """Import ``tests.celery.app`` here, wired like the workers."""
-        for key in ("PIAGENT_TEST_REDIS", "PIAGENT_TEST_POSTGRES", "PIAGENT_TEST_SCHEMA",
-                    "PIAGENT_TEST_QUEUE", "PIAGENT_TEST_DIR", "PIAGENT_TEST_LEASE"):
+        """Import ``tests.celery.app`` here, wired like the workers (``restore_env`` undoes
+        the wiring of this process's environment)."""
+        self._saved = {key: os.environ.get(key) for key in self._WIRING}
+        for key in self._WIRING:
             os.environ[key] = self.env[key]
         sys.modules.pop("tests.celery.app", None)
         self.app = importlib.import_module("tests.celery.app")
         return self.app
+
+    def restore_env(self) -> None:
+        """This process's environment as before ``load_app`` (the next module's cluster
+        reads ``PIAGENT_TEST_REDIS`` without this one's db number)."""
+        for key, value in getattr(self, "_saved", {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
     @property
     def runner(self) -> Any:
@@ -169,6 +182,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop_all()
+        c.restore_env()
         app.store.close()
         drop_schema(dsn, schema)
         import redis

@@ -6,7 +6,9 @@ streams its own run from the web process with ``id:`` lines and resumes after
 ``Last-Event-ID``; Stop aborts a run on the worker; each transcript is the user's own. A
 worker killed with SIGKILL mid-run has its run resumed by another worker within
 ``lease_s + 10`` s with the example's broker settings (``visibility_timeout`` 3600 s), the
-page's stream going on with one ``run_resumed`` event and no second ``agent_start``.
+page's stream going on with one ``run_resumed`` event and no second ``agent_start``. A
+call that waits for approval is refused with a stale digest and approved with the right one;
+the run that goes on is executed by the worker.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def _stream(browser: Any, url: str, run_id: str, after: str | None = None,
                      timeout=SLOW_WAIT) as response:
         assert response.status_code == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
+        response.encoding = "utf-8"  # what SSE always is (the header names no charset)
         fields: dict[str, str] = {}
         for line in response.iter_lines(decode_unicode=True):
             if line:
@@ -185,6 +188,28 @@ def test_stop_aborts_the_run_on_the_worker(site: Site) -> None:
     wait_until(started_again, "a new run of the session", wake=exit_of(site.worker))
     assert {a.status_code for a in answers[:-1]} <= {409}
     _stream(carol, site, answers[-1].json()["run_id"])
+
+
+def test_approve_a_waiting_call_and_the_worker_goes_on(site: Site) -> None:
+    dave = requests.Session()
+    dave.get(site, timeout=SLOW_WAIT)
+    run_id = dave.post(f"{site}/chat", json={"message": "delete note shopping"},
+                       timeout=SLOW_WAIT).json()["run_id"]
+    first = _stream(dave, site, run_id)
+    [(_, _, asked)] = [e for e in first if e[1] == "tool_approval_request"]
+    assert (asked["toolName"], asked["args"]) == ("delete_note", {"title": "shopping"})
+    busy = dave.post(f"{site}/chat", json={"message": "hi"}, timeout=SLOW_WAIT)
+    assert busy.status_code == 409 and "waiting for approval" in busy.json()["error"]
+    stale = dave.post(f"{site}/approve", timeout=SLOW_WAIT,
+                      json={"tool_call_id": asked["toolCallId"], "digest": "0" * 64})
+    assert stale.status_code == 409 and asked["toolCallId"] in stale.json()["error"]
+    approved = dave.post(f"{site}/approve", timeout=SLOW_WAIT,
+                         json={"tool_call_id": asked["toolCallId"], "digest": asked["digest"]})
+    assert approved.status_code == 200, approved.text
+    rest = _stream(dave, site, approved.json()["run_id"])
+    assert [e for _, kind, e in rest if kind == "tool_execution_end"][0]["result"][
+        "content"][0]["text"] == "Deleted the note \u201cshopping\u201d."
+    assert _final_text(rest) == "Done: Deleted the note \u201cshopping\u201d. Anything else?"
 
 
 def test_the_example_files_exist() -> None:
