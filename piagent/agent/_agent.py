@@ -36,8 +36,8 @@ from ..sessions import SessionStore
 from ..stream import ClientIdentity, ProviderResponse, StreamFn
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
-from ._checks import check_agent, check_timeout
 from ._approvals import ApprovalMethods, Approvals
+from ._checks import check_agent, check_timeout
 from ._config import loop_config
 from ._input import (
     RunInput,
