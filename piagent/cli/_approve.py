@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..tools import AgentTool, tool
-from ._demo import _inside
+from ._demo import _inside, make_demo_tools
 from ._output import _format_args
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..loop import PendingApproval
     from ._output import EventPrinter
 
-__all__ = ["DENIED_REASON", "NO_TERMINAL_REASON", "Asker", "call_text", "make_write_file_tool",
+__all__ = ["DENIED_REASON", "NO_TERMINAL_REASON", "Asker", "call_text", "chat_tools", "make_write_file_tool",
            "question", "settle", "terminal_ask", "undecided"]
 
 _MAX_ARGS = 400  # characters of the arguments shown in the question
@@ -34,6 +34,12 @@ _SETTLE_S = 30.0  # how long an answer waits for the run that asked to settle
 DENIED_REASON = "the user answered no at the terminal"
 NO_TERMINAL_REASON = ("piagent chat had no terminal to ask on (a one-shot question with stdin "
                       "not a terminal), so the call was not approved")
+
+
+def chat_tools(root: str | Path) -> list[AgentTool]:
+    """The built-in tools ``--tools`` gives a chat (the demo's and ``write_file``), confined
+    to ``root``; a resumed session gets back the ones it had from here too."""
+    return [*make_demo_tools(root), make_write_file_tool(root)]
 
 
 def make_write_file_tool(root: str | Path) -> AgentTool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
-from ._approve import Asker, make_write_file_tool, settle, terminal_ask, undecided
+from ._approve import Asker, chat_tools, settle, terminal_ask, undecided
 from ._mcp import close_all, first_duplicate, open_mcp_servers
 from ._output import AnswerPrinter, CliError, EventPrinter, Style, words_for
 from ._sessions import (
@@ -238,9 +238,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _EXIT_USAGE
     tools = []
     if args.tools:
-        from ._demo import make_demo_tools
-
-        tools = [*make_demo_tools(Path.cwd()), make_write_file_tool(Path.cwd())]
+        tools = chat_tools(Path.cwd())
     try:
         servers = open_mcp_servers(args.mcp)
     except CliError as exc:

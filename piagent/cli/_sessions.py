@@ -174,13 +174,13 @@ def keep_session_tools(agent: Agent, name: str, printer: EventPrinter) -> None:
     come back without ``--tools`` (else the first run would write "tools removed" into its
     history); one this chat cannot give (an MCP server's without that ``--mcp``) is named."""
     from ..transcript import get_current_tools
-    from ._demo import make_demo_tools
+    from ._approve import chat_tools
 
     have = {tool.name for tool in agent.state.tools}
     missing = [d.name for d in get_current_tools(agent.state.messages) if d.name not in have]
     if not missing:
         return
-    built_in = {tool.name: tool for tool in make_demo_tools(Path.cwd())}
+    built_in = {tool.name: tool for tool in chat_tools(Path.cwd())}
     kept = [built_in[tool_name] for tool_name in missing if tool_name in built_in]
     if kept:
         agent.state.tools = [*agent.state.tools, *kept]

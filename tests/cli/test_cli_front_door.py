@@ -121,9 +121,9 @@ def test_a_resumed_session_keeps_its_tools_without_the_flag(server: ChatServer,
     assert second.returncode == 0, second.stderr
     assert second.stdout == "ok\n"
     assert second.stderr == ("(resumed session w: 2 messages)\n(session w keeps its tools: "
-                             "read_file, list_folder, calculator, current_time)\n")
+                             "read_file, list_folder, calculator, current_time, write_file)\n")
     tools = [tool["function"]["name"] for tool in server.bodies[-1]["tools"]]
-    assert tools == ["read_file", "list_folder", "calculator", "current_time"]
+    assert tools == ["read_file", "list_folder", "calculator", "current_time", "write_file"]
     with SQLiteStore(tmp_path / "sessions.db") as store:
         roles = [message.role for message in store.load("w")]
     assert roles == ["system", "user", "assistant", "user", "assistant"]  # nothing removed
