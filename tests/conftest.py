@@ -56,6 +56,8 @@ from piagent import (
     AbortSignal,
     Agent,
     AgentEvent,
+    AgentTool,
+    AgentToolResult,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -171,6 +173,27 @@ def hold_new_threads(function: str, *, file_suffix: str = "", at: str = "call"
         threading.settrace(None)
         release.set()
         sys.settrace(None)
+
+
+def finish_child(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+    """Wait (bounded) for a child process to end; kill it if it does not; its stdout and stderr."""
+    try:
+        out, err = proc.communicate(timeout=SLOW_WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=SLOW_WAIT)
+    return out.decode(), err.decode(errors="replace")
+
+
+def logging_tool(name: str, log: list[str], needs_approval: Any = False) -> AgentTool:
+    """A tool (any arguments) that appends its call id to ``log`` and answers "NAME ID ok"."""
+    def execute(call_id: str, params: Any, *rest: Any) -> AgentToolResult:
+        log.append(call_id)
+        return AgentToolResult(content=[TextContent(f"{name} {call_id} ok")])
+
+    return AgentTool(name=name, description=name, parameters={"type": "object"},
+                     execute=execute, needs_approval=needs_approval)
 
 
 def read_child_line(proc: subprocess.Popen[bytes], timeout: float = SLOW_WAIT) -> str:

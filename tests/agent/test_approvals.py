@@ -13,31 +13,19 @@ import pytest
 from piagent import (
     Agent,
     AgentBusyError,
-    AgentTool,
-    AgentToolResult,
     ApprovalDecision,
     ApprovalError,
     ApprovalPendingError,
     BeforeToolCallContext,
     BeforeToolCallResult,
-    TextContent,
     ToolResultMessage,
     UserMessage,
 )
 from piagent.sessions import JsonlStore, MemoryStore, SQLiteStore, approval_digest
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
-from tests.conftest import WAIT
+from tests.conftest import WAIT, logging_tool as make
 
 from .conftest import label, summary
-
-
-def make(name: str, log: list[str], needs_approval: Any = False) -> AgentTool:
-    def execute(call_id: str, params: Any, *rest: Any) -> AgentToolResult:
-        log.append(call_id)
-        return AgentToolResult(content=[TextContent(f"{name} {call_id} ok")])
-
-    return AgentTool(name=name, description=name, parameters={"type": "object"},
-                     execute=execute, needs_approval=needs_approval)
 
 
 def batch() -> Any:

@@ -10,13 +10,10 @@ import pytest
 
 from piagent import (
     AgentEvent,
-    AgentTool,
-    AgentToolResult,
     ApprovalDecision,
     BeforeToolCallContext,
     BeforeToolCallResult,
     PendingApproval,
-    TextContent,
     ToolApprovalRequestEvent,
     ToolResultMessage,
     UserMessage,
@@ -27,17 +24,9 @@ from piagent import (
 from piagent.loop import run_agent_loop_resume, unanswered_tool_calls
 from piagent.sessions import approval_digest
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from tests.conftest import logging_tool as make
 
 from .conftest import context_for, make_config
-
-
-def make(name: str, log: list[str], needs_approval: Any = False) -> AgentTool:
-    def execute(call_id: str, params: Any, *rest: Any) -> AgentToolResult:
-        log.append(call_id)
-        return AgentToolResult(content=[TextContent(f"{name} {call_id} ok")])
-
-    return AgentTool(name=name, description=name, parameters={"type": "object"},
-                     execute=execute, needs_approval=needs_approval)
 
 
 def text_of(message: Any) -> str:

@@ -20,7 +20,7 @@ from piagent import Agent, ToolResultMessage
 from piagent.runs import LocalRunner
 from piagent.sessions import PostgresStore, SQLiteStore
 
-from ..conftest import SLOW_WAIT, read_child_line
+from ..conftest import SLOW_WAIT, finish_child as finish, read_child_line
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 
 WORKER = Path(__file__).with_name("_approval_worker.py")
@@ -53,15 +53,6 @@ def spawn(ran: Path, *args: str, **extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, str(WORKER), *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
-
-def finish(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
-    try:
-        out, err = proc.communicate(timeout=SLOW_WAIT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=SLOW_WAIT)
-    return out.decode(), err.decode(errors="replace")
 
 
 def ran(path: Path) -> list[tuple[str, int]]:

@@ -20,7 +20,7 @@ from piagent.runs import LocalRunner
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
-from ..conftest import SLOW_WAIT, read_child_line
+from ..conftest import SLOW_WAIT, finish_child as finish, read_child_line
 from ._worker import build_tools
 
 WORKER = Path(__file__).with_name("_worker.py")
@@ -40,15 +40,6 @@ def run_worker(*args: str) -> None:
                           timeout=SLOW_WAIT, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
-
-def finish(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
-    try:
-        out, err = proc.communicate(timeout=SLOW_WAIT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=SLOW_WAIT)
-    return out.decode(), err.decode(errors="replace")
 
 
 def test_stream_steer_and_abort_a_run_in_another_process(tmp_path: Path) -> None:
