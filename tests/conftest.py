@@ -175,6 +175,32 @@ def hold_new_threads(function: str, *, file_suffix: str = "", at: str = "call"
         sys.settrace(None)
 
 
+@contextmanager
+def headless_chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, driven by selenium through chromedriver (a browser test
+    module skips before this when either is missing: .ci/install-browser.sh installs them)."""
+    import shutil
+    import tempfile
+
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+    profile = tempfile.mkdtemp(prefix="piagent-chromium-")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver") or "")
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 def finish_child(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
     """Wait (bounded) for a child process to end; kill it if it does not; its stdout and stderr."""
     try:

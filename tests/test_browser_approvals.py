@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import CHAT_COOKIE, SLOW_WAIT, WAIT, gunicorn_server
+from tests.conftest import CHAT_COOKIE, SLOW_WAIT, WAIT, gunicorn_server, headless_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -51,21 +50,8 @@ ACCESS_FORMAT = "%(p)s %(m)s %(U)s %(s)s"  # <pid>, method, path, status
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="piagent-chromium-")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
-    driver = webdriver.Chrome(options=options, service=service)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _status(driver: Any) -> str:
