@@ -13,17 +13,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import queue
-import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +24,7 @@ import pytest
 import requests
 import sseclient
 
-from tests.conftest import CHAT_COOKIE, SLOW_WAIT
+from tests.conftest import CHAT_COOKIE, SLOW_WAIT, Gunicorn, gunicorn_server
 
 if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
     pytest.skip("the gunicorn test needs gunicorn (pip install gunicorn; not on Windows)",
@@ -45,66 +38,17 @@ APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
 WORKERS = 4
 
 
-@dataclass
-class Server:
-    url: str
-    pids: set[int]
-    log: list[str]
-
-
-def _reader(stream: Any, lines: queue.Queue[str | None], log: list[str]) -> None:
-    for raw in stream:
-        line = raw.decode(errors="replace").rstrip("\n")
-        log.append(line)
-        lines.put(line)
-    lines.put(None)
-
-
 @pytest.fixture(scope="module", params=sorted(APPS, reverse=True))
 def server(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn]:
     if request.param == "django":
         pytest.importorskip("django")
     example, app = APPS[request.param]
     db = tmp_path_factory.mktemp("gunicorn") / "chat.db"
-    env = {**os.environ, "PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "gthread",
-               "--threads", "4", "--keep-alive", "60", "--graceful-timeout", "5",
-               "-b", "127.0.0.1:0", app]
-    process = subprocess.Popen(command, cwd=example, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    lines: queue.Queue[str | None] = queue.Queue()  # gunicorn's log lines, from the reader
-    log: list[str] = []
-    # owner: this fixture; ends when gunicorn closes its stderr (after it exits), joined below
-    reader = threading.Thread(target=_reader, args=(process.stderr, lines, log),
-                              name="test-gunicorn-log", daemon=True)
-    reader.start()
-    try:
-        url, pids = None, set()
-        while url is None or len(pids) < WORKERS:
-            try:
-                line = lines.get(timeout=SLOW_WAIT)
-            except queue.Empty:
-                pytest.fail("gunicorn did not start its workers in time:\n" + "\n".join(log))
-            if line is None:
-                pytest.fail("gunicorn exited:\n" + "\n".join(log))
-            if (found := re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", line)):
-                url = found.group(1)
-            if (found := re.search(r"Booting worker with pid: (\d+)", line)):
-                pids.add(int(found.group(1)))
-        yield Server(url, pids, log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(SLOW_WAIT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(SLOW_WAIT)
-        reader.join(SLOW_WAIT)
-        assert not reader.is_alive()
-        assert process.stderr is not None
-        process.stderr.close()
+    env = {"PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25"}
+    with gunicorn_server(example, app, env, workers=WORKERS,
+                         args=("--keep-alive", "60")) as started:
+        yield started
 
 
 CONNECT_WITHIN_S = 60.0  # seconds: how long connect() tries to reach another worker
@@ -113,7 +57,7 @@ CONNECT_WITHIN_S = 60.0  # seconds: how long connect() tries to reach another wo
 class Workers:
     """Keep-alive connections of one browser (one cookie), one per worker process."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Gunicorn) -> None:
         self.server = server
         self.cookie = f"gunicorn-test-{uuid.uuid4().hex}"  # a new browser for each test
         self.sessions: dict[int, requests.Session] = {}
@@ -149,7 +93,7 @@ class Workers:
 
 
 @pytest.fixture
-def workers(server: Server) -> Iterator[Workers]:
+def workers(server: Gunicorn) -> Iterator[Workers]:
     found = Workers(server)
     yield found
     found.close()
@@ -160,7 +104,7 @@ def _events(response: requests.Response) -> Iterator[tuple[str, dict[str, Any]]]
         yield message.id, json.loads(message.data)
 
 
-def test_start_stream_steer_and_resume_on_four_different_workers(server: Server,
+def test_start_stream_steer_and_resume_on_four_different_workers(server: Gunicorn,
                                                                  workers: Workers) -> None:
     starter = workers.connect(set())
     streamer = workers.connect({starter})
@@ -205,7 +149,7 @@ def test_start_stream_steer_and_resume_on_four_different_workers(server: Server,
         "user", "assistant", "toolResult", "user", "assistant"]
 
 
-def test_a_run_started_in_one_worker_is_stopped_from_another(server: Server,
+def test_a_run_started_in_one_worker_is_stopped_from_another(server: Gunicorn,
                                                              workers: Workers) -> None:
     starter = workers.connect(set())
     streamer = workers.connect({starter})
