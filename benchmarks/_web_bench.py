@@ -4,9 +4,12 @@ One gunicorn worker process with 200 threads (``-k gthread --threads 200``) serv
 ``/floor`` (the hand-written loop), ``/piagent`` (``Agent.prompt()`` per request, the run
 on the request thread) and ``/piagent_worker`` (the same with a ``timeout``, so the run has
 its own worker thread); a load generator on 127.0.0.1 keeps 200 connections busy for
-``seconds`` on one view, then the next, twice round (each pass after a 2 s warm-up), and
-the figures of the two passes are averaged: requests per second, p50 and p99 latency, and the
-worker's CPU per request (``/proc/<pid>/stat``). The load generator is ``wrk`` when it is
+``seconds`` on one view, then the next, ``pairs`` rounds (the views' order rotating every
+round). Each pass gets a fresh gunicorn worker (so no view inherits the requests a previous
+pass abandoned, or its memory) and a 2 s warm-up. Reported: the passes' averages of requests
+per second, p50 and p99 latency and the worker's CPU per request (``/proc/<pid>/stat``), and
+the piagent / floor requests-per-second ratio of each round with their median (the round's
+two passes minutes apart, so a neighbour's load moves both). The load generator is ``wrk`` when it is
 installed (``apt-get install wrk``), else a Python one (``_load``: threads with
 keep-alive ``http.client`` connections; it needs CPU too, so its figures are lower).
 """
@@ -17,6 +20,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -30,7 +34,7 @@ __all__ = ["run_web", "web_table"]
 
 _THREADS = 200
 _CONNECTIONS = 200
-VIEWS = ["floor", "piagent", "piagent_worker"] * 2  # the order of the passes
+VIEWS = ["floor", "piagent", "piagent_worker"]  # the views, in the first round's order
 
 
 def _free_port() -> int:
@@ -113,60 +117,81 @@ def _load(url: str, seconds: float, connections: int) -> dict[str, float]:
             "errors": float(errors[0])}
 
 
-def run_web(seconds: float, connections: int = _CONNECTIONS) -> dict[str, Any]:
-    """Serve, load each view twice (alternating), return the averaged figures."""
+class _Gunicorn:
+    """One gunicorn worker process serving ``_web_app.py`` (started, ready, stopped)."""
+
+    def __init__(self, llm_url: str) -> None:
+        self.port = _free_port()
+        env = _child_env()
+        env["BENCH_LLM_URL"] = llm_url
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", str(_THREADS),
+             "-w", "1", "-b", f"127.0.0.1:{self.port}", "--backlog", "2048", "--timeout",
+             "120", "--log-level", "warning", "benchmarks._web_app:app"],
+            cwd=REPO, env=env)
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = HTTPConnection("127.0.0.1", self.port, timeout=30)
+                conn.request("GET", "/floor")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    self.stop()
+                    raise
+                time.sleep(0.1)
+        self.worker = _worker_pid(self._proc.pid)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(10)
+
+
+def run_web(seconds: float, connections: int = _CONNECTIONS, pairs: int = 3) -> dict[str, Any]:
+    """Load each view ``pairs`` times, each pass on a fresh gunicorn worker, the views'
+    order rotating every round; return the averaged figures and the per-round ratios."""
     generator = "wrk" if shutil.which("wrk") else "python"
     drive = _wrk if generator == "wrk" else _load
+    views = list(dict.fromkeys(VIEWS))
+    passes: dict[str, list[dict[str, float]]] = {v: [] for v in views}
     with ServerProcess() as llm:
-        port = _free_port()
-        env = _child_env()
-        env["BENCH_LLM_URL"] = llm.url
-        gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", str(_THREADS),
-             "-w", "1", "-b", f"127.0.0.1:{port}", "--backlog", "2048", "--timeout", "120",
-             "--log-level", "warning", "benchmarks._web_app:app"],
-            cwd=REPO, env=env)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 30
-            while True:
+        for round_ in range(pairs):
+            shift = round_ % len(views)
+            for view in views[shift:] + views[:shift]:
+                server = _Gunicorn(llm.url)  # fresh: no earlier pass's requests or state
                 try:
-                    conn = HTTPConnection("127.0.0.1", port, timeout=30)
-                    conn.request("GET", "/floor")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
-            pid = _worker_pid(gunicorn.pid)
-            passes: dict[str, list[dict[str, float]]] = {v: [] for v in VIEWS}
-            for view in VIEWS:
-                drive(f"{base}/{view}", min(2.0, seconds), connections)  # warm-up
-                cpu0 = _cpu_s(pid)
-                figures = drive(f"{base}/{view}", seconds, connections)
-                figures["cpu_ms_per_request"] = ((_cpu_s(pid) - cpu0) * 1000
-                                                 / max(1.0, figures["requests"]))
+                    url = f"{server.base}/{view}"
+                    drive(url, min(2.0, seconds), connections)  # warm-up
+                    cpu0 = _cpu_s(server.worker)
+                    figures = drive(url, seconds, connections)
+                    figures["cpu_ms_per_request"] = ((_cpu_s(server.worker) - cpu0) * 1000
+                                                     / max(1.0, figures["requests"]))
+                finally:
+                    server.stop()
                 passes[view].append(figures)
-        finally:
-            gunicorn.terminate()
-            try:
-                gunicorn.wait(20)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
-                gunicorn.wait(10)
     result: dict[str, Any] = {"generator": generator, "threads": _THREADS,
-                              "connections": connections, "seconds": seconds}
+                              "connections": connections, "seconds": seconds, "pairs": pairs}
     for view, runs in passes.items():
         result[view] = {key: sum(r[key] for r in runs) / len(runs) for key in runs[0]}
-    result["rps_ratio"] = result["piagent"]["rps"] / max(result["floor"]["rps"], 1e-9)
+        result[view]["rps_runs"] = [r["rps"] for r in runs]
+    ratios = [p["rps"] / max(f["rps"], 1e-9)
+              for f, p in zip(passes["floor"], passes["piagent"], strict=True)]
+    result["rps_ratios"] = ratios
+    result["rps_ratio"] = statistics.median(ratios)
     return result
 
 
 def web_table(web: dict[str, Any]) -> str:
     """The figure as a markdown table."""
     out = [f"gunicorn gthread, 1 worker × {web['threads']} threads, {web['connections']} "
-           f"connections ({web['generator']}), {web['seconds']:g} s per pass, 2 passes each",
+           f"connections ({web['generator']}), {web['seconds']:g} s per pass, "
+           f"{web['pairs']} passes each, each pass on a fresh worker",
            "",
            "| view | requests/s | p50 ms | p99 ms | worker CPU ms/request | non-200 |",
            "|---|---|---|---|---|---|"]
@@ -174,5 +199,7 @@ def web_table(web: dict[str, Any]) -> str:
         f = web[view]
         out.append(f"| {view} | {f['rps']:.1f} | {f['p50_ms']:.1f} | {f['p99_ms']:.1f} | "
                    f"{f['cpu_ms_per_request']:.2f} | {f['errors']:.0f} |")
-    out.append(f"\npiagent / floor requests per second: {web['rps_ratio']:.2f}")
+    ratios = ", ".join(f"{r:.2f}" for r in web["rps_ratios"])
+    out.append(f"\npiagent / floor requests per second: {web['rps_ratio']:.2f} (median of the "
+               f"rounds: {ratios})")
     return "\n".join(out)

@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import threading
 import time
@@ -235,28 +236,63 @@ def run_child(mode: str, n: int, url: str, rounds: int, tools: int,
 
 
 def sweep(ns: list[int], modes: list[str], rounds: int, tools: int,
-          timeout_s: float, url: str | None = None) -> list[dict[str, Any]]:
-    """Every (N, mode), each in a fresh process, sharing one server."""
+          timeout_s: float, url: str | None = None, repeat: int = 1) -> list[dict[str, Any]]:
+    """Every (N, mode), each in a fresh process, sharing one server; ``repeat`` times.
+
+    The repeats of one N alternate the modes (their order rotates every repeat), so a
+    neighbour's load lands on all of them alike; each row holds the medians of its (N, mode)
+    (``_median_row``)."""
     rows: list[dict[str, Any]] = []
     server = ServerProcess() if url is None else None
     try:
         target = url if url is not None else server.url  # type: ignore[union-attr]
         for n in ns:
+            samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+            for rep in range(repeat):
+                shift = rep % len(modes)
+                for mode in modes[shift:] + modes[:shift]:
+                    row = _child(mode, n, target, rounds, tools, timeout_s)
+                    samples[mode].append(row)
+                    if repeat > 1:
+                        print(f"  run {rep + 1}/{repeat}: " + _line(row, [*rows, row]),
+                              file=sys.stderr, flush=True)
             for mode in modes:
-                args = ["-m", "benchmarks.concurrency", "--child", mode, "--n", str(n),
-                        "--url", target, "--rounds", str(rounds), "--tools", str(tools),
-                        "--timeout", str(timeout_s)]
-                try:
-                    row = run_json_subprocess(args, timeout_s * 25 + 60)
-                except Exception as exc:  # a mode that failed or hung is a result too
-                    row = {"mode": mode, "n": n, "finished": 0,
-                           "errors": [f"{type(exc).__name__}: {str(exc)[-300:]}"]}
-                rows.append(row)
-                print(_line(row, rows), file=sys.stderr, flush=True)
+                rows.append(_median_row(samples[mode]))
+                print(_line(rows[-1], rows), file=sys.stderr, flush=True)
     finally:
         if server is not None:
             server.close()
     return rows
+
+
+def _child(mode: str, n: int, url: str, rounds: int, tools: int,
+           timeout_s: float) -> dict[str, Any]:
+    args = ["-m", "benchmarks.concurrency", "--child", mode, "--n", str(n), "--url", url,
+            "--rounds", str(rounds), "--tools", str(tools), "--timeout", str(timeout_s)]
+    try:
+        return run_json_subprocess(args, timeout_s * 25 + 60)
+    except Exception as exc:  # a mode that failed or hung is a result too
+        return {"mode": mode, "n": n, "finished": 0,
+                "errors": [f"{type(exc).__name__}: {str(exc)[-300:]}"]}
+
+
+def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for the runs of an (N, mode): the median of each time and count figure, the
+    largest threads and RSS, every run kept under ``runs``. A failed run makes the row a
+    failure (a mode that does not always finish has no figure)."""
+    failed = [r for r in runs if "wall_s" not in r or r["errors"]]
+    row = dict(failed[0] if failed else runs[0])
+    if len(runs) == 1:
+        return row
+    row["runs"] = runs
+    if failed:
+        return row
+    for key in ("wall_s", "cpu_ms_per_turn", "switches_per_turn", "voluntary_per_turn"):
+        row[key] = statistics.median(r[key] for r in runs)
+    for key in ("peak_threads", "threads_per_run", "rss_per_run_kb"):
+        row[key] = max(r[key] for r in runs)
+    row["finished"] = min(r["finished"] for r in runs)
+    return row
 
 
 def _line(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -277,12 +313,12 @@ def _line(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a markdown table, each mode's wall and CPU as a ratio to the floor."""
     out = ["| N | mode | wall s | × floor | CPU ms/turn | × floor | switches/turn | "
-           "peak threads | threads/run | RSS kB/run | finished |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "peak threads | threads/run | RSS kB/run | finished | runs: wall s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if "wall_s" not in row:
             out.append(f"| {row['n']} | {row['mode']} | failed: {row['errors'][:1]} "
-                       "| | | | | | | | |")
+                       "| | | | | | | | | |")
             continue
         floor = next((r for r in rows if r["n"] == row["n"] and r["mode"] == "floor"
                       and "wall_s" in r), None)
@@ -294,8 +330,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {row['n']:,} | {row['mode']} | {row['wall_s']:.3f} | {wall_x} | "
             f"{row['cpu_ms_per_turn']:.3f} | {cpu_x} | {row['switches_per_turn']:.1f} | "
             f"{row['peak_threads']:,} | {row['threads_per_run']:.2f} | "
-            f"{row['rss_per_run_kb']:.0f} | {row['finished']}/{row['n'] * row['batches']} |")
+            f"{row['rss_per_run_kb']:.0f} | {row['finished']}/{row['n'] * row['batches']} | "
+            f"{_walls(row)} |")
     return "\n".join(out)
+
+
+def _walls(row: dict[str, Any]) -> str:
+    return ", ".join(f"{run['wall_s']:.2f}" for run in row.get("runs", [row]))
 
 
 def _ints(text: str) -> list[int]:
@@ -306,6 +347,13 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _repeat(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        msg = f"--repeat takes a positive integer, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -313,6 +361,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tools", type=int, default=2)
+    parser.add_argument("--repeat", type=_repeat, default=1,
+                        help="runs of each (N, mode), modes alternating; the median is shown")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds one batch may take before it counts as not finished")
     parser.add_argument("--url", help="an already running server (default: start one)")
@@ -321,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="also the gunicorn + Flask end-to-end figure (_web_bench.py)")
     parser.add_argument("--web-seconds", type=float, default=15.0)
     parser.add_argument("--web-connections", type=int, default=200)
+    parser.add_argument("--web-pairs", type=_repeat, default=3,
+                        help="rounds of the web figure (each view once a round)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -331,14 +383,14 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)} (choose from {', '.join(MODES)})")
-    rows = sweep(args.n, modes, args.rounds, args.tools, args.timeout, args.url)
+    rows = sweep(args.n, modes, args.rounds, args.tools, args.timeout, args.url, args.repeat)
     result: dict[str, Any] = {"rows": rows, "cpus": os.cpu_count(),
                               "python": sys.version.split()[0]}
     print(table(rows))
     if args.web:
         from ._web_bench import run_web, web_table
 
-        result["web"] = run_web(args.web_seconds, args.web_connections)
+        result["web"] = run_web(args.web_seconds, args.web_connections, args.web_pairs)
         print()
         print(web_table(result["web"]))
     if args.out:

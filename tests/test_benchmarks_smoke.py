@@ -69,8 +69,8 @@ def test_recovery_bench_runs_quick() -> None:
 def test_concurrency_bench_runs_tiny(tmp_path: Path) -> None:
     out = tmp_path / "concurrency.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.concurrency", "--n", "1,3",
-                           "--rounds", "1", "--timeout", "30", "--web", "--web-seconds", "2",
-                           "--web-connections", "10",
+                           "--rounds", "1", "--timeout", "30", "--repeat", "2", "--web",
+                           "--web-seconds", "2", "--web-connections", "10", "--web-pairs", "1",
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True,
                           timeout=160, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -81,7 +81,12 @@ def test_concurrency_bench_runs_tiny(tmp_path: Path) -> None:
     for row in rows:
         assert row["finished"] == row["n"] * row["batches"], row
         assert row["cpu_ms_per_turn"] > 0 and row["switches_per_turn"] > 0
+        # --repeat 2: both runs kept, the row their median
+        walls = sorted(run["wall_s"] for run in row["runs"])
+        assert len(walls) == 2 and row["wall_s"] == pytest.approx(sum(walls) / 2), row
     web = result["web"]
-    for view in ("floor", "piagent"):
+    for view in ("floor", "piagent", "piagent_worker"):
         assert web[view]["requests"] > 0 and web[view]["errors"] == 0, web
+        assert len(web[view]["rps_runs"]) == 1, web
+    assert web["rps_ratio"] == pytest.approx(web["piagent"]["rps"] / web["floor"]["rps"])
     assert "| 3 | blocking |" in proc.stdout and "requests/s" in proc.stdout
