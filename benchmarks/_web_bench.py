@@ -135,13 +135,16 @@ class _Gunicorn:
             try:
                 conn = HTTPConnection("127.0.0.1", self.port, timeout=30)
                 conn.request("GET", "/floor")
-                if conn.getresponse().status == 200:
+                status = conn.getresponse().status
+                if status == 200:
                     break
-            except OSError:
-                if time.monotonic() > deadline or self._proc.poll() is not None:
-                    self.stop()
-                    raise
-                time.sleep(0.1)
+                failure: Exception = RuntimeError(f"GET /floor answered {status}")
+            except OSError as exc:
+                failure = exc
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("the benchmark's gunicorn did not start serving") from failure
+            time.sleep(0.1)
         self.worker = _worker_pid(self._proc.pid)
 
     def stop(self) -> None:
