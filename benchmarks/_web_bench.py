@@ -161,7 +161,7 @@ def run_web(seconds: float, connections: int = _CONNECTIONS, pairs: int = 3) -> 
     order rotating every round; return the averaged figures and the per-round ratios."""
     generator = "wrk" if shutil.which("wrk") else "python"
     drive = _wrk if generator == "wrk" else _load
-    views = list(dict.fromkeys(VIEWS))
+    views = list(VIEWS)
     passes: dict[str, list[dict[str, float]]] = {v: [] for v in views}
     with ServerProcess() as llm:
         for round_ in range(pairs):
@@ -198,7 +198,7 @@ def web_table(web: dict[str, Any]) -> str:
            "",
            "| view | requests/s | p50 ms | p99 ms | worker CPU ms/request | non-200 |",
            "|---|---|---|---|---|---|"]
-    for view in dict.fromkeys(VIEWS):
+    for view in VIEWS:
         f = web[view]
         out.append(f"| {view} | {f['rps']:.1f} | {f['p50_ms']:.1f} | {f['p99_ms']:.1f} | "
                    f"{f['cpu_ms_per_request']:.2f} | {f['errors']:.0f} |")

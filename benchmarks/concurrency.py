@@ -347,9 +347,10 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-def _repeat(text: str) -> int:
+def _positive(text: str) -> int:
+    """``--repeat``/``--web-pairs``: argparse names the flag before this message."""
     if not text.isdigit() or int(text) < 1:
-        msg = f"--repeat takes a positive integer, not {text!r}"
+        msg = f"expected a positive integer, not {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return int(text)
 
@@ -361,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tools", type=int, default=2)
-    parser.add_argument("--repeat", type=_repeat, default=1,
+    parser.add_argument("--repeat", type=_positive, default=1,
                         help="runs of each (N, mode), modes alternating; the median is shown")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds one batch may take before it counts as not finished")
@@ -371,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="also the gunicorn + Flask end-to-end figure (_web_bench.py)")
     parser.add_argument("--web-seconds", type=float, default=15.0)
     parser.add_argument("--web-connections", type=int, default=200)
-    parser.add_argument("--web-pairs", type=_repeat, default=3,
+    parser.add_argument("--web-pairs", type=_positive, default=3,
                         help="rounds of the web figure (each view once a round)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
