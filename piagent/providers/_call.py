@@ -122,7 +122,9 @@ class ProviderCall:
         if options.on_payload is not None:
             data = self._payload(options.on_payload, body, replaced)
         elif encoder is not None:
-            data = encoder.encode(body, "messages")
+            # the conversation's entry lives as long as its first message
+            messages = self.context.messages
+            data = encoder.encode(body, "messages", messages[0] if messages else None)
         if options.identity is not None:
             headers = {**identity_headers(self.model, options.identity), **headers}
         timeout = DEFAULT_TIMEOUT

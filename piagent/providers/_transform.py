@@ -8,10 +8,6 @@ system-message helpers the adapters share (leading prompt vs in-place updates).
 from __future__ import annotations
 
 import bisect
-import collections
-import functools
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +28,7 @@ from ..transcript import (
     get_system_message_text,
     render_system_message_update,
 )
+from ._keep import ByOwner
 from ._wire import shared_prefix
 
 __all__ = [
@@ -222,34 +219,24 @@ class WireCache:
     ``arguments`` dict in place is not — replace the dict instead). Entries go away with
     their messages. Cached values are shared: callers must not mutate them.
 
-    Thread safety: every method may be called from any thread (``_lock`` guards
-    ``_entries``).
+    Thread safety: every method may be called from any thread (``ByOwner``'s; an entry
+    goes when its message is collected, without taking a lock, so a collection that starts
+    while a thread is inside the cache cannot deadlock it).
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards _entries
-        self._entries: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], Any]] = {}
+        # message -> (its stamp with the variant, its wire form)
+        self._entries: ByOwner[tuple[tuple[Any, ...], Any]] = ByOwner()
 
     def get(self, message: Any, variant: Any, build: Callable[[Any], Any]) -> Any:
         """``build(message)``, or the value built earlier for this message and ``variant``."""
-        key = id(message)
         stamp = (variant, *_stamp(message))
-        with self._lock:
-            entry = self._entries.get(key)
-        if entry is not None and entry[0]() is message and entry[1] == stamp:
-            return entry[2]
+        entry = self._entries.get(message)
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
         value = build(message)
-        try:
-            ref = weakref.ref(message, functools.partial(self._forget, key))
-        except TypeError:  # an object that cannot be weakly referenced is not cached
-            return value
-        with self._lock:
-            self._entries[key] = (ref, stamp, value)
+        self._entries.put(message, (stamp, value))
         return value
-
-    def _forget(self, key: int, _ref: object = None) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
 
 
 def _stamp(message: Any) -> tuple[Any, ...]:
@@ -277,17 +264,17 @@ class SegmentCache:
     once they are in a transcript (replace one to change it; an in-place edit of an
     already-sent message may not reach the model).
 
-    Thread safety: every method may be called from any thread (``_lock`` guards
-    ``_recent``). Bounded: it keeps the latest conversion of ``size`` conversations, found
-    by their first message (so finding the one to reuse does not depend on how many are
-    kept); a request is checked against that one only.
+    Thread safety: every method may be called from any thread (``ByOwner``'s). Bounded by
+    the conversations alive: each conversation's latest conversion is found by its first
+    message and kept until that message is collected (the entry holds the rest of the
+    transcript, not the first message), so any number of conversations in flight each reuse
+    their own; a request is checked against that one only. A first message that cannot be
+    weakly referenced shares a fallback of the latest ``size`` conversations.
     """
 
     def __init__(self, size: int = 8) -> None:
-        self._lock = threading.Lock()  # guards _recent
-        self._size = size
-        # id(first message) -> its conversation's latest conversion, oldest first
-        self._recent: collections.OrderedDict[int, _Conversion] = collections.OrderedDict()
+        # first message -> its conversation's latest conversion
+        self._kept: ByOwner[_Conversion] = ByOwner(size)
 
     def convert(self, messages: Sequence[AgentMessage], variant: Any,
                 convert: Callable[[Sequence[AgentMessage]], list[Any]],
@@ -321,12 +308,8 @@ class SegmentCache:
             flags.append(flags[-1] or renames(segment))
             position = index
         if messages:
-            kept = _Conversion(variant, messages, starts, ends, flags, list(out))
-            with self._lock:
-                self._recent[id(messages[0])] = kept
-                self._recent.move_to_end(id(messages[0]))
-                while len(self._recent) > self._size:
-                    self._recent.popitem(last=False)
+            self._kept.put(messages[0], _Conversion(variant, messages[1:], starts, ends, flags,
+                                                    list(out)))
         return out
 
     def _best_prefix(self, messages: tuple[Any, ...], variant: Any
@@ -334,12 +317,10 @@ class SegmentCache:
         """The longest reusable start: segment starts, output ends, flags and output."""
         if not messages:
             return None
-        with self._lock:
-            kept = self._recent.get(id(messages[0]))
-        # the same first object (not a new one at a reused address), the same settings
-        if kept is None or kept.messages[0] is not messages[0] or kept.variant != variant:
+        kept = self._kept.get(messages[0])  # the same first object, not an equal one
+        if kept is None or kept.variant != variant:
             return None
-        shared = shared_prefix(kept.messages, messages)
+        shared = 1 + shared_prefix(kept.rest, messages[1:])
         # the last segment start within the shared prefix that also starts a segment of
         # this request (the old list's end may be followed by more of its last segment)
         k = bisect.bisect_right(kept.starts, shared) - 1
@@ -353,15 +334,16 @@ class SegmentCache:
 
 
 class _Conversion:
-    """One converted transcript: ``starts[i]`` is a segment start, ``ends[i]`` the output
-    length before it, ``flags[i]`` whether anything before it renamed tool-call ids."""
+    """One converted transcript: ``rest`` its messages after the first (the key, not held
+    here), ``starts[i]`` a segment start, ``ends[i]`` the output length before it,
+    ``flags[i]`` whether anything before it renamed tool-call ids."""
 
-    __slots__ = ("ends", "flags", "messages", "output", "starts", "variant")
+    __slots__ = ("ends", "flags", "output", "rest", "starts", "variant")
 
-    def __init__(self, variant: Any, messages: tuple[Any, ...], starts: list[int],
+    def __init__(self, variant: Any, rest: tuple[Any, ...], starts: list[int],
                  ends: list[int], flags: list[bool], output: list[Any]) -> None:
         self.variant = variant
-        self.messages = messages
+        self.rest = rest
         self.starts = starts
         self.ends = ends
         self.flags = flags

@@ -8,10 +8,8 @@ encoders and the decoder with a readable error.
 from __future__ import annotations
 
 import bisect
-import collections
 import json
 import operator
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +19,7 @@ import urllib3.response
 from ..errors import ProviderResponseError
 from ..stream import ProviderResponse
 from ._errors import clip
+from ._keep import ByOwner
 
 __all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
            "arguments_json", "json_dumps", "parse_event_json", "shared_prefix"]
@@ -155,20 +154,21 @@ class PrefixEncoder:
     encoded (the adapters' converted messages never are: the conversion caches share them
     too).
 
-    Thread safety: every method may be called from any thread (``_lock`` guards
-    ``_recent``). Bounded: the latest encoding of ``size`` conversations.
+    Thread safety: every method may be called from any thread (``ByOwner``'s). Bounded by
+    the conversations alive: given an ``owner`` (an object the conversation keeps for its
+    whole life, e.g. its first transcript message), the entry lives as long as that object;
+    without one (or one that cannot be weakly referenced), conversations are found by their
+    first item and the latest ``size`` are kept.
     """
 
     def __init__(self, size: int = 8) -> None:
-        self._lock = threading.Lock()  # guards _recent
-        self._size = size
-        # id(first item) -> (the items, the JSON of runs of them without the brackets, the
-        # item count at the end of each run), oldest conversation first
-        self._recent: collections.OrderedDict[
-            int, tuple[tuple[Any, ...], list[bytes], list[int]]] = collections.OrderedDict()
+        # owner (or first item) -> (the items, the JSON of runs of them without the
+        # brackets, the item count at the end of each run)
+        self._kept: ByOwner[tuple[tuple[Any, ...], list[bytes], list[int]]] = ByOwner(size)
 
-    def encode(self, body: Mapping[str, Any], field: str) -> bytes:
-        """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list."""
+    def encode(self, body: Mapping[str, Any], field: str, owner: object = None) -> bytes:
+        """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list. ``owner``:
+        what the conversation's entry is kept by (see the class)."""
         if field not in body:
             return json_dumps(body)
         before: dict[Any, Any] = {}
@@ -184,19 +184,20 @@ class PrefixEncoder:
         head = encode(before)[:-1] + "," if before else "{"
         tail = "," + encode(after)[1:] if after else "}"
         return b"".join(((head + encode(field) + ":[").encode("utf-8"),
-                         self._encoded_items(body[field]), ("]" + tail).encode("utf-8")))
+                         self._encoded_items(body[field], owner),
+                         ("]" + tail).encode("utf-8")))
 
-    def _encoded_items(self, items: Sequence[Any]) -> bytes:
+    def _encoded_items(self, items: Sequence[Any], owner: object) -> bytes:
         items = tuple(items)
         if not items:
             return b""
-        key = id(items[0])
-        with self._lock:
-            kept = self._recent.get(key)
+        if owner is None:
+            owner = items[0]
+        kept = self._kept.get(owner)
         runs: list[bytes] = []
         ends: list[int] = []
         done = 0
-        if kept is not None and kept[0][0] is items[0]:  # that very object, not its address
+        if kept is not None:  # reused up to the first item that is not that very object
             old_items, old_runs, old_ends = kept
             count = bisect.bisect_right(old_ends, shared_prefix(old_items, items))
             runs, ends = old_runs[:count], old_ends[:count]
@@ -204,11 +205,7 @@ class PrefixEncoder:
         if done < len(items):
             runs.append(_BODY_ENCODER.encode(list(items[done:]))[1:-1].encode("utf-8"))
             ends.append(len(items))
-        with self._lock:
-            self._recent[key] = (items, runs, ends)
-            self._recent.move_to_end(key)
-            while len(self._recent) > self._size:
-                self._recent.popitem(last=False)
+        self._kept.put(owner, (items, runs, ends))
         return b",".join(runs)
 
 

@@ -17,6 +17,10 @@ messages = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", 
                                   "content": texts | st.none()})
 
 
+class Owner:
+    """What a conversation keeps for its whole life (the adapters pass its first message)."""
+
+
 def body(items: list[Any], model: str = "m") -> dict[str, Any]:
     return {"model": model, "messages": items, "stream": True, "tools": [{"n": "é"}]}
 
@@ -26,6 +30,7 @@ def body(items: list[Any], model: str = "m") -> dict[str, Any]:
                           messages), min_size=1, max_size=12))
 def test_every_body_is_what_json_dumps_makes(steps: list[tuple[str, dict[str, Any]]]) -> None:
     encoder = PrefixEncoder(size=2)
+    owner = Owner()  # "mine" is kept by its owner; "other" by its first item
     mine: list[Any] = [{"role": "system", "content": "s"}]
     other: list[Any] = [{"role": "system", "content": "o"}]
     for action, message in steps:
@@ -38,7 +43,7 @@ def test_every_body_is_what_json_dumps_makes(steps: list[tuple[str, dict[str, An
         else:
             other.append(message)
             assert encoder.encode(body(other, "x"), "messages") == json_dumps(body(other, "x"))
-        encoded = encoder.encode(body(mine), "messages")
+        encoded = encoder.encode(body(mine), "messages", owner)
         assert encoded == json_dumps(body(mine))
         assert json.loads(encoded)["messages"] == mine
 
@@ -82,3 +87,36 @@ def test_keys_on_either_side_of_the_list(shape: dict[str, Any]) -> None:
     encoder = PrefixEncoder()
     for _ in range(2):
         assert encoder.encode(shape, "messages") == json_dumps(shape)
+
+
+def test_conversations_kept_by_owner_each_reuse_their_json_however_many(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 50 conversations in flight (more than the fallback keeps), each turn encodes its
+    new message only; the entries go when the owners do."""
+    import gc
+
+    encoder = PrefixEncoder(size=2)
+    owners = [Owner() for _ in range(50)]
+    transcripts: list[list[Any]] = [[{"role": "system", "content": f"s{i}"}] for i in range(50)]
+    for owner, transcript in zip(owners, transcripts, strict=True):
+        encoder.encode(body(transcript), "messages", owner)
+    seen: list[Any] = []
+    real = wire._BODY_ENCODER
+
+    class Counting(json.JSONEncoder):
+        def encode(self, o: Any) -> str:
+            seen.append(o)
+            return real.encode(o)
+
+    monkeypatch.setattr(wire, "_BODY_ENCODER", Counting())
+    for turn in range(3):
+        for owner, transcript in zip(owners, transcripts, strict=True):
+            transcript.append({"role": "user", "content": f"t{turn}"})
+            assert (encoder.encode(body(transcript), "messages", owner)
+                    == json_dumps(body(transcript)))
+    lists = [o for o in seen if isinstance(o, list) and o and "role" in o[0]]
+    assert lists == [[t[turn + 1]] for turn in range(3) for t in transcripts]
+    assert len(encoder._kept) == 50
+    del owners, owner
+    gc.collect()
+    assert len(encoder._kept) == 0

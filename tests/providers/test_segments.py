@@ -162,8 +162,8 @@ def test_anthropic_cache_breakpoint_is_not_left_on_reused_messages() -> None:
 
 
 def test_a_conversation_is_reused_while_other_conversations_are_converted() -> None:
-    """The cache finds a conversation by its first message: other agents' requests in
-    between (more than it keeps in all) do not push it out."""
+    """The cache finds a conversation by its first message and keeps it while that message
+    lives: other agents' requests in between, however many, do not push it out."""
     import piagent.providers.openai_completions as oc
 
     compat = get_compat(MODEL)
@@ -176,8 +176,8 @@ def test_a_conversation_is_reused_while_other_conversations_are_converted() -> N
 
     mine = transcript("mine")
     _convert(MODEL, mine, compat)
-    others = [transcript(str(i)) for i in range(5)]
-    for _ in range(3):  # 15 conversions of other conversations
+    others = [transcript(str(i)) for i in range(50)]  # more than any fixed size would keep
+    for _ in range(3):  # 150 conversions of other conversations
         for other in others:
             other.append(UserMessage("more"))
             _convert(MODEL, other, compat)
@@ -211,3 +211,25 @@ def test_compat_is_detected_once_per_model_settings() -> None:
     model.compat = {"reasoningEffortMap": {"high": "max"}}  # a dict value: no cache, still right
     assert get_compat(model).reasoning_effort_map == {"high": "max"}
     assert get_compat(model) == get_compat(model)
+
+
+def test_a_conversation_leaves_the_cache_when_its_first_message_is_collected() -> None:
+    """The cache keeps the transcript after the first message, not the first message itself:
+    dropping a conversation drops its entry (nothing of it stays for the collector to walk)."""
+    import gc
+    import weakref
+
+    from piagent.providers._transform import SegmentCache
+
+    cache = SegmentCache()
+    transcripts = [[SystemMessage(f"sys {i}", timestamp=0), UserMessage("q")]
+                   for i in range(20)]
+    for transcript in transcripts:
+        assert _convert(MODEL, transcript, get_compat(MODEL)) == whole(MODEL, transcript)
+        cache.convert(transcript, "v", lambda part: [id(m) for m in part], lambda part: False)
+    last = weakref.ref(transcripts[-1][1])
+    assert len(cache._kept) == 20
+    del transcripts, transcript
+    gc.collect()
+    assert len(cache._kept) == 0
+    assert last() is None  # the rest of the transcript went with the entry
