@@ -4,6 +4,7 @@ a conversation's old messages reused (only new message objects are encoded)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,10 +49,9 @@ def test_every_body_is_what_json_dumps_makes(steps: list[tuple[str, dict[str, An
         assert json.loads(encoded)["messages"] == mine
 
 
-def test_only_new_messages_are_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    encoder = PrefixEncoder()
-    transcript: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    encoder.encode(body(transcript), "messages")
+@pytest.fixture
+def encoded_lists(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[Any]]:
+    """From now on, every message list the body encoder is given (read by calling it)."""
     seen: list[Any] = []
     real = wire._BODY_ENCODER
 
@@ -61,10 +61,17 @@ def test_only_new_messages_are_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
             return real.encode(o)
 
     monkeypatch.setattr(wire, "_BODY_ENCODER", Counting())
+    return lambda: [o for o in seen if isinstance(o, list) and o and "role" in o[0]]
+
+
+def test_only_new_messages_are_encoded(encoded_lists: Callable[[], list[Any]]) -> None:
+    encoder = PrefixEncoder()
+    transcript: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    encoder.encode(body(transcript), "messages")
+    first = len(encoded_lists())
     transcript.append({"role": "assistant", "content": "a"})
     assert encoder.encode(body(transcript), "messages") == json_dumps(body(transcript))
-    lists = [o for o in seen if isinstance(o, list) and o and "role" in o[0]]
-    assert lists == [[transcript[-1]]]  # the new message alone, in one call
+    assert encoded_lists()[first:] == [[transcript[-1]]]  # the new message alone, in one call
 
 
 def test_an_empty_list_and_a_new_conversation() -> None:
@@ -90,7 +97,7 @@ def test_keys_on_either_side_of_the_list(shape: dict[str, Any]) -> None:
 
 
 def test_conversations_kept_by_owner_each_reuse_their_json_however_many(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        encoded_lists: Callable[[], list[Any]]) -> None:
     """With 50 conversations in flight (more than the fallback keeps), each turn encodes its
     new message only; the entries go when the owners do."""
     import gc
@@ -100,22 +107,13 @@ def test_conversations_kept_by_owner_each_reuse_their_json_however_many(
     transcripts: list[list[Any]] = [[{"role": "system", "content": f"s{i}"}] for i in range(50)]
     for owner, transcript in zip(owners, transcripts, strict=True):
         encoder.encode(body(transcript), "messages", owner)
-    seen: list[Any] = []
-    real = wire._BODY_ENCODER
-
-    class Counting(json.JSONEncoder):
-        def encode(self, o: Any) -> str:
-            seen.append(o)
-            return real.encode(o)
-
-    monkeypatch.setattr(wire, "_BODY_ENCODER", Counting())
+    first = len(encoded_lists())
     for turn in range(3):
         for owner, transcript in zip(owners, transcripts, strict=True):
             transcript.append({"role": "user", "content": f"t{turn}"})
             assert (encoder.encode(body(transcript), "messages", owner)
                     == json_dumps(body(transcript)))
-    lists = [o for o in seen if isinstance(o, list) and o and "role" in o[0]]
-    assert lists == [[t[turn + 1]] for turn in range(3) for t in transcripts]
+    assert encoded_lists()[first:] == [[t[turn + 1]] for turn in range(3) for t in transcripts]
     assert len(encoder._kept) == 50
     del owners, owner
     gc.collect()
