@@ -8,6 +8,8 @@ system-message helpers the adapters share (leading prompt vs in-place updates).
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -246,8 +248,31 @@ def _stamp(message: Any) -> tuple[Any, ...]:
     parts: list[Any] = [id(content), len(content)]
     for block in content:
         parts.append(id(block))
-        parts.extend(map(id, block.__dict__.values()))
+        parts.extend(map(id, _field_values(block)))
     return tuple(parts)
+
+
+# block type -> its dataclass fields' values as a tuple (filled on first sight; a racing
+# fill stores the same getter)
+_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _field_values(block: Any) -> tuple[Any, ...]:
+    """A content block's field values. Read through the fields, not ``block.__dict__``:
+    CPython keeps an instance's attributes without a dict until ``__dict__`` is read, and
+    then for good (one more object per tool call for the collector to walk)."""
+    getter = _FIELD_VALUES.get(type(block))
+    if getter is None:
+        if not dataclasses.is_dataclass(block):
+            return tuple(vars(block).values())
+        names = [f.name for f in dataclasses.fields(block)]
+        if len(names) == 1:
+            name = names[0]
+            getter = lambda b: (getattr(b, name),)  # noqa: E731 - attrgetter(one) is no tuple
+        else:
+            getter = operator.attrgetter(*names)
+        _FIELD_VALUES[type(block)] = getter
+    return getter(block)
 
 
 class SegmentCache:

@@ -129,6 +129,13 @@ def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
     message.content[0] = TextContent("c")  # so is replacing a block
     assert cache.get(message, "v2", build) == "c"
     assert builds == ["a", "a", "b", "c"]
+    message.content[1].name = "renamed"  # any field of any block
+    assert cache.get(message, "v2", build) == "c"
+    assert builds == ["a", "a", "b", "c", "c"]
+    # read through the fields: CPython gives an object whose __dict__ is read a dict for
+    # good (one more object per tool call kept in every transcript)
+    assert not any(isinstance(ref, dict) and "arguments" in ref
+                   for ref in gc.get_referents(message.content[1]))
     del message
     gc.collect()
     assert len(cache._entries) == 0  # entries go away with their messages
