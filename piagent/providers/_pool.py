@@ -59,6 +59,8 @@ class HttpClient:
             proxies = dict(requests.utils.get_environ_proxies(url))
             verify: bool | str = (os.environ.get("REQUESTS_CA_BUNDLE")
                                   or os.environ.get("CURL_CA_BUNDLE") or True)
+            if parts.scheme == "http" and all(key == "no" for key in proxies):
+                verify = True  # no TLS to verify; a bundle path would be stat()ed per request
             cached = (proxies, verify)
         with self._idle_lock:
             if len(self._environment) >= _URLS and origin not in self._environment:

@@ -332,3 +332,20 @@ def test_environment_is_read_once_per_origin_and_cached_per_url_bounded(monkeypa
     for i in range(1000):
         client.environment(f"https://h{i}.test/")
     assert len(client._environment) <= 256
+
+
+def test_a_plain_http_origin_without_a_proxy_gets_no_ca_bundle(monkeypatch):
+    """Nothing is verified there, and requests would stat() a bundle path on every request
+    (a local model server's every turn); through a proxy the bundle still applies."""
+    for name in ("http_proxy", "all_proxy", "ALL_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    client = HttpClient("env")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/ca.pem")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    assert client.environment("http://127.0.0.1:8080/v1") == ({}, True)  # bypassed
+    assert client.environment("https://127.0.0.1:8443/v1") == ({}, "/ca.pem")
+    assert client.environment("http://models.test/v1") == (
+        {"http": "http://proxy.invalid:3128", "no": "127.0.0.1"}, "/ca.pem")
+    monkeypatch.delenv("HTTP_PROXY")
+    assert HttpClient("env").environment("http://models.test/v1") == ({"no": "127.0.0.1"}, True)
