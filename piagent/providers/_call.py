@@ -123,7 +123,7 @@ class ProviderCall:
             data = self._payload(options.on_payload, body, replaced)
         elif encoder is not None:
             # the conversation's entry lives as long as its first message
-            messages = self.context.messages
+            messages = self.messages
             data = encoder.encode(body, "messages", messages[0] if messages else None)
         if options.identity is not None:
             headers = {**identity_headers(self.model, options.identity), **headers}

@@ -233,3 +233,33 @@ def test_a_conversation_leaves_the_cache_when_its_first_message_is_collected() -
     gc.collect()
     assert len(cache._kept) == 0
     assert last() is None  # the rest of the transcript went with the entry
+
+
+def test_conversations_converted_at_once_on_many_threads_each_get_their_own() -> None:
+    """Eight threads grow and convert eight conversations at the same time (one shared
+    cache, no lock on its entries): every conversion equals converting the whole."""
+    import threading
+
+    compat = get_compat(MODEL)
+    start = threading.Barrier(8)
+    wrong: list[str] = []
+
+    def converse(tag: int) -> None:
+        transcript: list[Any] = [SystemMessage(f"sys {tag}", timestamp=0)]
+        start.wait(30)
+        for turn in range(40):
+            transcript.append(UserMessage(f"q{tag}.{turn}"))
+            transcript.append(AssistantMessage([ToolCall(f"c{turn}", "calc", {"n": tag})],
+                                               api=MODEL.api, provider=MODEL.provider,
+                                               model=MODEL.id, stop_reason="toolUse"))
+            transcript.append(ToolResultMessage(f"c{turn}", "calc", [TextContent(str(tag))]))
+            if _convert(MODEL, transcript, compat) != whole(MODEL, transcript):
+                wrong.append(f"conversation {tag}, turn {turn}")
+
+    threads = [threading.Thread(target=converse, args=(tag,)) for tag in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert wrong == []
