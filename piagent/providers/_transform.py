@@ -316,7 +316,8 @@ class SegmentCache:
         ends: list[int] = [0]  # len(out) at each start
         flags: list[bool] = [False]  # at each start: did anything before rename call ids?
         out: list[Any] = []
-        base = self._best_prefix(messages, variant)
+        rest = messages[1:]  # what an entry keeps (its key, the first message, it does not)
+        base = self._best_prefix(messages, rest, variant)
         if base is not None:
             starts, ends, flags, out = base
         position = starts[-1]
@@ -333,11 +334,11 @@ class SegmentCache:
             flags.append(flags[-1] or renames(segment))
             position = index
         if messages:
-            self._kept.put(messages[0], _Conversion(variant, messages[1:], starts, ends, flags,
+            self._kept.put(messages[0], _Conversion(variant, rest, starts, ends, flags,
                                                     list(out)))
         return out
 
-    def _best_prefix(self, messages: tuple[Any, ...], variant: Any
+    def _best_prefix(self, messages: tuple[Any, ...], rest: tuple[Any, ...], variant: Any
                      ) -> tuple[list[int], list[int], list[bool], list[Any]] | None:
         """The longest reusable start: segment starts, output ends, flags and output."""
         if not messages:
@@ -345,7 +346,7 @@ class SegmentCache:
         kept = self._kept.get(messages[0])  # the same first object, not an equal one
         if kept is None or kept.variant != variant:
             return None
-        shared = 1 + shared_prefix(kept.rest, messages[1:])
+        shared = 1 + shared_prefix(kept.rest, rest)
         # the last segment start within the shared prefix that also starts a segment of
         # this request (the old list's end may be followed by more of its last segment)
         k = bisect.bisect_right(kept.starts, shared) - 1
