@@ -64,9 +64,9 @@ def apply_tool_changes(current: dict[str, ToolDeclaration], message: SystemMessa
 def get_current_tools(messages: Iterable[AgentMessage]) -> list[ToolDeclaration]:
     """The tools declared by replaying every system message in order."""
     current: dict[str, ToolDeclaration] = {}
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            apply_tool_changes(current, message)
+    # isinstance(message, SystemMessage) for each, in C: this runs before every request
+    for message in filter(SystemMessage.__instancecheck__, messages):
+        apply_tool_changes(current, message)  # type: ignore[arg-type]  # filtered by type
     return list(current.values())
 
 

@@ -90,3 +90,19 @@ def test_concurrency_bench_runs_tiny(tmp_path: Path) -> None:
         assert len(web[view]["rps_runs"]) == 1, web
     assert web["rps_ratio"] == pytest.approx(web["piagent"]["rps"] / web["floor"]["rps"])
     assert "| 3 | blocking |" in proc.stdout and "requests/s" in proc.stdout
+
+
+@pytest.mark.timeout(90)
+def test_opcode_count_runs_tiny() -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.opcodes", "--rounds", "1",
+                           "--tools", "2", "--runs", "1", "--top", "3"], cwd=REPO,
+                          capture_output=True, text=True, timeout=80, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = proc.stdout.splitlines()
+    floor = next(line for line in lines if line.startswith("floor: "))
+    piagent = next(line for line in lines if line.startswith("piagent: "))
+    for line in (floor, piagent):
+        assert int(line.split()[1].replace(",", "")) > 1000, line  # a turn runs code
+        assert "(1 rounds x 2 tools, 1 runs)" in line
+    assert len([line for line in lines if line.startswith("  ")]) == 6  # 3 functions each
+    assert lines[-1].startswith("piagent - floor: ")

@@ -45,6 +45,13 @@ def test_tools_replay_removals_before_additions_and_readd_moves_to_end() -> None
     ]
     assert [(t.name, t.description) for t in get_current_tools(messages)] == [
         ("c", ""), ("a", "new")]
+    # any iterable, read once; a subclass of SystemMessage declares too
+    class Custom(SystemMessage):
+        pass
+
+    assert [t.name for t in get_current_tools(
+        m for m in [*messages, UserMessage("u"), Custom(tools_added=[decl("d")])])] == [
+        "c", "a", "d"]
 
 
 def test_current_system_message_and_collapse() -> None:

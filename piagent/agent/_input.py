@@ -47,6 +47,9 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
     An application message whose ``role`` is one of those passes through as it is (the
     providers read it by its role).
     """
+    if type(messages) is list and all(map(_LLM_TYPES.__contains__, map(type, messages))):
+        # the usual transcript: every message kept (checked in C)
+        return list(messages)  # type: ignore[arg-type]  # each of an _LLM_TYPES type
     return [m for m in messages  # type: ignore[misc]  # kept: a Message, or one by role
             if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES]
 

@@ -237,20 +237,24 @@ class AgentRun:
 
     def _observe(self, event: AgentEvent) -> None:
         """The worker thread's record of one event, before the listeners see it."""
-        if event.type == "message_update":
-            pass  # the usual event, only recorded: one type check (a lookup through the class)
-        elif event.type == "message_end":
-            self._messages.append(event.message)
-            self.takings.delivered(event.message)
-        elif event.type == "turn_end":
-            if event.message.error_message:
-                self._error_message = event.message.error_message
-        elif event.type == "agent_end":
+        kind = event.type  # read once: a lookup through the class
+        if kind == "message_end":
+            self._messages.append(event.message)  # type: ignore[union-attr]  # by its type
+            self.takings.delivered(event.message)  # type: ignore[union-attr]
+        elif kind == "turn_end":
+            if event.message.error_message:  # type: ignore[union-attr]
+                self._error_message = event.message.error_message  # type: ignore[union-attr]
+        elif kind == "agent_end":
             self.takings.restore()  # before listeners, so they see the queues right
         self._events.append(event)
         if self._readers:  # nobody waiting (the usual case): no lock, no notify
-            with self._events_cond:
-                self._events_cond.notify_all()
+            self._wake_readers()
+
+    def _wake_readers(self) -> None:
+        """Wake the iterators waiting for the next event (the worker thread, after
+        recording one)."""
+        with self._events_cond:
+            self._events_cond.notify_all()
 
     def _kept(self, message: AgentMessage) -> None:
         """A message that reached the transcript but whose ``message_end`` failed before

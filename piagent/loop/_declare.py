@@ -9,6 +9,7 @@ non-system pending message.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,7 +121,7 @@ class ToolDeclarations:
 
 
 def _changes(previous: list[ToolDeclaration], current: list[ToolDeclaration]) -> ToolStateChanges:
-    if len(previous) == len(current) and all(a is b for a, b in zip(previous, current, strict=True)):
+    if len(previous) == len(current) and all(map(operator.is_, previous, current)):
         return ToolStateChanges()
     return get_tool_state_changes(previous, current)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
@@ -64,6 +65,7 @@ Emit = Callable[[AgentEvent], None]
 # isinstance chain
 _UPDATES = frozenset(get_args(AssistantMessageEvent)) - {StartEvent, DoneEvent, ErrorEvent}
 _STREAM_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(StreamOptions))
+_read_stream_options = operator.attrgetter(*_STREAM_OPTION_FIELDS)  # the config's values, in C
 
 
 def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
@@ -377,7 +379,8 @@ class Run:
             api_key = config.get_api_key(config.model.provider)
         if signal.aborted:  # never start a provider request with an aborted signal
             return None
-        options = StreamOptions(**{name: getattr(config, name) for name in _STREAM_OPTION_FIELDS})
+        options = StreamOptions(**dict(zip(_STREAM_OPTION_FIELDS, _read_stream_options(config),
+                                           strict=True)))
         options.api_key = api_key or config.api_key
         options.signal = signal
         response = self.stream_fn(config.model, llm_context, options)

@@ -136,7 +136,10 @@ def _emit_results(emit: Emit, finished: Sequence[Finalized],
 
 
 def _should_terminate(done: Sequence[Finalized]) -> bool:
-    return bool(done) and all(d.result.terminate is True for d in done)
+    for finished in done:  # a loop, not all(<generator>): this runs after every batch
+        if finished.result.terminate is not True:
+            return False
+    return bool(done)
 
 
 class ToolRunner:

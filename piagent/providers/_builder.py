@@ -107,9 +107,13 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self._block(index, TextContent)
+            block = self.message.content[index]
+            if type(block) is not TextContent:
+                block = self._block(index, TextContent)  # a subclass, or the adapter's mistake
             block.text += delta
-            self._push(TextDeltaEvent(index, delta, self.message))
+            stream = self._stream_ref()  # _push, inline: this runs per chunk
+            if stream is not None:
+                stream.push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -143,12 +147,16 @@ class MessageBuilder:
         with self._lock:
             if self._ended:
                 return
-            block = self._block(index, ToolCall)
+            block = self.message.content[index]
+            if type(block) is not ToolCall:
+                block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
             if fragment:
                 buffer = self._args.get(index, "") + fragment
                 self._args[index] = self._parsed[index] = buffer
                 block.arguments = parse_streaming_json(buffer)  # always a dict
-            self._push(ToolCallDeltaEvent(index, fragment, self.message))
+            stream = self._stream_ref()  # _push, inline: this runs per chunk
+            if stream is not None:
+                stream.push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""

@@ -53,12 +53,27 @@ class CompletionsStreamState:
             if usage:
                 self._usage(usage, chunk)  # what the failed request was billed
             raise ProviderError(f"{self.label} stream error: {_error_text(error or chunk)}")
-        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        usage = chunk.get("usage")
+        if not usage:
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if groq else None
         for choice in chunk.get("choices") or ():
             usage = usage or choice.get("usage")
             delta = choice.get("delta")
-            if delta:
-                self._delta(delta)
+            if delta:  # the delta, here rather than in a method: this runs per chunk
+                if not _REASONING_KEYS.isdisjoint(delta):  # one test for the rare fields
+                    self._reasoning(delta)
+                content = delta.get("content")  # after the same chunk's reasoning (pi-ai)
+                if content:
+                    if isinstance(content, list):  # Mistral (magistral): typed parts
+                        for part in content:
+                            self._content_part(part)
+                    else:
+                        self._add_text(str(content))
+                tools = delta.get("tool_calls")
+                if tools:
+                    for tool in tools:
+                        self._tool_delta(tool)
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
@@ -73,27 +88,16 @@ class CompletionsStreamState:
             break
         return usage if isinstance(usage, dict) else None
 
-    def _delta(self, delta: dict[str, Any]) -> None:
-        if not _REASONING_KEYS.isdisjoint(delta):  # one test for the rare fields
-            for name in _REASONING_FIELDS:
-                piece = delta.get(name)
-                if piece:
-                    self._add_thinking(piece, name)
-                    break
-            details = delta.get("reasoning_details")
-            if isinstance(details, list):
-                self._reasoning_details(details)
-        content = delta.get("content")  # after the reasoning of the same chunk, as pi-ai
-        if content:
-            if isinstance(content, list):  # Mistral (magistral): typed thinking/text parts
-                for part in content:
-                    self._content_part(part)
-            else:
-                self._add_text(str(content))
-        tools = delta.get("tool_calls")
-        if tools:
-            for tool in tools:
-                self._tool_delta(tool)
+    def _reasoning(self, delta: dict[str, Any]) -> None:
+        """A delta's thinking: the first reasoning field present, then replay entries."""
+        for name in _REASONING_FIELDS:
+            piece = delta.get(name)
+            if piece:
+                self._add_thinking(piece, name)
+                break
+        details = delta.get("reasoning_details")
+        if isinstance(details, list):
+            self._reasoning_details(details)
 
     def _reasoning_details(self, details: list[Any]) -> None:
         """OpenRouter-style replay entries: the thinking block opens where the first arrives

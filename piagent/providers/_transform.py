@@ -303,13 +303,17 @@ class SegmentCache:
 
     def convert(self, messages: Sequence[AgentMessage], variant: Any,
                 convert: Callable[[Sequence[AgentMessage]], list[Any]],
-                renames: Callable[[Sequence[AgentMessage]], bool]) -> list[Any]:
+                renames: Callable[[Sequence[AgentMessage]], bool],
+                convert_new: Callable[[Sequence[AgentMessage]], list[Any]] | None = None
+                ) -> list[Any]:
         """``convert(messages)``, the shared prefix reused from an earlier request.
 
         ``convert(part)`` converts whole segments; ``renames(part)`` says whether a part
         renames tool-call ids (another model's calls), which later results follow: after
         such a part, and for a tool result whose call came earlier, the transcript is
-        converted whole.
+        converted whole. ``convert_new`` (default ``convert``) converts the segments after
+        a reused prefix: the new messages of a conversation whose conversion is kept here,
+        so it need not keep per-message conversions for a later miss (``WireCache``).
         """
         messages = tuple(messages)
         starts: list[int] = [0]  # segment starts converted so far (the last: where to go on)
@@ -320,6 +324,9 @@ class SegmentCache:
         base = self._best_prefix(messages, rest, variant)
         if base is not None:
             starts, ends, flags, out = base
+            convert_segment = convert if convert_new is None else convert_new
+        else:
+            convert_segment = convert
         position = starts[-1]
         count = len(messages)
         for index in range(position + 1, count + 1):
@@ -328,7 +335,7 @@ class SegmentCache:
             segment = messages[position:index]
             if flags[-1] or not _self_contained(segment):
                 return convert(messages)  # this depends on what came before: all of it, whole
-            out.extend(convert(segment))
+            out.extend(convert_segment(segment))
             starts.append(index)
             ends.append(len(out))
             flags.append(flags[-1] or renames(segment))

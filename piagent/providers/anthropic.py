@@ -191,7 +191,8 @@ def _convert_tools(tools: Sequence[ToolDeclaration],
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks (never mutated later)
 
 
-def _convert_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
+                      ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     i, n = 0, len(messages)
     while i < n:
@@ -201,7 +202,8 @@ def _convert_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
             if content:
                 out.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            blocks = _ASSISTANT_WIRE.get(message, None, _assistant_blocks)
+            blocks = (_ASSISTANT_WIRE.get(message, None, _assistant_blocks) if keep
+                      else _assistant_blocks(message))
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
         elif isinstance(message, ToolResultMessage):
@@ -231,15 +233,18 @@ def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, A
     """The transcript after its leading system messages, transformed and converted; the
     part an earlier request shared is reused (``SegmentCache``)."""
 
-    def convert(part: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+    def convert(part: Sequence[AgentMessage], keep: bool = True) -> list[dict[str, Any]]:
         transformed = transform_messages(part, model, _normalize_tool_call_id)
         _, leading = leading_system_text(transformed)
-        return _convert_messages(transformed[leading:])
+        return _convert_messages(transformed[leading:], keep)
 
     variant = (model.provider, model.api, model.id, tuple(model.input))
+    # the new messages after a kept conversion skip the per-message cache (as in
+    # openai_completions)
     return _SEGMENTS.convert(
         messages, variant, convert,
-        lambda part: renames_tool_call_ids(part, model, _normalize_tool_call_id))
+        lambda part: renames_tool_call_ids(part, model, _normalize_tool_call_id),
+        lambda part: convert(part, False))
 
 
 def _with_cache_breakpoint(out: list[dict[str, Any]],

@@ -126,7 +126,7 @@ def _system_role(model: Model, compat: OpenAICompat) -> str:
 
 
 def _wire_messages(model: Model, messages: Sequence[AgentMessage],
-                   compat: OpenAICompat) -> list[dict[str, Any]]:
+                   compat: OpenAICompat, keep: bool = True) -> list[dict[str, Any]]:
     role = _system_role(model, compat)
     out: list[dict[str, Any]] = []
     if compat.supports_mid_convo_system_messages:
@@ -144,7 +144,8 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": _user_content(message.content, images_ok)})
         elif isinstance(message, AssistantMessage):
-            wire = _ASSISTANT_WIRE.get(message, variant, lambda m: _assistant(m, compat))
+            wire = (_ASSISTANT_WIRE.get(message, variant, lambda m: _assistant(m, compat))
+                    if keep else _assistant(message, compat))
             if wire is not None:
                 out.append(wire)
         elif isinstance(message, ToolResultMessage):
@@ -168,14 +169,17 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
     """The transcript's wire messages: transformed, converted, old segments reused."""
     normalize = _normalize_id(model)
 
-    def convert(part: Sequence[AgentMessage]) -> list[dict[str, Any]]:
-        return _wire_messages(model, transform_messages(part, model, normalize), compat)
+    def convert(part: Sequence[AgentMessage], keep: bool = True) -> list[dict[str, Any]]:
+        return _wire_messages(model, transform_messages(part, model, normalize), compat, keep)
 
     if not compat.supports_mid_convo_system_messages:
         return convert(messages)  # every system message folds into the head: no segments
     variant = (model.provider, model.api, model.id, tuple(model.input), compat)
+    # the new messages after a kept conversion skip the per-message cache: the segment
+    # cache holds their conversion (a later miss converts them again, once, and keeps them)
     return _SEGMENTS.convert(messages, variant, convert,
-                             lambda part: renames_tool_call_ids(part, model, normalize))
+                             lambda part: renames_tool_call_ids(part, model, normalize),
+                             lambda part: convert(part, False))
 
 
 def _user_content(content: str | list[Any], images_ok: bool) -> str | list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal, TypeAlias, Union
+from typing import ClassVar, Literal, TypeAlias, Union, get_args
 
 from ..messages import AssistantMessage, StopReason, ToolCall, now_ms
 from ._eventstream import EventStream
@@ -151,6 +151,10 @@ AssistantMessageEvent: TypeAlias = Union[
 ]
 
 
+# the event types that never end a stream (``_is_terminal`` is false for each)
+_ONGOING: frozenset[type] = frozenset(get_args(AssistantMessageEvent)) - {DoneEvent, ErrorEvent}
+
+
 def _is_terminal(event: AssistantMessageEvent) -> bool:
     return event.type == "done" or event.type == "error"
 
@@ -209,6 +213,7 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
             return message
 
         super().__init__(_is_terminal, final_message)
+        self._ongoing = _ONGOING
         self._time_it = time_it
 
     def end(self, result: AssistantMessage | None = None) -> None:

@@ -45,6 +45,9 @@ class EventStream(Generic[T, R]):
     def __init__(self, is_complete: Callable[[T], bool], extract_result: Callable[[T], R], *,
                  on_finish: Callable[[], None] | None = None) -> None:
         self._is_complete = is_complete
+        # event types that never complete the stream (exact types; a subclass sets them):
+        # push() and the direct hand-over skip the is_complete call for them
+        self._ongoing: frozenset[type] = frozenset()
         self._extract_result = extract_result
         self._on_finish = on_finish
         # carries events, then _END, to the consumer
@@ -80,7 +83,7 @@ class EventStream(Generic[T, R]):
         with self._lock:
             if self._done:
                 return
-            if not self._is_complete(event):
+            if type(event) in self._ongoing or not self._is_complete(event):
                 self._queue.put(event)
                 return
             # the result first: a consumer on another thread sees the event only after
@@ -175,7 +178,8 @@ class EventStream(Generic[T, R]):
                 return _END
             if event is None:
                 return _STEPPED
-            if self._queue.empty() and not self._is_complete(event):
+            if self._queue.empty() and (type(event) in self._ongoing
+                                        or not self._is_complete(event)):
                 return event  # nothing pushed from another thread (an abort) to go first
             self.push(event)  # behind what is queued, dropped once done
         return _STEPPED

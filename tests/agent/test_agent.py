@@ -147,6 +147,17 @@ def test_default_convert_to_llm_keeps_the_four_llm_roles_and_drops_custom_ones()
         system, question, answer, result]
 
 
+def test_default_convert_to_llm_returns_a_new_list_whatever_it_is_given() -> None:
+    transcript = [SystemMessage(content="s"), user("q"), assistant_text("a")]
+    kept = default_convert_to_llm(transcript)  # every message kept: the quick path
+    assert kept == transcript and kept is not transcript
+    kept.append(user("later"))
+    assert len(transcript) == 3  # the hook's answer is its own list
+    # a tuple or a generator is read once, as before
+    assert default_convert_to_llm(tuple(transcript)) == transcript  # type: ignore[arg-type]
+    assert default_convert_to_llm(m for m in [*transcript, Note("n")]) == transcript  # type: ignore[arg-type]
+
+
 def test_the_model_never_sees_custom_messages_by_default() -> None:
     agent, fn = make_agent([assistant_text("ok")], system_prompt="S",
                            messages=[Note("private"), user("earlier")])

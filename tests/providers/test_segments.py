@@ -120,6 +120,29 @@ def test_old_segments_are_reused_not_converted_again() -> None:
     assert converted == [1]  # only the new message: the whole old transcript was reused
 
 
+def test_new_messages_after_a_kept_conversion_skip_the_per_message_cache() -> None:
+    import piagent.providers.openai_completions as oc
+
+    compat = get_compat(MODEL)
+    history: list[Any] = [SystemMessage("sys", timestamp=0), UserMessage("q")]
+    _convert(MODEL, history, compat)  # the conversation's conversion is kept from here
+    reply = AssistantMessage([ToolCall("c1", "calc", {"n": 1})], api=MODEL.api,
+                             provider=MODEL.provider, model=MODEL.id, stop_reason="toolUse")
+    history += [reply, ToolResultMessage("c1", "calc", [TextContent("ok")])]
+    converted = _convert(MODEL, history, compat)
+    assert oc._ASSISTANT_WIRE._entries.get(reply) is None  # the kept conversion holds it
+    assert converted == whole(MODEL, history)  # (which converts through the cache)
+    oc._ASSISTANT_WIRE._entries.put(reply, None)  # forgotten: None is never a stamp
+    assert oc._ASSISTANT_WIRE._entries.get(reply) is None
+    # another conversation with the same messages after a new first one: no kept prefix,
+    # converted whole, and its assistant messages are kept one by one for the next miss
+    again = [SystemMessage("another", timestamp=0), *history[1:]]
+    assert _convert(MODEL, again, compat) == whole(MODEL, again)
+    assert oc._ASSISTANT_WIRE._entries.get(reply) is not None
+    history.append(UserMessage("more"))
+    assert _convert(MODEL, history, compat) == whole(MODEL, history)
+
+
 ANTHROPIC = Model(id="claude-x", api="anthropic-messages", provider="anthropic",
                   base_url="https://api.anthropic.com", input=("text", "image"))
 
