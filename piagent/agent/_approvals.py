@@ -11,6 +11,7 @@ nothing is unsaved here), so a call whose arguments changed since they were show
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -59,13 +60,23 @@ class Approvals:
     the store is atomic, ``waiting`` and ``_next`` are single assignments.
     """
 
-    __slots__ = ("_agent", "_memory", "_next", "waiting")
+    __slots__ = ("_host", "_memory", "_next", "waiting")
 
     def __init__(self, agent: ApprovalHost) -> None:
-        self._agent = agent
+        # weakly: the Agent holds this object, so a strong reference back would make every
+        # Agent a cycle, freed only by the cyclic collector (its transcript with it)
+        self._host = weakref.ref(agent)
         self._memory: MemoryStore | None = None  # made when a batch first waits, no store
         self._next: tuple[dict[str, ApprovalDecision], list[ToolResultMessage]] | None = None
         self.waiting = False
+
+    @property
+    def _agent(self) -> ApprovalHost:
+        agent = self._host()
+        if agent is None:  # only its Agent holds this object: unreachable once it is gone
+            msg = "The Agent these approvals belong to no longer exists."
+            raise ReferenceError(msg)
+        return agent
 
     # --- where ----------------------------------------------------------------------------
 
