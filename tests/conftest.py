@@ -27,13 +27,15 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   the run's abort, which sets ``aborted``).
 * ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
   imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
-* Fixtures: ``no_thread_leak``, ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
+* Fixtures: ``no_gc`` (the cyclic collector off), ``no_thread_leak``,
+  ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
   routed through a proxy).
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import select
@@ -93,6 +95,18 @@ def join_piagent_threads() -> list[str]:
 def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the test (after one collection), so whatever
+    it frees was freed by reference counting alone."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture

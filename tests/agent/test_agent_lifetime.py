@@ -8,10 +8,8 @@ objects would pile up between collections.
 
 from __future__ import annotations
 
-import gc
 import threading
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,16 +17,6 @@ from piagent.testing import assistant_text, assistant_tool_calls
 from tests.conftest import WAIT
 
 from .conftest import make_agent, quick_tool
-
-
-@pytest.fixture
-def no_cyclic_collector() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _run_and_drop() -> tuple[weakref.ref[object], weakref.ref[object]]:
@@ -39,14 +27,14 @@ def _run_and_drop() -> tuple[weakref.ref[object], weakref.ref[object]]:
     return weakref.ref(agent), weakref.ref(agent.state.messages[0])
 
 
-@pytest.mark.usefixtures("no_cyclic_collector")
+@pytest.mark.usefixtures("no_gc")
 def test_an_agent_run_on_the_main_thread_is_freed_when_dropped() -> None:
     agent, first = _run_and_drop()  # a piagent-run worker thread, a tool pool
     assert agent() is None
     assert first() is None  # its transcript too
 
 
-@pytest.mark.usefixtures("no_cyclic_collector")
+@pytest.mark.usefixtures("no_gc")
 def test_an_agent_run_on_a_request_thread_is_freed_when_dropped() -> None:
     refs: list[weakref.ref[object]] = []
     thread = threading.Thread(target=lambda: refs.extend(_run_and_drop()))  # runs right there

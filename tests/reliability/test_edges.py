@@ -14,7 +14,6 @@ import gc
 import json
 import warnings
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -158,16 +157,6 @@ def test_big_usage_from_a_provider_is_exact(api: str) -> None:
 
 
 # --- an abandoned stream closes its socket at once -------------------------------------------
-
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.parametrize("api", APIS)
