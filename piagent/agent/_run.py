@@ -237,14 +237,13 @@ class AgentRun:
 
     def _observe(self, event: AgentEvent) -> None:
         """The worker thread's record of one event, before the listeners see it."""
-        kind = event.type  # read once: a lookup through the class
-        if kind == "message_end":
-            self._messages.append(event.message)  # type: ignore[union-attr]  # by its type
-            self.takings.delivered(event.message)  # type: ignore[union-attr]
-        elif kind == "turn_end":
-            if event.message.error_message:  # type: ignore[union-attr]
-                self._error_message = event.message.error_message  # type: ignore[union-attr]
-        elif kind == "agent_end":
+        if event.type == "message_end":  # (a message_update is recorded by the emit path)
+            self._messages.append(event.message)
+            self.takings.delivered(event.message)
+        elif event.type == "turn_end":
+            if event.message.error_message:
+                self._error_message = event.message.error_message
+        elif event.type == "agent_end":
             self.takings.restore()  # before listeners, so they see the queues right
         self._events.append(event)
         if self._readers:  # nobody waiting (the usual case): no lock, no notify

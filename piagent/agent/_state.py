@@ -126,22 +126,19 @@ class AgentState:
 
     def _apply(self, event: AgentEvent) -> None:
         """The reducer: one event's change to the state."""
-        kind = event.type  # read once: a lookup through the class
-        if kind == "message_update" or kind == "message_start":
-            self._streaming_message = event.message  # type: ignore[union-attr]  # by its type
-        elif kind == "message_end":
+        if event.type == "message_update" or event.type == "message_start":
+            self._streaming_message = event.message
+        elif event.type == "message_end":
             self._streaming_message = None
-            self._messages.append(event.message)  # type: ignore[union-attr]
-        elif kind == "tool_execution_start":
-            self._pending_tool_calls = self._pending_tool_calls | {
-                event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "tool_execution_end":
-            self._pending_tool_calls = self._pending_tool_calls - {
-                event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "turn_end":
-            if event.message.error_message:  # type: ignore[union-attr]
-                self._error_message = event.message.error_message  # type: ignore[union-attr]
-        elif kind == "agent_end":
+            self._messages.append(event.message)
+        elif event.type == "tool_execution_start":
+            self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
+        elif event.type == "tool_execution_end":
+            self._pending_tool_calls = self._pending_tool_calls - {event.tool_call_id}
+        elif event.type == "turn_end":
+            if event.message.error_message:
+                self._error_message = event.message.error_message
+        elif event.type == "agent_end":
             self._streaming_message = None
 
     def _run_started(self) -> None:
