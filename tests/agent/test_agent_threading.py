@@ -28,7 +28,7 @@ from piagent.testing import (
     assistant_text,
     assistant_tool_calls,
 )
-from tests.conftest import WAIT, Recorder, piagent_threads, user
+from tests.conftest import WAIT, Recorder, piagent_threads, user, wait_until
 
 from .conftest import (
     GateTool,
@@ -609,3 +609,66 @@ def test_a_listener_failing_on_a_tool_result_keeps_every_executed_result(executi
     expected = ["call_1"] if execution == "sequential" else ["call_1", "call_2"]
     assert [m.tool_call_id for m in results] == expected  # type: ignore[union-attr]
     assert piagent_threads() == []
+
+
+def test_a_message_update_wakes_a_reader_waiting_for_the_next_event() -> None:
+    # the emit path records a message_update itself: a reader blocked in stream() (off the
+    # main thread, where waits are woken, not sliced) must be woken by it, not only by
+    # whatever kind of event comes next
+    from piagent import Model, TextContent
+    from piagent.stream import (
+        AssistantMessageEventStream,
+        DoneEvent,
+        StartEvent,
+        TextDeltaEvent,
+        TextEndEvent,
+    )
+
+    update_seen = threading.Event()  # set by the reader
+    runs: list[Any] = []  # the reader's run, for the producer to see it waiting
+    released: list[bool] = []
+    producers: list[threading.Thread] = []
+    model = Model(id="m", api="openai-completions", provider="local", base_url="http://x/v1")
+
+    def stream_fn(model: Any, context: Context, options: StreamOptions | None
+                  ) -> AssistantMessageEventStream:
+        stream = AssistantMessageEventStream()
+        message = AssistantMessage(content=[TextContent("")], api=model.api,
+                                   provider=model.provider, model=model.id)
+
+        def produce() -> None:
+            stream.push(StartEvent(message))
+            # the update only once the reader waits for the event after message_start
+            wait_until(lambda: bool(runs) and runs[0]._readers == 1
+                       and runs[0]._events[-1].type == "message_start",
+                       "the reader to wait after the assistant's message_start",
+                       wake=reader.join)
+            message.content[0].text = "hel"  # type: ignore[union-attr]
+            stream.push(TextDeltaEvent(0, "hel", message))
+            released.append(update_seen.wait(WAIT))  # nothing more until the reader has it
+            message.content[0].text = "hello"  # type: ignore[union-attr]
+            stream.push(TextEndEvent(0, "hello", message))
+            stream.push(DoneEvent("stop", message))
+
+        producer = threading.Thread(target=produce, name="test-producer")
+        producers.append(producer)
+        producer.start()
+        return stream
+
+    agent = Agent(model=model, stream_fn=stream_fn)
+
+    def read() -> None:
+        with agent.stream("hi") as events:
+            runs.append(events.run)
+            for event in events:
+                if event.type == "message_update" and not update_seen.is_set():
+                    update_seen.set()
+
+    reader = threading.Thread(target=read, name="test-reader")
+    reader.start()
+    reader.join(2 * WAIT)
+    assert not reader.is_alive()
+    for producer in producers:
+        producer.join(WAIT)
+    assert released == [True]  # the update reached the waiting reader while the model waited
+    assert agent.state.messages[-1].content[0].text == "hello"  # type: ignore[union-attr]
