@@ -113,7 +113,11 @@ class MessageBuilder:
             block.text += delta
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
-                stream.push(TextDeltaEvent(index, delta, self.message))
+                handed = stream.step_events
+                if handed is not None:
+                    handed.append(TextDeltaEvent(index, delta, self.message))
+                else:
+                    stream.push(TextDeltaEvent(index, delta, self.message))
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -156,7 +160,11 @@ class MessageBuilder:
                 block.arguments = parse_streaming_json(buffer)  # always a dict
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
-                stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+                handed = stream.step_events
+                if handed is not None:
+                    handed.append(ToolCallDeltaEvent(index, fragment, self.message))
+                else:
+                    stream.push(ToolCallDeltaEvent(index, fragment, self.message))
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -253,13 +261,21 @@ class MessageBuilder:
             self._push(ErrorEvent(reason, self.message), end=True)
 
     def _push(self, event: Any, *, end: bool = False) -> None:
-        """Push to the stream if anyone still holds it (``_lock`` held)."""
+        """Push to the stream if anyone still holds it (``_lock`` held). On the thread
+        running a pulled step (this builder's worker), an event that does not end the
+        stream goes into the step's ``step_events``: no lock, no queue."""
         stream = self._stream_ref()
         if stream is None:
             return
-        stream.push(event)
         if end:
+            stream.push(event)
             stream.end()
+            return
+        handed = stream.step_events
+        if handed is not None:
+            handed.append(event)
+        else:
+            stream.push(event)
 
     def _open_block(self, block: Any, kind: str) -> int:
         with self._lock:

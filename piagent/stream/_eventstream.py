@@ -7,7 +7,11 @@ Two ways to feed it, one set of end-of-stream rules:
   whenever it needs the next event (provider adapters, the scripted test model). A step may
   yield an event, or push events itself and yield ``None``. No thread is started, no event
   crosses threads, yet ``push`` from another thread (an abort) still ends the stream at once.
-  A yielded event goes straight to the consumer unless something is queued before it.
+  A yielded event goes straight to the consumer unless something is queued before it. While
+  iteration runs a step, ``step_events`` is a list its producer may append non-completing
+  events to (cheaper than ``push``: no lock, no queue); they reach the consumer in order,
+  before anything pushed or yielded during that step. Otherwise (outside a step, or a step
+  run by ``result()``) it is ``None``, and the producer pushes.
 
 The stream is done when an event satisfies ``is_complete`` (its result is
 ``extract_result(event)``), or at ``end()``/``fail()``. Events pushed after that are dropped.
@@ -32,7 +36,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _END: Any = object()  # closes a stream's queue
-_STEPPED: Any = object()  # a pulled step queued its events, or had none
 
 
 class EventStream(Generic[T, R]):
@@ -64,6 +67,10 @@ class EventStream(Generic[T, R]):
         self._steps: Iterator[T | None] | None = None
         self._steps_signal: AbortSignal | None = None
         self._steps_lock = threading.Lock()
+        # while the consumer's thread runs a pulled step: the list that step's producer may
+        # append its non-completing events to, handed over when the step returns (only that
+        # thread touches it); None otherwise
+        self.step_events: list[T] | None = None
 
     # --- producing ------------------------------------------------------------------------
 
@@ -123,11 +130,8 @@ class EventStream(Generic[T, R]):
         events = self._queue
         while True:
             if self._steps is not None and events.empty():
-                pulled = self._pull()
-                if pulled is _STEPPED:
-                    continue
-                if pulled is not _END:
-                    yield pulled  # handed over directly, without the queue
+                yield from self._pull()  # the step's events, handed over without the queue
+                if self._steps is not None:
                     continue
                 if not self._done:  # the producer stopped without ending the stream
                     self.end()
@@ -158,38 +162,45 @@ class EventStream(Generic[T, R]):
         """True once ``result()`` would return (or raise) without waiting."""
         return self._has_result.is_set()
 
-    def _pull(self) -> Any:
-        """Iteration's ``_advance``: an event yielded while nothing is queued is returned, to
-        be handed over directly (it is not the completing one, so the stream is not done);
-        otherwise ``_STEPPED`` once the step's events are queued, ``_END`` once the producer
-        has finished."""
+    def _pull(self, handing: bool = True) -> list[T]:
+        """Run the pulled producer one step on this thread (none once it has finished: then
+        ``_steps`` is ``None``). Returns the step's events that go straight to the consumer,
+        in order: what it put in ``step_events``, then the event it yielded if that does not
+        complete the stream and nothing was pushed from another thread (an abort) meanwhile.
+        Any other yielded event is pushed: behind what is queued, dropped once done.
+        ``handing=False`` (``result()``, which hands nothing over): no ``step_events``, so
+        the step pushes its events."""
         with self._steps_lock:
             steps = self._steps
+            handed: list[T] = []
             if steps is None:
-                return _END
+                return handed
+            self.step_events = handed if handing else None
             try:
                 event = next(steps)
             except StopIteration:
                 self._steps = None
-                return _END
+                return handed
             except BaseException as exc:  # the producer broke: the stream ends with it
                 self._steps = None
                 self.fail(exc)
-                return _END
+                return handed
+            finally:
+                self.step_events = None
             if event is None:
-                return _STEPPED
+                return handed
             if self._queue.empty() and (type(event) in self._ongoing
                                         or not self._is_complete(event)):
-                return event  # nothing pushed from another thread (an abort) to go first
-            self.push(event)  # behind what is queued, dropped once done
-        return _STEPPED
+                handed.append(event)
+            else:
+                self.push(event)
+        return handed
 
     def _advance(self) -> bool:
         """Run the pulled producer one step, queueing its events; False once it has finished."""
-        pulled = self._pull()
-        if pulled is not _STEPPED and pulled is not _END:
-            self.push(pulled)  # result() hands nothing over: queued for a later iteration
-        return pulled is not _END
+        for event in self._pull(handing=False):
+            self.push(event)  # result() hands nothing over: queued for a later iteration
+        return self._steps is not None
 
     def _finish(self) -> None:
         """After the end was read: finish the producer, then ``on_finish`` (once each)."""

@@ -212,3 +212,106 @@ def test_a_push_from_another_thread_while_the_consumer_waits_between_steps() -> 
     _push_from_another_thread(stream, 5)  # queued before the next step runs
     first_read.set()
     assert list(iterator) == [5, 2, -3]
+
+
+# --- step_events: a step's own events, handed over without the queue ------------------------
+
+def _appending(stream: EventStream[int, int], *events: int) -> None:
+    """What a producer does: the step's list while iteration runs it, else ``push``."""
+    handed = stream.step_events
+    if handed is not None:
+        handed.extend(events)
+    else:
+        for event in events:
+            stream.push(event)
+
+
+def test_step_events_reach_the_consumer_in_order_before_what_the_step_pushed() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+    inside: list[bool] = []
+
+    def steps() -> Iterator[int | None]:
+        _appending(stream, 1, 2)
+        yield 3  # after the step's appended events
+        _appending(stream, 4)
+        stream.push(5)  # pushed in the same step: after what it appended
+        yield None
+        _appending(stream, 6)
+        stream.push(-7)  # the completing event, pushed: after the step's events
+        inside.append(stream.step_events is not None)
+        yield None
+
+    assert stream.step_events is None
+    stream.pull_from(steps())
+    assert list(stream) == [1, 2, 3, 4, 5, 6, -7]
+    assert stream.result(0) == 7
+    assert inside == [True]
+    assert stream.step_events is None  # only while a step runs
+
+
+def test_step_events_go_before_an_abort_pushed_from_another_thread_during_the_step() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+
+    def steps() -> Iterator[int | None]:
+        _appending(stream, 1)
+        _push_from_another_thread(stream, -9)  # the abort's final event, while stepping
+        yield None
+        yield 2  # dropped: the stream is done
+        yield -3
+
+    stream.pull_from(steps())
+    assert list(stream) == [1, -9]
+    assert stream.result(0) == 9
+
+
+def test_a_producer_that_stops_after_step_events_without_ending_ends_the_stream() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+
+    def steps() -> Iterator[int | None]:
+        _appending(stream, 1)
+        yield None
+        _appending(stream, 2, 3)  # the last step: then the producer returns
+
+    stream.pull_from(steps())
+    done = threading.Event()
+    seen: list[int] = []
+
+    def consume() -> None:
+        seen.extend(stream)
+        done.set()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    assert done.wait(5), "iteration must end: the producer ended without a final event"
+    consumer.join(5)
+    assert seen == [1, 2, 3]
+    assert stream.done
+
+
+def test_result_queues_step_events_for_a_later_iteration() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+
+    def steps() -> Iterator[int | None]:
+        _appending(stream, 1, 2)
+        yield None
+        _appending(stream, 3)
+        yield -4
+
+    stream.pull_from(steps())
+    assert stream.result(0) == 4
+    assert list(stream) == [1, 2, 3, -4]
+
+
+def test_step_events_is_none_while_result_runs_a_step() -> None:
+    stream: EventStream[int, int] = EventStream(lambda e: e < 0, lambda e: -e)
+    seen: list[object] = []
+
+    def steps() -> Iterator[int | None]:
+        seen.append(stream.step_events)
+        yield 1
+        seen.append(stream.step_events)
+        yield -2
+
+    stream.pull_from(steps())
+    assert stream.result(0) == 2
+    assert seen == [None, None]
