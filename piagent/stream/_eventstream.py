@@ -42,7 +42,8 @@ class EventStream(Generic[T, R]):
     """A stream of events with a final result, safe across threads.
 
     Thread safety: ``push``, ``end`` and ``fail`` may be called from any thread; one
-    consumer iterates and/or calls ``result()`` at a time.
+    consumer iterates and/or calls ``result()`` at a time; ``step_events`` is used only by
+    the pulled producer, on the consumer's thread, during the step it is set for.
     """
 
     def __init__(self, is_complete: Callable[[T], bool], extract_result: Callable[[T], R], *,
