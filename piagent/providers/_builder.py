@@ -113,11 +113,12 @@ class MessageBuilder:
             block.text += delta
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
+                event = TextDeltaEvent(index, delta, self.message)
                 handed = stream.step_events
                 if handed is not None:
-                    handed.append(TextDeltaEvent(index, delta, self.message))
+                    handed.append(event)
                 else:
-                    stream.push(TextDeltaEvent(index, delta, self.message))
+                    stream.push(event)
 
     def open_thinking(self, signature: str | None = None, *, redacted: bool = False) -> int:
         """Append a thinking block and push ``thinking_start``; returns its index."""
@@ -160,11 +161,12 @@ class MessageBuilder:
                 block.arguments = parse_streaming_json(buffer)  # always a dict
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
+                event = ToolCallDeltaEvent(index, fragment, self.message)
                 handed = stream.step_events
                 if handed is not None:
-                    handed.append(ToolCallDeltaEvent(index, fragment, self.message))
+                    handed.append(event)
                 else:
-                    stream.push(ToolCallDeltaEvent(index, fragment, self.message))
+                    stream.push(event)
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
