@@ -22,12 +22,18 @@ usage and timings are the response's record); they are left out so that large de
 not cost every later request. ``tests/providers/test_request_caches.py`` mutates every
 field, those too, and compares the cached request with the uncached one.
 
+The messages one request adds are walked together, a level of their trees at a time, each
+level sorted by type and read with C-level calls (a few dozen Python steps per level,
+however many messages): a snapshot is a list of such batches, and a check finds the first
+batch that changed (the cache converts again from its first message).
+
 Thread safety: a snapshot is built by one thread and then only read (``unchanged``,
 ``prefix`` make new lists); it may be shared between threads once built.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import operator
@@ -51,7 +57,9 @@ from ..messages import (
 __all__ = ["Snapshot"]
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
-_MAX_DEPTH = 64  # deeper (or cyclic) values get no snapshot
+_MAX_DEPTH = 64  # a batch holding deeper values (or a cycle) is covered message by message
+_VALUES = dict.values
+_IS_LEAF = _LEAVES.__contains__
 # Fields that no adapter using these caches reads (openai-completions, anthropic-messages,
 # and transform_messages, which only copies them onto messages it rebuilds): the
 # response's record, the UI's details, unknown JSON keys. Edits of them cannot change a
@@ -90,6 +98,9 @@ _SPECS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
         SystemMessage, UserMessage, AssistantMessage, ToolResultMessage, TextContent,
         ThinkingContent, ImageContent, ToolCall, ToolDeclaration, Usage, Cost)}
 # (Usage and Cost: reachable only through fields left out above, kept for completeness)
+_IS_SPEC = _SPECS.__contains__
+_CONTAINERS = frozenset({list, dict, tuple})
+_WALKABLE = _CONTAINERS | _SPECS.keys()
 
 
 class Snapshot:
@@ -100,12 +111,12 @@ class Snapshot:
     are the very objects. Message ``m``'s fields are read by ``roots[m]``; the objects
     inside the messages, ``objs[i]``, by ``getters[i]``; the values read, concatenated,
     are ``root_values`` and ``values``; ``sized`` are the containers and ``lengths`` their
-    lengths then; ``ends[m]`` = (root values, objects, values, containers) up to and
-    including message ``m``.
+    lengths then. ``ends[b]`` = (messages, root values, objects, values, containers) up to
+    and including batch ``b``; ``counts[b]`` its first item.
     """
 
-    __slots__ = ("ends", "getters", "lengths", "objs", "root_values", "roots", "sized",
-                 "values")
+    __slots__ = ("counts", "ends", "getters", "lengths", "objs", "root_values", "roots",
+                 "sized", "values")
 
     def __init__(self) -> None:
         self.roots: list[Callable[[Any], Any]] = []
@@ -115,128 +126,149 @@ class Snapshot:
         self.values: list[Any] = []
         self.sized: list[Any] = []
         self.lengths: list[int] = []
-        self.ends: list[tuple[int, int, int, int]] = []
+        self.ends: list[tuple[int, int, int, int, int]] = []
+        self.counts: list[int] = []
 
     def __len__(self) -> int:
         """How many messages it covers."""
-        return len(self.ends)
+        return self.counts[-1] if self.counts else 0
 
     def extend(self, messages: Sequence[Any]) -> int:
-        """Add ``messages`` in order, up to the first one that cannot be snapshotted;
+        """Add ``messages`` as one batch, up to the first one that cannot be snapshotted;
         returns how many were added."""
-        objs, getters, sized, values = self.objs, self.getters, self.sized, self.values
-        added = 0
-        for message in messages:
-            getter = _SPECS.get(type(message))
-            if getter is None:
-                break
-            fields = getter(message)
-            o, s = len(objs), len(sized)
-            for item in fields:
-                if type(item) not in _LEAVES and not _walk(item, objs, getters, sized, 1):
-                    del objs[o:], getters[o:], sized[s:]
-                    return added
-            self.roots.append(getter)
-            self.root_values.extend(fields)
-            values.extend(itertools.chain.from_iterable(map(_call, getters[o:], objs[o:])))
-            self.lengths.extend(map(len, sized[s:]))
-            self.ends.append((len(self.root_values), len(objs), len(values), len(sized)))
-            added += 1
-        return added
+        messages = tuple(messages)
+        roots: list[Any] = list(map(_SPECS.get, map(type, messages)))
+        if None in roots:  # an application message: the snapshot ends before it
+            messages = messages[:roots.index(None)]
+            del roots[len(messages):]
+        if not messages:
+            return 0
+        fields = list(map(_call, roots, messages))
+        objs: list[Any] = []
+        getters: list[Callable[[Any], Any]] = []
+        sized: list[Any] = []
+        if not _walk(itertools.chain.from_iterable(fields), objs, getters, sized):
+            if len(messages) == 1:
+                return 0
+            added = 0  # something in the batch cannot be covered: find it, one at a time
+            for message in messages:
+                if not self.extend((message,)):
+                    break
+                added += 1
+            return added
+        self.roots += roots
+        self.root_values.extend(itertools.chain.from_iterable(fields))
+        self.objs += objs
+        self.getters += getters
+        self.values.extend(itertools.chain.from_iterable(map(_call, getters, objs)))
+        self.sized += sized
+        self.lengths.extend(map(len, sized))
+        count = len(self) + len(messages)
+        self.ends.append((count, len(self.root_values), len(self.objs), len(self.values),
+                          len(self.sized)))
+        self.counts.append(count)
+        return len(messages)
 
     def unchanged(self, messages: Sequence[Any], count: int) -> int:
-        """How many of the first ``count`` messages (the very objects snapshotted; at most
-        ``len(self)``) still hold what they held: ``count``, or the index of the first
-        that changed."""
-        count = min(count, len(self.ends), len(messages))
-        if not count:
+        """How many leading messages still hold what they held, checked up to the last
+        batch that ends within the first ``count`` (the very objects snapshotted): that
+        batch's end, or the start of the first batch that changed."""
+        b = bisect.bisect_right(self.counts, min(count, len(messages)))
+        if not b:
             return 0
-        r, o, v, s = self.ends[count - 1]
-        if count == len(self.ends):
+        if self._same(messages, 0, b):
+            return self.counts[b - 1]
+        first = 0  # the rare edit: find the first batch that changed
+        while first < b and self._same(messages, first, first + 1):
+            first += 1
+        return self.counts[first - 1] if first else 0
+
+    def _same(self, messages: Sequence[Any], first: int, last: int) -> bool:
+        """Batches ``first`` to ``last`` (excluded) still hold what they held."""
+        m0, r0, o0, v0, s0 = self.ends[first - 1] if first else (0, 0, 0, 0, 0)
+        m1, r1, o1, v1, s1 = self.ends[last - 1]
+        if first == 0 and last == len(self.ends):
             roots, root_values = self.roots, self.root_values
             objs, getters, values = self.objs, self.getters, self.values
             sized, lengths = self.sized, self.lengths
         else:
-            roots, root_values = self.roots[:count], self.root_values[:r]
-            objs, getters, values = self.objs[:o], self.getters[:o], self.values[:v]
-            sized, lengths = self.sized[:s], self.lengths[:s]
-        if (list(map(len, sized)) == lengths
-                and all(map(operator.is_, itertools.chain.from_iterable(
-                    map(_call, roots, messages)), root_values))
-                and all(map(operator.is_, itertools.chain.from_iterable(
-                    map(_call, getters, objs)), values))):
-            return count
-        for m in range(count):  # the rare edit: find the first message that changed
-            if not self._same(messages[m], m):
-                return m
-        return count  # changed back meanwhile: unchanged as far as this check goes
-
-    def _same(self, message: Any, m: int) -> bool:
-        r0, o0, v0, s0 = self.ends[m - 1] if m else (0, 0, 0, 0)
-        r1, o1, v1, s1 = self.ends[m]
-        if list(map(len, self.sized[s0:s1])) != self.lengths[s0:s1]:
+            roots, root_values = self.roots[m0:m1], self.root_values[r0:r1]
+            objs, getters, values = self.objs[o0:o1], self.getters[o0:o1], self.values[v0:v1]
+            sized, lengths = self.sized[s0:s1], self.lengths[s0:s1]
+        if list(map(len, sized)) != lengths:
             return False
-        fields = self.roots[m](message)
-        if len(fields) != r1 - r0 or not all(map(operator.is_, fields,
-                                                  self.root_values[r0:r1])):
+        now = list(itertools.chain.from_iterable(map(_call, roots, messages[m0:m1])))
+        if len(now) != len(root_values) or not all(map(operator.is_, now, root_values)):
             return False
-        now = list(itertools.chain.from_iterable(
-            map(_call, self.getters[o0:o1], self.objs[o0:o1])))
-        return len(now) == v1 - v0 and all(map(operator.is_, now, self.values[v0:v1]))
+        now = list(itertools.chain.from_iterable(map(_call, getters, objs)))
+        return len(now) == len(values) and all(map(operator.is_, now, values))
 
     def prefix(self, count: int) -> Snapshot:
-        """A snapshot of the first ``count`` messages (a copy)."""
+        """A snapshot of the first ``count`` messages (a copy); ``count`` is 0 or where a
+        batch ends (what ``unchanged`` returns)."""
         out = Snapshot()
-        if count <= 0:
+        b = bisect.bisect_right(self.counts, count)
+        if not b:
             return out
-        r, o, v, s = self.ends[count - 1]
-        out.roots, out.root_values = self.roots[:count], self.root_values[:r]
+        m, r, o, v, s = self.ends[b - 1]
+        out.roots, out.root_values = self.roots[:m], self.root_values[:r]
         out.objs, out.getters, out.values = self.objs[:o], self.getters[:o], self.values[:v]
         out.sized, out.lengths = self.sized[:s], self.lengths[:s]
-        out.ends = self.ends[:count]
+        out.ends, out.counts = self.ends[:b], self.counts[:b]
         return out
 
 
-def _walk(value: Any, objs: list[Any], getters: list[Callable[[Any], Any]],
-          sized: list[Any], depth: int) -> bool:
-    """Append ``value``'s objects (itself, then what it holds); False if it holds
-    something a snapshot cannot prove unchanged."""
-    kind = type(value)
-    if kind in _LEAVES:
-        return True
-    if depth > _MAX_DEPTH:
-        return False
-    depth += 1
-    if kind is list:
-        sized.append(value)
-        if not value:
-            return True  # its length says it is still empty
-        objs.append(value)
-        getters.append(iter)
-        items: Any = value
-    elif kind is dict:
-        sized.append(value)
-        if not value:
-            return True
-        objs.append(value)  # its keys, in order
-        getters.append(iter)
-        objs.append(value)  # its values, in order
-        getters.append(dict.values)
-        for key in value:
-            if type(key) not in _LEAVES:
-                return False
-        items = value.values()
-    elif kind is tuple:
-        items = value  # its own slots cannot change
-    else:
-        spec = _SPECS.get(kind)
-        if spec is None:
+def _holders(items: Any) -> itertools.compress[Any]:
+    """The items that are not leaves (filtered in C: no Python step per leaf)."""
+    items = tuple(items)
+    return itertools.compress(items, map(operator.not_, map(_IS_LEAF, map(type, items))))
+
+
+def _of(kind: type, level: list[Any], kinds: list[type]) -> list[Any]:
+    """The items of ``level`` whose type is ``kind`` (selected in C)."""
+    return list(itertools.compress(level, map(operator.is_, kinds, itertools.repeat(kind))))
+
+
+def _walk(fields: Any, objs: list[Any], getters: list[Callable[[Any], Any]],
+          sized: list[Any]) -> bool:
+    """Append the objects held by ``fields`` (values), at every depth, a level at a time;
+    False if they hold something a snapshot cannot prove unchanged, or are nested deeper
+    than ``_MAX_DEPTH`` (a cycle)."""
+    level = list(_holders(fields))
+    depth = 0
+    while level:
+        depth += 1
+        if depth > _MAX_DEPTH:
             return False
-        getter = spec
-        objs.append(value)
-        getters.append(getter)
-        items = getter(value)
-    for item in items:
-        if type(item) not in _LEAVES and not _walk(item, objs, getters, sized, depth):
+        kinds = list(map(type, level))
+        present = set(kinds)
+        if not present <= _WALKABLE:
             return False
+        below: list[Any] = []
+        if list in present:
+            lists = _of(list, level, kinds)
+            sized += lists
+            lists = list(filter(None, lists))  # (an empty one: its length says it still is)
+            objs += lists
+            getters.extend(itertools.repeat(iter, len(lists)))
+            below.extend(_holders(itertools.chain.from_iterable(lists)))
+        if dict in present:
+            dicts = _of(dict, level, kinds)
+            sized += dicts
+            dicts = list(filter(None, dicts))
+            objs += dicts  # their keys, in order (a key that is no leaf is walked)
+            getters.extend(itertools.repeat(iter, len(dicts)))
+            objs += dicts  # their values, in order
+            getters.extend(itertools.repeat(_VALUES, len(dicts)))
+            below.extend(_holders(itertools.chain.from_iterable(dicts)))
+            below.extend(_holders(itertools.chain.from_iterable(map(_VALUES, dicts))))
+        if tuple in present:  # their own slots cannot change
+            below.extend(_holders(itertools.chain.from_iterable(_of(tuple, level, kinds))))
+        if not present <= _CONTAINERS:
+            blocks = list(itertools.compress(level, map(_IS_SPEC, kinds)))
+            read = list(map(_SPECS.__getitem__, map(type, blocks)))
+            objs += blocks
+            getters += read
+            below.extend(_holders(itertools.chain.from_iterable(map(_call, read, blocks))))
+        level = below
     return True
