@@ -4,13 +4,14 @@ A request cache may reuse an old message's converted form only while the message
 exactly what it held then, at every depth: an application may edit a message in place (a
 ``transform_context`` that shortens old tool results, a hook that assigns a new content
 list, an edit of ``agent.state.messages`` between prompts), and the very next request must
-carry the edit. A snapshot records, for every object of the messages' trees (the message,
-its lists and dicts, its content blocks), the identity of each value it held, and every
-container's length. Checking it again reads the same objects with C-level calls only
-(``operator.attrgetter`` over the fields, the lists' and dicts' own iterators) and
+carry the edit. A snapshot records the referents (``gc.get_referents``: what the garbage
+collector sees an object hold) of every message and of every object inside it that the
+conversion reads (content blocks, lists, dicts), every container's length and every
+dict's keys. Checking it again is a handful of C calls over all of them at once, and
 compares identities: any assignment of a field, any change of a list or dict at any depth
-shows as another object in some slot or another length, and the cache converts that
-message again.
+shows as another object in some place or another length, and the cache converts that
+message again. (An attribute added to or deleted from one object shifts the places after
+it; each object's class ends its run, and no checked value is a class, so a shift shows.)
 
 Identity, not equality: an equal value can encode differently (``1`` for ``True``, ``0.0``
 for ``-0.0``, a dict with its keys in another order). A value may be a ``str``, ``int``,
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import gc
 import itertools
 import operator
 from collections.abc import Callable, Sequence
@@ -108,25 +110,27 @@ class Snapshot:
 
     It holds no reference to the messages themselves (a cache keyed by a message must not
     keep it alive): ``unchanged`` is given them again, and the caller has checked that they
-    are the very objects. Message ``m``'s fields are read by ``roots[m]``; the objects
-    inside the messages, ``objs[i]``, by ``getters[i]``; the values read, concatenated,
-    are ``root_values`` and ``values``; ``sized`` are the containers and ``lengths`` their
-    lengths then. ``ends[b]`` = (messages, root values, objects, values, containers) up to
-    and including batch ``b``; ``counts[b]`` its first item.
+    are the very objects. ``root_refs`` are the messages' referents (``gc.get_referents``:
+    their attributes' values and their class); ``objs`` the objects inside them that the
+    conversion reads (content blocks, lists, dicts), ``refs`` their referents; ``sized``
+    the lists and dicts and ``lengths`` their lengths; ``dicts`` the dicts and ``keys``
+    their keys (a dict of string keys shows only its values as referents). ``ends[b]`` =
+    (messages, root_refs, objs, refs, sized, dicts, keys) up to and including batch ``b``;
+    ``counts[b]`` its first item.
     """
 
-    __slots__ = ("counts", "ends", "getters", "lengths", "objs", "root_values", "roots",
-                 "sized", "values")
+    __slots__ = ("counts", "dicts", "ends", "keys", "lengths", "objs", "refs", "root_refs",
+                 "sized")
 
     def __init__(self) -> None:
-        self.roots: list[Callable[[Any], Any]] = []
-        self.root_values: list[Any] = []
+        self.root_refs: list[Any] = []
         self.objs: list[Any] = []
-        self.getters: list[Callable[[Any], Any]] = []
-        self.values: list[Any] = []
+        self.refs: list[Any] = []
         self.sized: list[Any] = []
         self.lengths: list[int] = []
-        self.ends: list[tuple[int, int, int, int, int]] = []
+        self.dicts: list[Any] = []
+        self.keys: list[Any] = []
+        self.ends: list[tuple[int, int, int, int, int, int, int]] = []
         self.counts: list[int] = []
 
     def __len__(self) -> int:
@@ -143,11 +147,11 @@ class Snapshot:
             del roots[len(messages):]
         if not messages:
             return 0
-        fields = list(map(_call, roots, messages))
-        objs: list[Any] = []
-        getters: list[Callable[[Any], Any]] = []
-        sized: list[Any] = []
-        if not _walk(itertools.chain.from_iterable(fields), objs, getters, sized):
+        blocks: list[Any] = []
+        lists: list[Any] = []
+        dicts: list[Any] = []
+        if not _walk(itertools.chain.from_iterable(map(_call, roots, messages)), blocks,
+                     lists, dicts):
             if len(messages) == 1:
                 return 0
             added = 0  # something in the batch cannot be covered: find it, one at a time
@@ -156,16 +160,23 @@ class Snapshot:
                     break
                 added += 1
             return added
-        self.roots += roots
-        self.root_values.extend(itertools.chain.from_iterable(fields))
+        # an object whose attributes CPython keeps in a __dict__ shows that dict as its
+        # referent (not its attributes' values): the dict is checked like any other
+        for holder in itertools.compress((*messages, *blocks), map(operator.eq, map(
+                len, map(gc.get_referents, (*messages, *blocks))), itertools.repeat(2))):
+            dicts.extend(r for r in gc.get_referents(holder) if type(r) is dict)
+        objs = [*blocks, *lists, *dicts]
+        self.root_refs += gc.get_referents(*messages)
         self.objs += objs
-        self.getters += getters
-        self.values.extend(itertools.chain.from_iterable(map(_call, getters, objs)))
+        self.refs += gc.get_referents(*objs)
+        sized = [*lists, *dicts]
         self.sized += sized
         self.lengths.extend(map(len, sized))
+        self.dicts += dicts
+        self.keys.extend(itertools.chain.from_iterable(dicts))
         count = len(self) + len(messages)
-        self.ends.append((count, len(self.root_values), len(self.objs), len(self.values),
-                          len(self.sized)))
+        self.ends.append((count, len(self.root_refs), len(self.objs), len(self.refs),
+                          len(self.sized), len(self.dicts), len(self.keys)))
         self.counts.append(count)
         return len(messages)
 
@@ -185,23 +196,20 @@ class Snapshot:
 
     def _same(self, messages: Sequence[Any], first: int, last: int) -> bool:
         """Batches ``first`` to ``last`` (excluded) still hold what they held."""
-        m0, r0, o0, v0, s0 = self.ends[first - 1] if first else (0, 0, 0, 0, 0)
-        m1, r1, o1, v1, s1 = self.ends[last - 1]
-        if first == 0 and last == len(self.ends):
-            roots, root_values = self.roots, self.root_values
-            objs, getters, values = self.objs, self.getters, self.values
-            sized, lengths = self.sized, self.lengths
-        else:
-            roots, root_values = self.roots[m0:m1], self.root_values[r0:r1]
-            objs, getters, values = self.objs[o0:o1], self.getters[o0:o1], self.values[v0:v1]
-            sized, lengths = self.sized[s0:s1], self.lengths[s0:s1]
-        if list(map(len, sized)) != lengths:
+        m0, r0, o0, f0, s0, d0, k0 = self.ends[first - 1] if first else (0,) * 7
+        m1, r1, o1, f1, s1, d1, k1 = self.ends[last - 1]
+        whole = first == 0 and last == len(self.ends)
+        sized = self.sized if whole else self.sized[s0:s1]
+        if list(map(len, sized)) != (self.lengths if whole else self.lengths[s0:s1]):
             return False
-        now = list(itertools.chain.from_iterable(map(_call, roots, messages[m0:m1])))
-        if len(now) != len(root_values) or not all(map(operator.is_, now, root_values)):
-            return False
-        now = list(itertools.chain.from_iterable(map(_call, getters, objs)))
-        return len(now) == len(values) and all(map(operator.is_, now, values))
+        return (_same_objects(gc.get_referents(*messages[m0:m1]),
+                              self.root_refs if whole else self.root_refs[r0:r1])
+                and _same_objects(gc.get_referents(*(self.objs if whole
+                                                     else self.objs[o0:o1])),
+                                  self.refs if whole else self.refs[f0:f1])
+                and _same_objects(list(itertools.chain.from_iterable(
+                    self.dicts if whole else self.dicts[d0:d1])),
+                    self.keys if whole else self.keys[k0:k1]))
 
     def prefix(self, count: int) -> Snapshot:
         """A snapshot of the first ``count`` messages (a copy); ``count`` is 0 or where a
@@ -210,12 +218,16 @@ class Snapshot:
         b = bisect.bisect_right(self.counts, count)
         if not b:
             return out
-        m, r, o, v, s = self.ends[b - 1]
-        out.roots, out.root_values = self.roots[:m], self.root_values[:r]
-        out.objs, out.getters, out.values = self.objs[:o], self.getters[:o], self.values[:v]
+        m, r, o, f, s, d, k = self.ends[b - 1]
+        out.root_refs, out.objs, out.refs = self.root_refs[:r], self.objs[:o], self.refs[:f]
         out.sized, out.lengths = self.sized[:s], self.lengths[:s]
+        out.dicts, out.keys = self.dicts[:d], self.keys[:k]
         out.ends, out.counts = self.ends[:b], self.counts[:b]
         return out
+
+
+def _same_objects(now: list[Any], then: list[Any]) -> bool:
+    return len(now) == len(then) and all(map(operator.is_, now, then))
 
 
 def _holders(items: Any) -> itertools.compress[Any]:
@@ -229,11 +241,11 @@ def _of(kind: type, level: list[Any], kinds: list[type]) -> list[Any]:
     return list(itertools.compress(level, map(operator.is_, kinds, itertools.repeat(kind))))
 
 
-def _walk(fields: Any, objs: list[Any], getters: list[Callable[[Any], Any]],
-          sized: list[Any]) -> bool:
-    """Append the objects held by ``fields`` (values), at every depth, a level at a time;
-    False if they hold something a snapshot cannot prove unchanged, or are nested deeper
-    than ``_MAX_DEPTH`` (a cycle)."""
+def _walk(fields: Any, blocks: list[Any], lists: list[Any], dicts: list[Any]) -> bool:
+    """Collect the objects held by ``fields`` (values), at every depth, a level at a time:
+    content blocks (their checked fields walked), lists and dicts; False if they hold
+    something a snapshot cannot prove unchanged, or are nested deeper than ``_MAX_DEPTH``
+    (a cycle)."""
     level = list(_holders(fields))
     depth = 0
     while level:
@@ -246,29 +258,20 @@ def _walk(fields: Any, objs: list[Any], getters: list[Callable[[Any], Any]],
             return False
         below: list[Any] = []
         if list in present:
-            lists = _of(list, level, kinds)
-            sized += lists
-            lists = list(filter(None, lists))  # (an empty one: its length says it still is)
-            objs += lists
-            getters.extend(itertools.repeat(iter, len(lists)))
-            below.extend(_holders(itertools.chain.from_iterable(lists)))
+            found = _of(list, level, kinds)
+            lists += found
+            below.extend(_holders(itertools.chain.from_iterable(found)))
         if dict in present:
-            dicts = _of(dict, level, kinds)
-            sized += dicts
-            dicts = list(filter(None, dicts))
-            objs += dicts  # their keys, in order (a key that is no leaf is walked)
-            getters.extend(itertools.repeat(iter, len(dicts)))
-            objs += dicts  # their values, in order
-            getters.extend(itertools.repeat(_VALUES, len(dicts)))
-            below.extend(_holders(itertools.chain.from_iterable(dicts)))
-            below.extend(_holders(itertools.chain.from_iterable(map(_VALUES, dicts))))
+            found = _of(dict, level, kinds)
+            dicts += found  # a key that is no leaf is walked too
+            below.extend(_holders(itertools.chain.from_iterable(found)))
+            below.extend(_holders(itertools.chain.from_iterable(map(_VALUES, found))))
         if tuple in present:  # their own slots cannot change
             below.extend(_holders(itertools.chain.from_iterable(_of(tuple, level, kinds))))
         if not present <= _CONTAINERS:
-            blocks = list(itertools.compress(level, map(_IS_SPEC, kinds)))
-            read = list(map(_SPECS.__getitem__, map(type, blocks)))
-            objs += blocks
-            getters += read
-            below.extend(_holders(itertools.chain.from_iterable(map(_call, read, blocks))))
+            found = list(itertools.compress(level, map(_IS_SPEC, kinds)))
+            blocks += found
+            below.extend(_holders(itertools.chain.from_iterable(
+                map(_call, map(_SPECS.__getitem__, map(type, found)), found))))
         level = below
     return True
