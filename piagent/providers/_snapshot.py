@@ -11,7 +11,8 @@ dict's keys. Checking it again is a handful of C calls over all of them at once,
 compares identities: any assignment of a field, any change of a list or dict at any depth
 shows as another object in some place or another length, and the cache converts that
 message again. (An attribute added to or deleted from one object shifts the places after
-it; each object's class ends its run, and no checked value is a class, so a shift shows.)
+it; each object's class ends its run, so the shift shows unless the value at just that
+place is that very class.)
 
 Identity, not equality: an equal value can encode differently (``1`` for ``True``, ``0.0``
 for ``-0.0``, a dict with its keys in another order). A value may be a ``str``, ``int``,
@@ -19,8 +20,9 @@ for ``-0.0``, a dict with its keys in another order). A value may be a ``str``, 
 one of the message and content-block dataclasses (exactly those types). A message holding
 anything else (a subclass, an application object) gets no snapshot and is never reused.
 ``_NOT_SENT`` names the fields no adapter reads (a tool result's ``details`` is for the UI;
-usage and timings are the response's record); they are left out so that large details do
-not cost every later request. ``tests/providers/test_request_caches.py`` mutates every
+usage and timings are the response's record); what they hold is not walked (only their
+values' identity is compared), so that large details cost later requests nothing and may
+hold anything. ``tests/providers/test_request_caches.py`` mutates every
 field, those too, and compares the cached request with the uncached one.
 
 The messages one request adds are walked together, a level of their trees at a time, each
