@@ -247,3 +247,30 @@ def test_on_payload_edits_in_place_stay_in_their_own_request(sse_server: Scripte
         fresh = sse_server.requests[-1].body
     assert requests[1] == requests[2] == fresh
     assert b"edited" not in fresh and b"Rome" not in fresh
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_snapshot_sees_an_edit_with_either_identity_check(monkeypatch: pytest.MonkeyPatch,
+                                                             fast: bool) -> None:
+    """The address comparison (CPython) and the portable ``operator.is_`` one agree."""
+    from piagent.providers import _snapshot
+
+    if not fast:
+        monkeypatch.setattr(_snapshot, "_ADDRESSES", None)
+    elif _snapshot._ADDRESSES is None:
+        pytest.skip("this interpreter has no list layout to read addresses from")
+    history: list[Any] = [UserMessage("q"),
+                          AssistantMessage([ToolCall("c1", "t", {"n": 1})], api="x"),
+                          ToolResultMessage("c1", "t", [TextContent("old")]),
+                          UserMessage("q2")]
+    snapshot = _snapshot.Snapshot()
+    assert snapshot.extend(history[:2]) == 2
+    assert snapshot.extend(history[2:]) == 2
+    assert (snapshot.addresses is not None) is fast
+    assert snapshot.unchanged(history, 4) == 4
+    history[1].content[0].arguments["n"] = True  # an equal value of another type
+    assert snapshot.unchanged(history, 4) == 0
+    history[1].content[0].arguments["n"] = 1
+    history[2].content[0].text = "new"
+    assert snapshot.unchanged(history, 4) == 2  # the first batch is still reusable
+    assert snapshot.prefix(2).unchanged(history, 4) == 2
