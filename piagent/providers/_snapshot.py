@@ -30,8 +30,10 @@ level sorted by type and read with C-level calls (a few dozen Python steps per l
 however many messages): a snapshot is a list of such batches, and a check finds the first
 batch that changed (the cache converts again from its first message).
 
-Thread safety: a snapshot is built by one thread and then only read (``unchanged``,
-``prefix`` make new lists); it may be shared between threads once built.
+Thread safety: ``extend`` and ``truncate`` change a snapshot in place, so only its owner
+calls them (``_transform._Conversion`` hands a conversation's snapshot to one request at a
+time); ``unchanged`` only reads, so a snapshot no one changes any more (``WireCache``'s)
+may be checked by any thread.
 """
 
 from __future__ import annotations
@@ -230,23 +232,19 @@ class Snapshot:
                 and _same_objects(now[1], self.refs if whole else self.refs[f0:f1])
                 and _same_objects(now[2], self.keys if whole else self.keys[k0:k1]))
 
-    def prefix(self, count: int) -> Snapshot:
-        """A snapshot of the first ``count`` messages (a copy); ``count`` is 0 or where a
-        batch ends (what ``unchanged`` returns)."""
-        out = Snapshot()
+    def truncate(self, count: int) -> None:
+        """Keep the first ``count`` messages only; ``count`` is 0 or where a batch ends
+        (what ``unchanged`` returns)."""
         b = bisect.bisect_right(self.counts, count)
-        if not b:
-            return out
-        m, r, o, f, s, d, k = self.ends[b - 1]
-        out.root_refs, out.objs, out.refs = self.root_refs[:r], self.objs[:o], self.refs[:f]
-        out.sized, out.lengths = self.sized[:s], self.lengths[:s]
-        out.dicts, out.keys = self.dicts[:d], self.keys[:k]
-        out.ends, out.counts = self.ends[:b], self.counts[:b]
+        if b == len(self.counts):
+            return
+        m, r, o, f, s, d, k = self.ends[b - 1] if b else (0,) * 7
+        del self.root_refs[r:], self.objs[o:], self.refs[f:], self.sized[s:]
+        del self.lengths[s:], self.dicts[d:], self.keys[k:], self.ends[b:], self.counts[b:]
         if self.addresses is not None:
             size = _POINTER
             roots_at, refs_at, keys_at = self.addresses
-            out.addresses = (roots_at[:r * size], refs_at[:f * size], keys_at[:k * size])
-        return out
+            self.addresses = (roots_at[:r * size], refs_at[:f * size], keys_at[:k * size])
 
 
 def _same_objects(now: list[Any], then: list[Any]) -> bool:

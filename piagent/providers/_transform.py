@@ -338,9 +338,12 @@ class SegmentCache:
         kept = self._kept.get(messages[0])  # the same first object, not an equal one
         if kept is None or kept.variant != variant:
             return None
+        snapshot = kept.take_snapshot()
+        if snapshot is None:  # another request of this conversation is using it
+            return None
         shared = 1 + shared_prefix(kept.rest, rest)
         # of those very objects, the ones that still hold what they held when converted
-        shared = kept.snapshot.unchanged(messages, shared)
+        shared = snapshot.unchanged(messages, shared)
         # the last segment start within the shared prefix that also starts a segment of
         # this request (the old list's end may be followed by more of its last segment)
         k = bisect.bisect_right(kept.starts, shared) - 1
@@ -349,28 +352,39 @@ class SegmentCache:
             k -= 1
         if k <= 0:
             return None
+        snapshot.truncate(shared)
         return (kept.starts[:k + 1], kept.ends[:k + 1], kept.flags[:k + 1],
-                kept.output[:kept.ends[k]], kept.snapshot.prefix(shared))
+                kept.output[:kept.ends[k]], snapshot)
 
 
 class _Conversion:
     """One converted transcript: ``rest`` its messages after the first (the key, not held
     here), ``starts[i]`` a segment start, ``ends[i]`` the output length before it,
     ``flags[i]`` whether anything before it renamed tool-call ids; ``snapshot`` what its
-    leading messages held when converted (it ends at the first it cannot cover)."""
+    leading messages held when converted (it ends at the first it cannot cover), taken
+    by the next request of the conversation, which extends it in place: one request owns
+    it at a time (``list.pop`` hands it over atomically; a request that finds it taken
+    converts afresh)."""
 
-    __slots__ = ("ends", "flags", "output", "rest", "snapshot", "starts", "variant")
+    __slots__ = ("_snapshot", "ends", "flags", "output", "rest", "starts", "variant")
 
     def __init__(self, variant: Any, rest: tuple[Any, ...], starts: list[int],
                  ends: list[int], flags: list[bool], output: list[Any],
                  snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
+        self._snapshot = [snapshot]
         self.variant = variant
         self.rest = rest
         self.starts = starts
         self.ends = ends
         self.flags = flags
         self.output = output
+
+    def take_snapshot(self) -> Snapshot | None:
+        """The snapshot, now the caller's alone; ``None`` if another request took it."""
+        try:
+            return self._snapshot.pop()
+        except IndexError:
+            return None
 
 
 def _starts_segment(message: Any) -> bool:
