@@ -140,8 +140,8 @@ class Snapshot:
         self.ends: list[tuple[int, int, int, int, int, int, int]] = []
         self.counts: list[int] = []
         # root_refs, refs and keys as their items' addresses (see _ADDRESSES), or None
-        self.addresses: tuple[bytes, bytes, bytes] | None = (
-            (b"", b"", b"") if _ADDRESSES is not None else None)
+        self.addresses: tuple[bytearray, bytearray, bytearray] | None = (
+            (bytearray(), bytearray(), bytearray()) if _ADDRESSES is not None else None)
 
     def __len__(self) -> int:
         """How many messages it covers."""
@@ -189,8 +189,9 @@ class Snapshot:
         self.keys += keys
         if self.addresses is not None and _ADDRESSES is not None:
             roots_at, refs_at, keys_at = self.addresses
-            self.addresses = (roots_at + _ADDRESSES(root_refs), refs_at + _ADDRESSES(refs),
-                              keys_at + _ADDRESSES(keys))
+            roots_at += _ADDRESSES(root_refs)
+            refs_at += _ADDRESSES(refs)
+            keys_at += _ADDRESSES(keys)
         count = len(self) + len(messages)
         self.ends.append((count, len(self.root_refs), len(self.objs), len(self.refs),
                           len(self.sized), len(self.dicts), len(self.keys)))
@@ -225,6 +226,9 @@ class Snapshot:
         if self.addresses is not None and _ADDRESSES is not None:  # one memcmp each
             size = _POINTER
             roots_at, refs_at, keys_at = self.addresses
+            if whole:
+                return (_ADDRESSES(now[0]) == roots_at and _ADDRESSES(now[1]) == refs_at
+                        and _ADDRESSES(now[2]) == keys_at)
             return (_ADDRESSES(now[0]) == roots_at[r0 * size:r1 * size]
                     and _ADDRESSES(now[1]) == refs_at[f0 * size:f1 * size]
                     and _ADDRESSES(now[2]) == keys_at[k0 * size:k1 * size])
@@ -244,7 +248,7 @@ class Snapshot:
         if self.addresses is not None:
             size = _POINTER
             roots_at, refs_at, keys_at = self.addresses
-            self.addresses = (roots_at[:r * size], refs_at[:f * size], keys_at[:k * size])
+            del roots_at[r * size:], refs_at[f * size:], keys_at[k * size:]
 
 
 def _same_objects(now: list[Any], then: list[Any]) -> bool:
