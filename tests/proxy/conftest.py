@@ -1,6 +1,7 @@
 """Fixtures for proxy tests: ``serve`` (a ``ProxyServer`` factory on 127.0.0.1:0) that
 checks, at teardown, that no piagent thread outlives the test; ``TOKEN``, the servers'
-bearer token. ``WAIT`` and the proxy-free environment are the suite's (``tests/conftest.py``)."""
+bearer token; ``SCRIPTED_BASE_URLS``, what the scripted model may be sent to (the default
+for ``serve``). ``WAIT`` and the proxy-free environment are the suite's (``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from piagent.proxy import ProxyApp, ProxyServer
 from tests.conftest import join_piagent_threads
 
 TOKEN = "test-token-123"
+SCRIPTED_BASE_URLS = {"scripted": "https://example.invalid"}
+"""``allowed_base_urls`` for ``ScriptedStreamFn``'s model (its provider is not catalogued)."""
 
 
 @pytest.fixture
@@ -24,6 +27,7 @@ def serve() -> Iterator[Callable[..., ProxyServer]]:
         if app is None:
             kwargs.setdefault("auth_tokens", [TOKEN])
             kwargs.setdefault("heartbeat_s", 0.05)
+            kwargs.setdefault("allowed_base_urls", SCRIPTED_BASE_URLS)
             app = ProxyApp(stream_fn, **kwargs)
         server = ProxyServer(app).start()
         servers.append(server)
