@@ -132,7 +132,7 @@ def _provider_url(text: str) -> tuple[str, str]:
 
     provider, sep, url = text.partition("=")
     expected = "PROVIDER=URL, e.g. openai=https://gateway.example/v1"
-    if not sep or not provider.strip() or not url:
+    if not sep or not provider or provider != "".join(provider.split()) or not url:
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     try:
         ProxyApp(auth_tokens="-", allowed_base_urls={provider: url})

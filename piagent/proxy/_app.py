@@ -109,8 +109,7 @@ class ProxyApp:
         self.max_body_bytes = max_body_bytes
         self.get_api_key = get_api_key
         self.resolve_model = resolve_model
-        self.allowed_base_urls = parse_allowed(allowed_base_urls)
-        self._base_urls = BaseUrlPolicy(self.allowed_base_urls)
+        self._base_urls = BaseUrlPolicy(parse_allowed(allowed_base_urls))
         self.heartbeat_s = heartbeat_s
         # guards _live: responses being streamed, so close() can abort them
         self._live_lock = threading.Lock()

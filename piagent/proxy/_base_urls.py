@@ -52,11 +52,14 @@ def normal(url: str) -> _Normal | None:
 
 
 @lru_cache(maxsize=1)
-def _catalogue_urls() -> dict[str, tuple[str, ...]]:
-    """Each catalogued provider's base URLs, read from the catalogue on first use."""
+def _catalogue_urls() -> dict[str, tuple[tuple[str, ...], frozenset[_Normal]]]:
+    """Each catalogued provider's base URLs (as written, and as compared), read from the
+    catalogue on the first request."""
     from ..providers import get_models, get_providers
 
-    return {p: tuple(sorted({m.base_url for m in get_models(p)})) for p in get_providers()}
+    found = {p: sorted({m.base_url for m in get_models(p)}) for p in get_providers()}
+    return {p: (tuple(urls), frozenset(filter(None, map(normal, urls))))
+            for p, urls in found.items()}
 
 
 def parse_allowed(allowed: object) -> dict[str, tuple[str, ...]]:
@@ -70,9 +73,10 @@ def parse_allowed(allowed: object) -> dict[str, tuple[str, ...]]:
         raise TypeError(msg)
     result: dict[str, tuple[str, ...]] = {}
     for provider, urls in allowed.items():
-        if not isinstance(provider, str) or not provider.strip():
-            msg = (f"{_PARAM}: every key must be a provider name (a non-empty str), "
-                   f"got {provider!r}.")
+        if not isinstance(provider, str) or not provider or provider != "".join(
+                provider.split()):
+            msg = (f"{_PARAM}: every key must be a provider name (a non-empty str without "
+                   f"spaces), got {provider!r}.")
             raise ValueError(msg) if isinstance(provider, str) else TypeError(msg)
         many: Iterable[object] = (urls,) if isinstance(urls, str) else _iterable(provider, urls)
         checked = tuple(_checked_url(provider, url) for url in many)
@@ -118,9 +122,8 @@ class BaseUrlPolicy:
         provider = model.provider
         url = model.base_url
         wanted = normal(url) if isinstance(url, str) else None
-        catalogue = _catalogue_urls().get(provider, ())
-        if wanted is not None and (wanted in self._allowed.get(provider, ()) or any(
-                wanted == normal(known) for known in catalogue)):
+        catalogue, known = _catalogue_urls().get(provider, ((), frozenset()))
+        if wanted is not None and (wanted in known or wanted in self._allowed.get(provider, ())):
             return
         text = str(url)
         shown = text if len(text) <= _MAX_ECHO else text[:_MAX_ECHO] + "…"

@@ -69,6 +69,7 @@ def test_proxy_limits_and_ctrl_c_with_a_stuck_client():
 @pytest.mark.parametrize(("value", "why"), [
     ("openai", ""),
     ("=https://gateway.example/v1", ""),
+    ("open ai=https://gateway.example/v1", ""),
     ("openai=", ""),
     ("openai=gateway.example/v1", " (an http:// or https:// URL with a host)"),
     ("openai=ftp://gateway.example/v1", " (an http:// or https:// URL with a host)"),

@@ -166,9 +166,9 @@ def test_resolve_model_runs_first_and_the_model_it_returns_is_checked(serve, cap
     ("https://x.example/v1", TypeError, "ProxyApp(allowed_base_urls=...) takes a mapping of "
      "provider to base URL(s), e.g. {'openai': 'https://gateway.example/v1'}; got str."),
     ({"": "https://x.example"}, ValueError, "ProxyApp(allowed_base_urls=...): every key must be "
-     "a provider name (a non-empty str), got ''."),
+     "a provider name (a non-empty str without spaces), got ''."),
     ({1: "https://x.example"}, TypeError, "ProxyApp(allowed_base_urls=...): every key must be a "
-     "provider name (a non-empty str), got 1."),
+     "provider name (a non-empty str without spaces), got 1."),
     ({"openai": []}, ValueError, "ProxyApp(allowed_base_urls=...)['openai'] is empty; give at "
      "least one base URL or leave it out."),
     ({"openai": 42}, TypeError, "ProxyApp(allowed_base_urls=...)['openai'] must be a base URL "
@@ -180,6 +180,7 @@ def test_resolve_model_runs_first_and_the_model_it_returns_is_checked(serve, cap
      "backslashes or non-ASCII characters)."),
     ({"vllm": ["http://ok.example", "ftp://h/v1"]}, ValueError, "ProxyApp(allowed_base_urls="
      "...)['vllm']: 'ftp://h/v1' is not an http:// or https:// URL with a host"),
+    ({" vllm": "http://h/v1"}, ValueError, "(a non-empty str without spaces), got ' vllm'."),
     ({"vllm": "http://h st/v1"}, ValueError, "'http://h st/v1' is not an http:// or https://"),
     ({"vllm": "http://h:99999/v1"}, ValueError, "'http://h:99999/v1' is not an http://"),
 ])
