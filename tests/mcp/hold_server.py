@@ -6,9 +6,10 @@ official ``mcp`` 2.3.0 SDK or with fastmcp 4.x, answering ``tools/call`` as one
 then) or as an SSE stream (headers at once). Both protocol generations are spoken.
 
 The tool ``hold(tag)`` prints ``MARK started <tag> <request id>``, then waits, shielded
-from cancellation, until ``POST /release``; then it answers "released <tag>" (an answer
-that comes late, after the client gave up). Every ``notifications/cancelled`` the server
-receives is printed as ``MARK cancel <requestId>``, before the SDK sees it.
+from cancellation, until ``POST /release?tag=<tag>`` (``POST /release`` releases every
+hold, now and later); then it prints ``MARK answered <tag>`` and answers "released <tag>"
+(an answer that comes late, after the client gave up). Every ``notifications/cancelled``
+the server receives is printed as ``MARK cancel <requestId>``, before the SDK sees it.
 """
 
 import json
@@ -19,23 +20,36 @@ import anyio
 import uvicorn
 
 Scope = dict[str, Any]
-_release: list[anyio.Event] = []  # created on the server's event loop, on first use
+_release: dict[str, anyio.Event] = {}  # tag -> its event (made on the server's event loop)
+_released_all: list[bool] = []
 
 
 def mark(text: str) -> None:
     print(f"MARK {text}", flush=True)
 
 
-def release_event() -> anyio.Event:
-    if not _release:
-        _release.append(anyio.Event())
-    return _release[0]
+def release_event(tag: str) -> anyio.Event:
+    if tag not in _release:
+        _release[tag] = anyio.Event()
+        if _released_all:
+            _release[tag].set()
+    return _release[tag]
+
+
+def release(query: str) -> None:
+    tag = query.removeprefix("tag=")
+    if query:
+        release_event(tag).set()
+        return
+    _released_all.append(True)
+    for event in _release.values():
+        event.set()
 
 
 async def hold(tag: str, request_id: Any) -> str:
     mark(f"started {tag} {request_id}")
     with anyio.CancelScope(shield=True):  # a server that goes on working and answers late
-        await release_event().wait()
+        await release_event(tag).wait()
     mark(f"answered {tag}")
     return f"released {tag}"
 
@@ -49,7 +63,7 @@ def recording(app: Any) -> Any:
             await app(scope, receive, send)
             return
         if scope["path"] == "/release":
-            release_event().set()
+            release(scope["query_string"].decode())
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"released"})
             return
