@@ -359,8 +359,13 @@ class _WatchedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _WatchedHTTPSConnection
 
 
+_PLAIN_POOLS = {"http": HTTPConnectionPool, "https": HTTPSConnectionPool}
+
+
 def _watched(manager: PoolManager) -> PoolManager:
-    manager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+    """``manager`` with watched pools; one with pools of its own (SOCKS) is left as it is."""
+    if manager.pool_classes_by_scheme == _PLAIN_POOLS:
+        manager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
     return manager
 
 
