@@ -9,6 +9,7 @@ the batches (``_tools.py``) use the same steps.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     now_ms,
+    sanitize_surrogates,
 )
 from ..sessions import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
@@ -163,16 +165,30 @@ def _coerce_result(value: Any) -> AgentToolResult:
     raise TypeError(msg)
 
 
+def clean_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with lone surrogates removed from its text content (pi-ai's
+    ``sanitizeSurrogates``: a file name ``os.fsdecode`` made, half an emoji); ``result``
+    itself when it holds none. ``details`` is cleaned where it is serialized (stores, SSE)."""
+    for block in result.content:
+        if type(block) is TextContent and not block.text.isascii():
+            text = sanitize_surrogates(block.text)
+            if text is not block.text:
+                return dataclasses.replace(result, content=[
+                    dataclasses.replace(b, text=sanitize_surrogates(b.text))
+                    if isinstance(b, TextContent) else b for b in result.content])
+    return result
+
+
 def execute_prepared(prepared: Prepared, signal: AbortSignal,
                      on_update: Callable[[Any], None]) -> Finalized:
     """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
     call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
-                                                      on_update))
+        result = clean_result(_coerce_result(prepared.tool.execute(call.id, prepared.args,
+                                                                   signal, on_update)))
     except Exception as exc:  # a failing tool is a result the model can read
-        return Finalized(call, tool_failure_result(call.name, exc), True,
+        return Finalized(call, clean_result(tool_failure_result(call.name, exc)), True,
                          round((time.monotonic() - started) * 1000))
     return Finalized(call, result, result.is_error is True,
                      round((time.monotonic() - started) * 1000))
@@ -209,7 +225,7 @@ def finalize(context: AgentContext, assistant_message: AssistantMessage, prepare
                 is_error = override.is_error
     except Exception as exc:  # the hook's failure becomes this call's error result
         result, is_error = error_result(exception_text(exc)), True
-    return Finalized(prepared.tool_call, result, is_error, executed.duration_ms)
+    return Finalized(prepared.tool_call, clean_result(result), is_error, executed.duration_ms)
 
 
 def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],

@@ -7,11 +7,20 @@ matching ``start``/``*_start``/``*_delta``/``*_end``/``done``/``error`` events.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from typing import Any, TypeVar
 
-from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
+from ..messages import (
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    sanitize_surrogates,
+    sanitize_surrogates_in,
+)
 from ..models import Model, calculate_cost
 from ..stream import (
     AssistantMessageEventStream,
@@ -33,6 +42,10 @@ from ..stream import (
 __all__ = ["MessageBuilder"]
 
 _Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
+
+# A surrogate code point, or a JSON escape of one (\\uD800-\\uDFFF) in argument text
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAY_ESCAPE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 class MessageBuilder:
@@ -65,6 +78,12 @@ class MessageBuilder:
         # tool-call index → the JSON text its ``arguments`` were last parsed from (that very
         # string object), so an unchanged text is not parsed again
         self._parsed: dict[int, str] = {}
+        # block index → a high surrogate that ended the last delta and the length of the
+        # block's text when it was held back: the next delta may bring its low half
+        self._held: dict[int, tuple[str, int]] = {}
+        # tool-call indexes whose argument text holds a surrogate or an escape of one: their
+        # parsed arguments are cleaned of unpaired surrogates
+        self._suspect: set[int] = set()
 
     @property
     def ended(self) -> bool:
@@ -110,6 +129,8 @@ class MessageBuilder:
             block = self.message.content[index]
             if type(block) is not TextContent:
                 block = self._block(index, TextContent)  # a subclass, or the adapter's mistake
+            if not delta.isascii() and _SURROGATE.search(delta):
+                delta = self._whole(index, delta, len(block.text))
             block.text += delta
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
@@ -131,6 +152,8 @@ class MessageBuilder:
             if self._ended:
                 return
             block = self._block(index, ThinkingContent)
+            if not delta.isascii() and _SURROGATE.search(delta):
+                delta = self._whole(index, delta, len(block.thinking))
             block.thinking += delta
             self._push(ThinkingDeltaEvent(index, delta, self.message))
 
@@ -138,10 +161,14 @@ class MessageBuilder:
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
+        arguments_json = sanitize_surrogates(arguments_json)
         block = ToolCall(id=call_id, name=name,
                          arguments=parse_streaming_json(arguments_json) if arguments_json else {})
         index = self._open_block(block, "toolCall")
         self._args[index] = self._parsed[index] = arguments_json
+        if _MAY_ESCAPE_SURROGATE.search(arguments_json):
+            self._suspect.add(index)
+            block.arguments = sanitize_surrogates_in(block.arguments)
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
@@ -156,9 +183,19 @@ class MessageBuilder:
             if type(block) is not ToolCall:
                 block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
             if fragment:
-                buffer = self._args.get(index, "") + fragment
+                before = self._args.get(index, "")
+                if not fragment.isascii() and _SURROGATE.search(fragment):
+                    fragment = self._whole(index, fragment, len(before))
+                buffer = before + fragment
                 self._args[index] = self._parsed[index] = buffer
-                block.arguments = parse_streaming_json(buffer)  # always a dict
+                arguments = parse_streaming_json(buffer)  # always a dict
+                # an escape of a surrogate may straddle the fragments: look 5 characters
+                # back (a negative start is 0)
+                if index in self._suspect or _MAY_ESCAPE_SURROGATE.search(buffer,
+                                                                          len(before) - 5):
+                    self._suspect.add(index)
+                    arguments = sanitize_surrogates_in(arguments)
+                block.arguments = arguments
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
                 event = ToolCallDeltaEvent(index, fragment, self.message)
@@ -174,8 +211,12 @@ class MessageBuilder:
             if self._ended:
                 return
             block = self._block(index, ToolCall)
+            arguments_json = sanitize_surrogates(arguments_json)
             self._args[index] = self._parsed[index] = arguments_json
             block.arguments = parse_streaming_json(arguments_json)
+            if _MAY_ESCAPE_SURROGATE.search(arguments_json):
+                self._suspect.add(index)
+                block.arguments = sanitize_surrogates_in(block.arguments)
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -209,6 +250,8 @@ class MessageBuilder:
             block = self.message.content[index]
             if kind is None:
                 return
+            if self._held:
+                self._held.pop(index, None)  # an unpaired high surrogate at the end: dropped
             if isinstance(block, TextContent):
                 self._push(TextEndEvent(index, block.text, self.message))
             elif isinstance(block, ThinkingContent):
@@ -217,6 +260,10 @@ class MessageBuilder:
                 text = self._args.pop(index, "")
                 if self._parsed.pop(index, None) is not text:  # else: parsed from it already
                     block.arguments = parse_streaming_json(text)
+                    if _MAY_ESCAPE_SURROGATE.search(text):
+                        self._suspect.add(index)
+                if index in self._suspect:
+                    block.arguments = sanitize_surrogates_in(block.arguments)
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
@@ -261,6 +308,22 @@ class MessageBuilder:
             self._args.clear()
             self._parsed.clear()
             self._push(ErrorEvent(reason, self.message), end=True)
+
+    def _whole(self, index: int, delta: str, length: int) -> str:
+        """``delta`` (which holds a surrogate) made whole: a high surrogate held back from
+        the previous delta of the block (``length``: the block's text is as long as when it
+        was held) goes in front, pairs side by side become their character, a high surrogate
+        at the end is held back for the next delta, and the rest of the unpaired ones are
+        removed (pi-ai's ``sanitizeSurrogates``). ``_lock`` held."""
+        held = self._held.pop(index, None)
+        if held is not None and held[1] == length:
+            delta = held[0] + delta
+        last = delta[-1]
+        if "\ud800" <= last <= "\udbff":
+            delta = sanitize_surrogates(delta[:-1])
+            self._held[index] = (last, length + len(delta))
+            return delta
+        return sanitize_surrogates(delta)
 
     def _push(self, event: Any, *, end: bool = False) -> None:
         """Push to the stream if anyone still holds it (``_lock`` held). On the thread

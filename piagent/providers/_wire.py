@@ -17,6 +17,7 @@ from typing import Any
 import urllib3.response
 
 from ..errors import ProviderResponseError
+from ..messages import sanitize_surrogates
 from ..stream import ProviderResponse
 from ._errors import clip
 from ._keep import ByOwner
@@ -139,8 +140,13 @@ def arguments_json(arguments: Any) -> str:
 
 
 def json_dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, the encoding used for every request body."""
-    return _BODY_ENCODER.encode(value).encode("utf-8")
+    """Compact UTF-8 JSON, the encoding used for every request body; a lone surrogate
+    (which UTF-8 cannot encode) is removed, as pi-ai's ``sanitizeSurrogates`` does."""
+    text = _BODY_ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # raw in the JSON text: removing it there removes it from the value
+        return sanitize_surrogates(text).encode("utf-8")
 
 
 class PrefixEncoder:
@@ -171,6 +177,12 @@ class PrefixEncoder:
         what the conversation's entry is kept by (see the class)."""
         if field not in body:
             return json_dumps(body)
+        try:
+            return self._encode(body, field, owner)
+        except UnicodeEncodeError:  # a lone surrogate: json_dumps removes it; nothing kept
+            return json_dumps(body)
+
+    def _encode(self, body: Mapping[str, Any], field: str, owner: object) -> bytes:
         before: dict[Any, Any] = {}
         after: dict[Any, Any] = {}
         side = before
