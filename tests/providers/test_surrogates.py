@@ -11,7 +11,6 @@ with any split.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -24,37 +23,9 @@ from piagent.providers.kit import MessageBuilder
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
 from tests.conftest import ASTRAL_TEXT, WAIT, assert_utf8, js_sanitized, utf16_units
 
-from .sse_script import Reply, ScriptedServer
+from .sse_script import Reply, ScriptedServer, completions_body
 
 MODEL = Model(id="m", api="test-api", provider="test", base_url="http://127.0.0.1:9")
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"  # ascii: a lone half escaped
-
-
-def _call(index: int, fragment: str, call_id: str | None = None) -> bytes:
-    call: dict[str, Any] = {"index": index, "function": {"arguments": fragment}}
-    if call_id is not None:
-        call.update(id=call_id, type="function")
-        call["function"]["name"] = "echo"
-    return _chunk({"tool_calls": [call]})
-
-
-def completions_body(text: str) -> list[bytes]:
-    """Thinking, text and two tool calls' arguments ``{"a": text}``, one UTF-16 code unit
-    (or one character of escaped JSON) per chunk: every prefix is a partial value."""
-    units = utf16_units(text)
-    body = [_chunk({"reasoning_content": u}) for u in units]
-    body += [_chunk({"content": u}) for u in units]
-    body.append(_call(0, "", "call_1"))
-    body += [_call(0, c) for c in json.dumps({"a": text})]  # "\ud83d\ude00", escaped twice
-    body.append(_call(1, "", "call_2"))
-    body += [_call(1, u) for u in utf16_units(json.dumps({"a": text}, ensure_ascii=False))]
-    body += [_chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
-    return body
 
 
 def check_partial(event: Any, text: str) -> None:
