@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from piagent.messages import UserMessage, message_to_dict
 from piagent.models import Model
@@ -46,7 +46,7 @@ def server() -> Any:
     scripted.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None)
 @given(text=ASTRAL_TEXT)
 def test_a_split_pair_through_openai_completions_never_leaves_half(server: ScriptedServer,
                                                                    text: str) -> None:
