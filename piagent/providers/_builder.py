@@ -79,7 +79,8 @@ class MessageBuilder:
         # string object), so an unchanged text is not parsed again
         self._parsed: dict[int, str] = {}
         # block index → a high surrogate that ended the last delta and the length of the
-        # block's text when it was held back: the next delta may bring its low half
+        # block's text when it was held back: the next delta may bring its low half (left
+        # here when none does: it is never sent, so an unpaired one at the end is dropped)
         self._held: dict[int, tuple[str, int]] = {}
         # tool-call indexes whose argument text holds a surrogate or an escape of one: their
         # parsed arguments are cleaned of unpaired surrogates
@@ -184,18 +185,15 @@ class MessageBuilder:
                 block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
             if fragment:
                 before = self._args.get(index, "")
-                if not fragment.isascii() and _SURROGATE.search(fragment):
-                    fragment = self._whole(index, fragment, len(before))
                 buffer = before + fragment
-                self._args[index] = self._parsed[index] = buffer
-                arguments = parse_streaming_json(buffer)  # always a dict
-                # an escape of a surrogate may straddle the fragments: look 5 characters
-                # back (a negative start is 0)
-                if index in self._suspect or _MAY_ESCAPE_SURROGATE.search(buffer,
-                                                                          len(before) - 5):
-                    self._suspect.add(index)
-                    arguments = sanitize_surrogates_in(arguments)
-                block.arguments = arguments
+                # a surrogate, or an escape of one, which may straddle two fragments: the
+                # search starts 5 characters back (a negative start is 0)
+                if _MAY_ESCAPE_SURROGATE.search(buffer, len(before) - 5) or (
+                        self._suspect and index in self._suspect):
+                    fragment = self._add_suspect_arguments(block, index, before, fragment)
+                else:
+                    self._args[index] = self._parsed[index] = buffer
+                    block.arguments = parse_streaming_json(buffer)  # always a dict
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
                 event = ToolCallDeltaEvent(index, fragment, self.message)
@@ -204,6 +202,20 @@ class MessageBuilder:
                     handed.append(event)
                 else:
                     stream.push(event)
+
+    def _add_suspect_arguments(self, block: ToolCall, index: int, before: str,
+                               fragment: str) -> str:
+        """``add_tool_arguments`` for arguments that hold a surrogate or an escape of one:
+        a high surrogate at the fragment's end is held back (``_whole``), and unpaired
+        surrogates are removed from the parsed arguments from now on. Returns the fragment
+        the event carries. ``_lock`` held."""
+        if not fragment.isascii() and _SURROGATE.search(fragment):
+            fragment = self._whole(index, fragment, len(before))
+        buffer = before + fragment
+        self._args[index] = self._parsed[index] = buffer
+        self._suspect.add(index)
+        block.arguments = sanitize_surrogates_in(parse_streaming_json(buffer))
+        return fragment
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -250,20 +262,17 @@ class MessageBuilder:
             block = self.message.content[index]
             if kind is None:
                 return
-            if self._held:
-                self._held.pop(index, None)  # an unpaired high surrogate at the end: dropped
             if isinstance(block, TextContent):
                 self._push(TextEndEvent(index, block.text, self.message))
             elif isinstance(block, ThinkingContent):
                 self._push(ThinkingEndEvent(index, block.thinking, self.message))
             elif isinstance(block, ToolCall):
                 text = self._args.pop(index, "")
-                if self._parsed.pop(index, None) is not text:  # else: parsed from it already
+                # else: parsed (and cleaned of unpaired surrogates) from it already
+                if self._parsed.pop(index, None) is not text:
                     block.arguments = parse_streaming_json(text)
-                    if _MAY_ESCAPE_SURROGATE.search(text):
-                        self._suspect.add(index)
-                if index in self._suspect:
-                    block.arguments = sanitize_surrogates_in(block.arguments)
+                    if index in self._suspect or _MAY_ESCAPE_SURROGATE.search(text):
+                        block.arguments = sanitize_surrogates_in(block.arguments)
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:

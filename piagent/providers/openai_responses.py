@@ -25,6 +25,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    sanitize_surrogates,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
@@ -282,15 +283,16 @@ class _StreamState:
         item_type = item.get("type")
         if item_type == "reasoning":
             summaries = [s.get("text", "") for s in item.get("summary") or ()]
-            text = "\n\n".join(summaries) or "\n\n".join(
-                c.get("text", "") for c in item.get("content") or ())
+            text = sanitize_surrogates("\n\n".join(summaries) or "\n\n".join(
+                c.get("text", "") for c in item.get("content") or ()))
             if text:
                 self._complete(index, block.thinking, text, self.out.add_thinking)
                 block.thinking = text
             block.thinking_signature = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
         elif item_type == "message":
             parts = item.get("content") or ()
-            text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
+            text = sanitize_surrogates("".join(p.get("text") or p.get("refusal") or ""
+                                               for p in parts))
             if text:
                 self._complete(index, block.text, text, self.out.add_text)
                 block.text = text
