@@ -70,7 +70,8 @@ class MessageBuilder:
         self.model = model
         self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
         self._stream_ref = weakref.ref(stream)
-        self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
+        # guards _ended, _started, _open, _held, _suspect and message mutation
+        self._lock = threading.Lock()
         self._ended = False
         self._started = False
         self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
