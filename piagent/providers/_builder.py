@@ -43,9 +43,13 @@ __all__ = ["MessageBuilder"]
 
 _Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
 
-# A surrogate code point, or a JSON escape of one (\\uD800-\\uDFFF) in argument text
+# A surrogate code point; in argument JSON also an escape of one (\\uD800 to \\uDFFF); the
+# start of an escape at the end of a fragment (the rest may come with the next one); and the
+# three at once, the one search an argument fragment gets on the usual path
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_MAY_ESCAPE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_OPEN_ESCAPE = re.compile(r"\\(?:u[dD]?)?\Z")
+_WATCH = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]|\\(?:u[dD]?)?\Z")
 
 
 class MessageBuilder:
@@ -70,7 +74,7 @@ class MessageBuilder:
         self.model = model
         self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
         self._stream_ref = weakref.ref(stream)
-        # guards _ended, _started, _open, _held, _suspect and message mutation
+        # guards _ended, _started, _open, _held, _suspect, _watch and message mutation
         self._lock = threading.Lock()
         self._ended = False
         self._started = False
@@ -86,6 +90,9 @@ class MessageBuilder:
         # tool-call indexes whose argument text holds a surrogate or an escape of one: their
         # parsed arguments are cleaned of unpaired surrogates
         self._suspect: set[int] = set()
+        # tool-call indexes whose next fragment is checked with the text before it: the
+        # suspect ones, and those whose text ends where an escape may begin
+        self._watch: set[int] = set()
 
     @property
     def ended(self) -> bool:
@@ -163,14 +170,16 @@ class MessageBuilder:
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
-        arguments_json = sanitize_surrogates(arguments_json)
+        watched = bool(arguments_json) and _WATCH.search(arguments_json) is not None
+        if watched:
+            arguments_json = sanitize_surrogates(arguments_json)
         block = ToolCall(id=call_id, name=name,
                          arguments=parse_streaming_json(arguments_json) if arguments_json else {})
         index = self._open_block(block, "toolCall")
         self._args[index] = self._parsed[index] = arguments_json
-        if _MAY_ESCAPE_SURROGATE.search(arguments_json):
-            self._suspect.add(index)
-            block.arguments = sanitize_surrogates_in(block.arguments)
+        if watched:
+            with self._lock:
+                block.arguments = self._watched(index, arguments_json, 0, block.arguments)
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
@@ -185,13 +194,9 @@ class MessageBuilder:
             if type(block) is not ToolCall:
                 block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
             if fragment:
-                before = self._args.get(index, "")
-                buffer = before + fragment
-                # a surrogate, or an escape of one, which may straddle two fragments: the
-                # search starts 5 characters back (a negative start is 0)
-                if _MAY_ESCAPE_SURROGATE.search(buffer, len(before) - 5) or (
-                        self._suspect and index in self._suspect):
-                    fragment = self._add_suspect_arguments(block, index, before, fragment)
+                buffer = self._args.get(index, "") + fragment
+                if _WATCH.search(fragment) or (self._watch and index in self._watch):
+                    fragment = self._add_watched_arguments(block, index, buffer, fragment)
                 else:
                     self._args[index] = self._parsed[index] = buffer
                     block.arguments = parse_streaming_json(buffer)  # always a dict
@@ -204,19 +209,36 @@ class MessageBuilder:
                 else:
                     stream.push(event)
 
-    def _add_suspect_arguments(self, block: ToolCall, index: int, before: str,
+    def _add_watched_arguments(self, block: ToolCall, index: int, buffer: str,
                                fragment: str) -> str:
-        """``add_tool_arguments`` for arguments that hold a surrogate or an escape of one:
-        a high surrogate at the fragment's end is held back (``_whole``), and unpaired
-        surrogates are removed from the parsed arguments from now on. Returns the fragment
-        the event carries. ``_lock`` held."""
+        """``add_tool_arguments`` where the fragment holds a surrogate, an escape of one or
+        the start of an escape, or where the call is watched: a high surrogate at the
+        fragment's end is held back (``_whole``). Returns the fragment the event carries.
+        ``_lock`` held."""
+        before = buffer[:len(buffer) - len(fragment)]
         if not fragment.isascii() and _SURROGATE.search(fragment):
             fragment = self._whole(index, fragment, len(before))
-        buffer = before + fragment
+            buffer = before + fragment
         self._args[index] = self._parsed[index] = buffer
-        self._suspect.add(index)
-        block.arguments = sanitize_surrogates_in(parse_streaming_json(buffer))
+        block.arguments = self._watched(index, buffer, len(before),
+                                        parse_streaming_json(buffer))
         return fragment
+
+    def _watched(self, index: int, text: str, new: int, arguments: dict[str, Any]
+                 ) -> dict[str, Any]:
+        """``arguments`` (parsed from ``text``, new from ``new`` on) without unpaired
+        surrogates once the text holds one or an escape of one (an escape may straddle two
+        fragments: the search starts 5 characters before ``new``; a negative start is 0);
+        whether the next fragment is watched. ``_lock`` held."""
+        if index in self._suspect or _ESCAPED_SURROGATE.search(text, new - 5):
+            self._suspect.add(index)
+            self._watch.add(index)
+            return sanitize_surrogates_in(arguments)  # type: ignore[no-any-return]
+        if _OPEN_ESCAPE.search(text, len(text) - 3):
+            self._watch.add(index)
+        else:
+            self._watch.discard(index)
+        return arguments
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -226,10 +248,8 @@ class MessageBuilder:
             block = self._block(index, ToolCall)
             arguments_json = sanitize_surrogates(arguments_json)
             self._args[index] = self._parsed[index] = arguments_json
-            block.arguments = parse_streaming_json(arguments_json)
-            if _MAY_ESCAPE_SURROGATE.search(arguments_json):
-                self._suspect.add(index)
-                block.arguments = sanitize_surrogates_in(block.arguments)
+            block.arguments = self._watched(index, arguments_json, 0,
+                                            parse_streaming_json(arguments_json))
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -272,7 +292,7 @@ class MessageBuilder:
                 # else: parsed (and cleaned of unpaired surrogates) from it already
                 if self._parsed.pop(index, None) is not text:
                     block.arguments = parse_streaming_json(text)
-                    if index in self._suspect or _MAY_ESCAPE_SURROGATE.search(text):
+                    if index in self._suspect or _ESCAPED_SURROGATE.search(text):
                         block.arguments = sanitize_surrogates_in(block.arguments)
                 self._push(ToolCallEndEvent(index, block, self.message))
 

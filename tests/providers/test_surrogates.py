@@ -11,6 +11,7 @@ with any split.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -117,3 +118,33 @@ def test_an_unpaired_half_at_the_end_or_between_deltas_is_removed() -> None:
         ["a", "b", "c", "", "", "\U0001f600", "d"]
     assert stream.result(WAIT).content[0].text == "abc\U0001f600d"
     assert stream.result(WAIT).content[1].arguments == {"a": "x", "b": ""}
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASTRAL_TEXT, st.booleans(), st.data())
+def test_any_split_of_tool_arguments_never_leaves_half(text: str, escaped: bool,
+                                                       data: st.DataObject) -> None:
+    """Escaped (``\\ud83d\\ude00``, a cut anywhere in the twelve characters) or not (a cut
+    between the two code units, as a decoder hands them over), every partial argument value
+    is a prefix of the text and the final ones are the text."""
+    arguments = {"a": text, "b": [text, 1]}
+    source = json.dumps(arguments, ensure_ascii=escaped)
+    pieces = list(source) if escaped else utf16_units(source)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(pieces)), max_size=8)))
+    bounds = [0, *cuts, len(pieces)]
+    stream = AssistantMessageEventStream()
+    out = MessageBuilder(MODEL, stream, api="test-api")
+    out.start()
+    index = out.open_tool_call("call_1", "echo")
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        out.add_tool_arguments(index, "".join(pieces[a:b]))
+        partial = out.block(index).arguments
+        assert_utf8(partial, "the partial arguments")
+        assert text.startswith(partial.get("a", ""))
+        assert text.startswith((partial.get("b") or [""])[0])
+    out.close_block(index)
+    out.finish("toolUse")
+    deltas = [e.delta for e in stream if e.type == "toolcall_delta"]
+    assert_utf8(deltas, "the deltas")
+    assert "".join(deltas) == json.dumps(arguments, ensure_ascii=escaped)
+    assert stream.result(WAIT).content[0].arguments == arguments
