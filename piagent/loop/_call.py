@@ -185,11 +185,15 @@ def execute_prepared(prepared: Prepared, signal: AbortSignal,
     call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = clean_result(_coerce_result(prepared.tool.execute(call.id, prepared.args,
-                                                                   signal, on_update)))
+        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
+                                                      on_update))
     except Exception as exc:  # a failing tool is a result the model can read
         return Finalized(call, clean_result(tool_failure_result(call.name, exc)), True,
                          round((time.monotonic() - started) * 1000))
+    for block in result.content:  # clean_result's check, inline: this runs per call
+        if type(block) is TextContent and not block.text.isascii():
+            result = clean_result(result)
+            break
     return Finalized(call, result, result.is_error is True,
                      round((time.monotonic() - started) * 1000))
 

@@ -177,12 +177,6 @@ class PrefixEncoder:
         what the conversation's entry is kept by (see the class)."""
         if field not in body:
             return json_dumps(body)
-        try:
-            return self._encode(body, field, owner)
-        except UnicodeEncodeError:  # a lone surrogate: json_dumps removes it; nothing kept
-            return json_dumps(body)
-
-    def _encode(self, body: Mapping[str, Any], field: str, owner: object) -> bytes:
         before: dict[Any, Any] = {}
         after: dict[Any, Any] = {}
         side = before
@@ -195,9 +189,12 @@ class PrefixEncoder:
         # the keys around the list, each side in one call: '{"a":1,' + '"field":[' ... ']}'
         head = encode(before)[:-1] + "," if before else "{"
         tail = "," + encode(after)[1:] if after else "}"
-        return b"".join(((head + encode(field) + ":[").encode("utf-8"),
-                         self._encoded_items(body[field], owner),
-                         ("]" + tail).encode("utf-8")))
+        try:
+            return b"".join(((head + encode(field) + ":[").encode("utf-8"),
+                             self._encoded_items(body[field], owner),
+                             ("]" + tail).encode("utf-8")))
+        except UnicodeEncodeError:  # a lone surrogate: json_dumps removes it; nothing kept
+            return json_dumps(body)
 
     def _encoded_items(self, items: Sequence[Any], owner: object) -> bytes:
         items = tuple(items)
