@@ -12,6 +12,7 @@ and record can be written as UTF-8, unpaired halves are removed as pi-ai's
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -195,3 +196,27 @@ def _plain_agent(details: Any) -> Agent:
 
     fn = ScriptedStreamFn([assistant_tool_calls(("look", {})), assistant_text("done")])
     return Agent(model=fn.model, stream_fn=fn, tools=[look])
+
+
+def test_a_tool_error_naming_a_file_that_is_not_utf8_reaches_the_model_cleaned() -> None:
+    """``os.fsdecode`` keeps bytes that are not UTF-8 as lone low surrogates; a tool that
+    raises with such a name in its message gives the model the text without them."""
+    from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+    name = os.fsdecode(b"caf\xe9.txt")
+    assert name == "caf\udce9.txt"
+
+    @tool
+    def read() -> str:
+        """Read."""
+        raise ValueError(f"cannot read {name}")
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("read", {})), assistant_text("done")])
+    agent = Agent(model=fn.model, stream_fn=fn, tools=[read])
+    frames = list(sse_events(agent.stream("go"), heartbeat_s=None))
+    for frame in frames:
+        _check_frame(frame)
+    result = agent.state.messages[-2]
+    assert result.role == "toolResult" and result.is_error
+    assert result.content[0].text == "ValueError: cannot read caf.txt"
+    assert_utf8(message_to_dict(fn.calls[1].context.messages[-1]), "what the model got")

@@ -69,8 +69,10 @@ def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     _log.debug("Tool %r raised %s", tool_name, failure_text(exc), exc_info=exc)
     result = error_result(failure_text(exc))
-    result.details = {"error": {"type": type(exc).__name__, "message": str(exc),
-                                "traceback": trace}}
+    # a message can hold a lone surrogate (a file name os.fsdecode made): removed here too
+    result.details = {"error": {"type": type(exc).__name__,
+                                "message": sanitize_surrogates(str(exc)),
+                                "traceback": sanitize_surrogates(trace)}}
     return result
 
 
