@@ -70,6 +70,17 @@ class MessageBuilder:
     the response. Events for a stream nobody holds any more are dropped.
     """
 
+    # block index → a high surrogate that ended the last delta and the length of the block's
+    # text when it was held back: the next delta may bring its low half (left here when none
+    # does: it is never sent, so an unpaired one at the end is dropped)
+    _held: dict[int, tuple[str, int]] | None = None
+    # tool-call indexes whose argument text holds a surrogate or an escape of one: their
+    # parsed arguments are cleaned of unpaired surrogates
+    _suspect: frozenset[int] = frozenset()
+    # tool-call indexes whose next fragment is checked with the text before it: the suspect
+    # ones, and those whose text ends where an escape may begin
+    _watch: frozenset[int] = frozenset()
+
     def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
         self.model = model
         self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
@@ -83,16 +94,7 @@ class MessageBuilder:
         # tool-call index → the JSON text its ``arguments`` were last parsed from (that very
         # string object), so an unchanged text is not parsed again
         self._parsed: dict[int, str] = {}
-        # block index → a high surrogate that ended the last delta and the length of the
-        # block's text when it was held back: the next delta may bring its low half (left
-        # here when none does: it is never sent, so an unpaired one at the end is dropped)
-        self._held: dict[int, tuple[str, int]] = {}
-        # tool-call indexes whose argument text holds a surrogate or an escape of one: their
-        # parsed arguments are cleaned of unpaired surrogates
-        self._suspect: set[int] = set()
-        # tool-call indexes whose next fragment is checked with the text before it: the
-        # suspect ones, and those whose text ends where an escape may begin
-        self._watch: set[int] = set()
+        # _held, _suspect and _watch: the class's empty defaults until a surrogate comes
 
     @property
     def ended(self) -> bool:
@@ -170,16 +172,19 @@ class MessageBuilder:
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
-        watched = bool(arguments_json) and _WATCH.search(arguments_json) is not None
-        if watched:
+        if arguments_json and _WATCH.search(arguments_json):
             arguments_json = sanitize_surrogates(arguments_json)
+            block = ToolCall(id=call_id, name=name, arguments={})
+            index = self._open_block(block, "toolCall")
+            with self._lock:
+                self._args[index] = self._parsed[index] = arguments_json
+                block.arguments = self._watched(index, arguments_json, 0,
+                                                parse_streaming_json(arguments_json))
+            return index
         block = ToolCall(id=call_id, name=name,
                          arguments=parse_streaming_json(arguments_json) if arguments_json else {})
         index = self._open_block(block, "toolCall")
         self._args[index] = self._parsed[index] = arguments_json
-        if watched:
-            with self._lock:
-                block.arguments = self._watched(index, arguments_json, 0, block.arguments)
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
@@ -231,13 +236,13 @@ class MessageBuilder:
         fragments: the search starts 5 characters before ``new``; a negative start is 0);
         whether the next fragment is watched. ``_lock`` held."""
         if index in self._suspect or _ESCAPED_SURROGATE.search(text, new - 5):
-            self._suspect.add(index)
-            self._watch.add(index)
+            self._suspect = self._suspect | {index}
+            self._watch = self._watch | {index}
             return sanitize_surrogates_in(arguments)  # type: ignore[no-any-return]
         if _OPEN_ESCAPE.search(text, len(text) - 3):
-            self._watch.add(index)
-        else:
-            self._watch.discard(index)
+            self._watch = self._watch | {index}
+        elif index in self._watch:
+            self._watch = self._watch - {index}
         return arguments
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
@@ -345,6 +350,8 @@ class MessageBuilder:
         was held) goes in front, pairs side by side become their character, a high surrogate
         at the end is held back for the next delta, and the rest of the unpaired ones are
         removed (pi-ai's ``sanitizeSurrogates``). ``_lock`` held."""
+        if self._held is None:
+            self._held = {}
         held = self._held.pop(index, None)
         if held is not None and held[1] == length:
             delta = held[0] + delta
