@@ -20,15 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from piagent import Agent, AgentToolResult, TextContent, event_to_dict, tool
-from piagent.messages import message_to_dict
+from piagent.messages import (
+    has_surrogates,
+    message_to_dict,
+    sanitize_surrogates,
+    sanitize_surrogates_in,
+)
 from piagent.models import Model
 from piagent.runs import LocalRunner
 from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
 from piagent.web import encode_sse, run_sse_events, sse_events
-from tests.conftest import ASTRAL_TEXT, WAIT, assert_utf8, every_prefix
+from tests.conftest import ASTRAL_TEXT, WAIT, assert_utf8, every_prefix, js_sanitized
 from tests.providers.sse_script import Reply, ScriptedServer, completions_body
 from tests.sessions.pg import drop_schema, postgres_dsn, unique_schema
 
@@ -220,3 +225,19 @@ def test_a_tool_error_naming_a_file_that_is_not_utf8_reaches_the_model_cleaned()
     assert result.role == "toolResult" and result.is_error
     assert result.content[0].text == "ValueError: cannot read caf.txt"
     assert_utf8(message_to_dict(fn.calls[1].context.messages[-1]), "what the model got")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "é", "中", "\ud83d", "\ude00", "\udbff", "\udc00",
+                                 "\U0001f600"]), max_size=8))
+def test_sanitize_surrogates_is_pi_ais(units: list[str]) -> None:
+    """A pair side by side is its character; every other surrogate goes (JavaScript's view
+    of the string: one UTF-16 code unit each); a clean string comes back as it is."""
+    text = "".join(units)
+    clean = sanitize_surrogates(text)
+    assert clean == js_sanitized(text)
+    assert has_surrogates(text) == any("\ud800" <= c <= "\udfff" for c in text)
+    assert not has_surrogates(clean)
+    if not has_surrogates(text):
+        assert clean is text
+    assert sanitize_surrogates_in({text: [text, (text, 1)]}) == {clean: [clean, (clean, 1)]}

@@ -45,9 +45,13 @@ def sanitize_surrogates(text: str) -> str:
     surrogate directly followed by a low one becomes the character the pair encodes; every
     other surrogate is removed. ``text`` itself when it holds none (constant time for ASCII).
     """
-    if not has_surrogates(text):
+    if text.isascii():
         return text
-    return _PAIR_OR_LONE.sub(_replace, text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # UTF-8 encodes every code point but the surrogates
+        return _PAIR_OR_LONE.sub(_replace, text)
+    return text
 
 
 def sanitize_surrogates_in(value: Any) -> Any:
