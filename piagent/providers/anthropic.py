@@ -34,6 +34,8 @@ from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._errors import clip
 from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
+from ._budget import clamp_max_tokens
+from ._compat import fold_system_messages
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -101,11 +103,12 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
     """
+    max_tokens = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
+    messages = fold_system_messages(model, messages)
     cache = _cache_control(model, options)
     system_prompt = leading_prompt(messages, model, _normalize_tool_call_id)
     tools = get_current_tools(messages)
     body: dict[str, Any] = {"model": model.id, "stream": True}
-    max_tokens = options.max_tokens or model.max_tokens
     thinking = _thinking_config(model, options, max_tokens)
     if thinking is not None:
         config, max_tokens = thinking

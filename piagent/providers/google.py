@@ -30,6 +30,8 @@ from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._google_stream import LABEL, GoogleStreamState
 from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._budget import clamp_max_tokens
+from ._compat import fold_system_messages
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -99,7 +101,9 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
     """
-    messages = transform_messages(messages, model, _normalize_tool_call_id)
+    limit = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
+    messages = transform_messages(fold_system_messages(model, messages, supported=False), model,
+                                  _normalize_tool_call_id)
     prompt, leading = leading_system_text(messages)
     body: dict[str, Any] = {"contents": _convert_messages(model, messages[leading:])}
     if prompt:
@@ -110,8 +114,7 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
     config: dict[str, Any] = {}
     if options.temperature is not None:
         config["temperature"] = options.temperature
-    if options.max_tokens is not None:
-        config["maxOutputTokens"] = options.max_tokens
+    config["maxOutputTokens"] = limit
     thinking = _thinking_config(model, options)
     if thinking is not None:
         config["thinkingConfig"] = thinking

@@ -14,6 +14,7 @@ side makes up (the tool-call ids the Google clients invent), or differ exactly a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -131,6 +132,9 @@ def test_requests_are_pi_s(conv: dict[str, Any], api: str, capture: CaptureServe
             before = pi
             pi = row.transform(pi, conv, api)
             assert pi != before, f"[{name}] does not change pi's requests of {key}"
+    dump = os.environ.get("PIAGENT_REQUEST_DUMP")  # a folder: both sides' requests, by hand
+    if dump:
+        Path(dump, f"{key}.json").write_text(json.dumps({"pi": pi, "piagent": ours}, indent=1))
     difference = request_difference(pi, ours)
     assert difference is None, f"{key}: piagent's requests differ from pi's:\n{difference}"
 
