@@ -112,7 +112,14 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
     thinking = _thinking_config(model, options, max_tokens)
     if thinking is not None:
         config, max_tokens = thinking
+        if config["thinking"]["type"] == "enabled":
+            # pi clamps the total again, and the budget to leave _MIN_BUDGET for the answer
+            max_tokens = clamp_max_tokens(model, messages, max_tokens)
+            budget = config["thinking"]["budget_tokens"]
+            config["thinking"]["budget_tokens"] = min(budget, max(0, max_tokens - _MIN_BUDGET))
         body.update(config)
+    elif model.reasoning:
+        body["thinking"] = {"type": "disabled"}  # said, not left to the model's default
     body["max_tokens"] = max_tokens
     if system_prompt:
         block: dict[str, Any] = {"type": "text", "text": system_prompt}
@@ -121,7 +128,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         body["system"] = [block]
     body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
-        body["tools"] = _convert_tools(tools, cache)
+        body["tools"] = _convert_tools(model, tools, cache)
     if options.temperature is not None and thinking is None:
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
@@ -163,7 +170,8 @@ def _thinking_config(model: Model, options: StreamOptions,
         effort = _ADAPTIVE_EFFORT.get(level, "high")
         if effort == "max" and "opus" not in model.id:
             effort = "high"
-        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, max_tokens
+        return ({"thinking": {"type": "adaptive", "display": "summarized"},
+                 "output_config": {"effort": effort}}, max_tokens)
     budgets = {**_DEFAULT_BUDGETS, **(options.thinking_budgets or {})}
     budget = budgets.get(level, budgets["high"])
     # pi's adjustMaxTokensForThinking: the budget comes on top of the answer's tokens, within
@@ -173,19 +181,23 @@ def _thinking_config(model: Model, options: StreamOptions,
         budget = total - _MIN_BUDGET
     if budget < _MIN_BUDGET:  # too little room to think: answer without thinking
         return None
-    return {"thinking": {"type": "enabled", "budget_tokens": budget}}, total
+    return {"thinking": {"type": "enabled", "budget_tokens": budget, "display": "summarized"}}, total
 
 
-def _convert_tools(tools: Sequence[ToolDeclaration],
+def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
                    cache: dict[str, str] | None) -> list[dict[str, Any]]:
+    """pi's tool definitions: the schema's properties and required list (both always
+    present), and ``eager_input_streaming`` unless the model's compat turns it off."""
+    eager = (model.compat or {}).get("supportsEagerToolInputStreaming", True)
     out: list[dict[str, Any]] = []
     for tool in tools:
-        schema = dict(tool.parameters) if tool.parameters else {}
-        schema.setdefault("type", "object")
-        if schema.get("type") == "object":
-            schema.setdefault("properties", {})
-        out.append({"name": tool.name, "description": tool.description,
-                    "input_schema": schema})
+        schema = tool.parameters or {}
+        wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
+        if eager:
+            wire["eager_input_streaming"] = True
+        wire["input_schema"] = {"type": "object", "properties": schema.get("properties", {}),
+                                "required": schema.get("required", [])}
+        out.append(wire)
     if out and cache is not None:
         out[-1]["cache_control"] = cache
     return out
@@ -322,8 +334,7 @@ def _tool_result_block(result: ToolResultMessage) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result",
                              "tool_use_id": _normalize_tool_call_id(result.tool_call_id),
                              "content": content}
-    if result.is_error:
-        block["is_error"] = True
+    block["is_error"] = bool(result.is_error)  # false too, as pi sends it
     return block
 
 

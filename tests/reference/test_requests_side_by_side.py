@@ -34,7 +34,7 @@ MODELS = {
     "plain": {"openai-completions": ("openai", "gpt-4o-mini"),
               "openai-responses": ("openai", "gpt-4o-mini"),
               "anthropic-messages": ("anthropic", "claude-sonnet-4-5"),
-              "google-generative-ai": ("google", "gemini-2.0-flash")},
+              "google-generative-ai": ("google", "gemini-2.5-flash")},
     "reasoning": {"openai-completions": ("openai", "gpt-5-mini"),
                   "openai-responses": ("openai", "gpt-5-mini"),
                   "anthropic-messages": ("anthropic", "claude-sonnet-4-5"),
