@@ -61,9 +61,12 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
                             "stream": True, "store": False}
     tools = get_current_tools(messages)
     if tools:
+        # ``strict`` only where the model's compat says the server knows it (pi: the
+        # catalogue's OpenAI models)
+        strict = bool((model.compat or {}).get("supportsStrictMode", False))
         body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                          "parameters": t.parameters or {"type": "object"}, "strict": False}
-                         for t in tools]
+                          "parameters": t.parameters or {"type": "object"},
+                          **({"strict": False} if strict else {})} for t in tools]
     body["max_output_tokens"] = max_tokens if max_tokens is not None else \
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:

@@ -77,7 +77,12 @@ def _user(step: dict[str, Any]) -> UserMessage:
 
 def _edit(agent: Agent, kind: str) -> None:
     messages = agent.state.messages
-    target = next(m for m in messages if isinstance(m, ToolResultMessage))
+    target = next((m for m in messages if isinstance(m, ToolResultMessage)), None)
+    if kind == "delete":
+        index = next(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+        del messages[index:index + 2]
+        return
+    assert target is not None, "the edit needs a tool result"
     if kind == "mutate":
         target.content[0].text = "[compacted]"  # type: ignore[union-attr]
     elif kind == "reassign":
@@ -85,9 +90,6 @@ def _edit(agent: Agent, kind: str) -> None:
     elif kind == "replace":
         agent.state.messages = [dataclasses.replace(m, content=[TextContent("[compacted]")])
                                 if m is target else m for m in messages]
-    elif kind == "delete":
-        index = next(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
-        del messages[index:index + 2]
     else:
         raise ValueError(kind)
 
