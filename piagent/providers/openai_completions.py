@@ -31,7 +31,7 @@ from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_system_prompt, get_current_tools
 from ._budget import clamp_max_tokens
-from ._compat import OpenAICompat, get_compat
+from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import (
@@ -176,8 +176,9 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
     def convert(part: Sequence[AgentMessage], keep: bool = True) -> list[dict[str, Any]]:
         return _wire_messages(model, transform_messages(part, model, normalize), compat, keep)
 
-    if not compat.supports_mid_convo_system_messages:
-        return convert(messages)  # every system message folds into the head: no segments
+    # without mid-conversation system messages every later one folds into the head first
+    # (pi's resolveTranscript); what is left converts the same in segments
+    messages = fold_system_messages(model, messages, compat.supports_mid_convo_system_messages)
     variant = (model.provider, model.api, model.id, tuple(model.input), compat)
     # the new messages after a kept conversion skip the per-message cache: the segment
     # cache holds their conversion (a later miss converts them again, once, and keeps them)
