@@ -9,6 +9,7 @@ outputs, developer role, tools); the service-tier cost multiplier.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -85,8 +86,23 @@ def test_reference_stream(sse_server, no_piagent_threads):
     assert sent["input"] == [
         {"role": "developer", "content": "Be brief."},
         {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    # no ``strict`` without the model's compat saying the server knows it (pi-ai 1.4.0)
     assert sent["tools"] == [{"type": "function", "name": "get_weather", "description": "Weather",
-                              "parameters": {"type": "object"}, "strict": False}]
+                              "parameters": {"type": "object"}}]
+
+
+def test_strict_only_with_the_compat_and_catalogue_models_have_it():
+    from piagent.providers import get_model
+    from piagent.providers.openai_responses import build_responses_request
+
+    messages = _context().messages
+    model = get_model("openai", "gpt-4o-mini", base_url="http://127.0.0.1:1/v1",
+                      api="openai-responses")
+    assert model.compat == {"supportsStrictMode": True}  # pi's catalogue entry
+    body = build_responses_request(model, messages, StreamOptions())
+    assert [t.get("strict") for t in body["tools"]] == [False]
+    plain = dataclasses.replace(model, compat=None)
+    assert "strict" not in build_responses_request(plain, messages, StreamOptions())["tools"][0]
 
 
 def test_history_replays_items(sse_server):
@@ -104,7 +120,7 @@ def test_history_replays_items(sse_server):
                         "content": [{"type": "output_text", "text": "Checking.",
                                      "annotations": []}]}
     assert items[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_1",
-                        "name": "get_weather", "arguments": '{"city": "Paris"}'}
+                        "name": "get_weather", "arguments": '{"city":"Paris"}'}
     assert items[3] == {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
 
 

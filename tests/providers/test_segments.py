@@ -19,6 +19,7 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.models import Model
+from piagent.providers._compat import fold_system_messages
 from piagent.providers._transform import transform_messages
 from piagent.providers.openai_completions import (
     _convert,
@@ -76,8 +77,11 @@ transcripts = st.lists(messages, max_size=14).map(
 
 
 def whole(model: Model, transcript: list[Any]) -> list[dict[str, Any]]:
+    """The whole transcript converted at once: later system messages folded first (pi's
+    resolveTranscript, before transformMessages), then transformed and converted."""
     compat = get_compat(model)
-    return _wire_messages(model, transform_messages(transcript, model, _normalize_id(model)),
+    folded = fold_system_messages(model, transcript, compat.supports_mid_convo_system_messages)
+    return _wire_messages(model, transform_messages(folded, model, _normalize_id(model)),
                           compat)
 
 
