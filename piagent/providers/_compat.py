@@ -7,10 +7,10 @@ Detected from the provider and base URL (docs/providers.md, "Compat flags") and 
 from __future__ import annotations
 
 import re
-from itertools import islice
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import islice
 from typing import Any
 
 from ..messages import AgentMessage, SystemMessage

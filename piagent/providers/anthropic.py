@@ -32,10 +32,11 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
-from ._errors import clip
-from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
+from ._anthropic_thinking import thinking_config
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
+from ._errors import clip
+from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -63,11 +64,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 _CLIENT = HttpClient("anthropic")
 
 # pi's default thinking budgets (tokens) for models with budget-based thinking
-_DEFAULT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
-_MIN_BUDGET = 1024  # the API's minimum budget_tokens, also kept free for the answer
-_ADAPTIVE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
-                    "xhigh": "max", "max": "max"}
-_CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _REDACTED_TEXT = "[Reasoning redacted]"
 _STOP_REASONS: dict[str, StopReason] = {
@@ -109,14 +105,9 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
     system_prompt = leading_prompt(messages, model, _normalize_tool_call_id)
     tools = get_current_tools(messages)
     body: dict[str, Any] = {"model": model.id, "stream": True}
-    thinking = _thinking_config(model, options, max_tokens)
+    thinking = thinking_config(model, options, max_tokens, messages)
     if thinking is not None:
         config, max_tokens = thinking
-        if config["thinking"]["type"] == "enabled":
-            # pi clamps the total again, and the budget to leave _MIN_BUDGET for the answer
-            max_tokens = clamp_max_tokens(model, messages, max_tokens)
-            budget = config["thinking"]["budget_tokens"]
-            config["thinking"]["budget_tokens"] = min(budget, max(0, max_tokens - _MIN_BUDGET))
         body.update(config)
     elif model.reasoning:
         body["thinking"] = {"type": "disabled"}  # said, not left to the model's default
@@ -144,44 +135,6 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
     if retention == "long" and "api.anthropic.com" in model.base_url:
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
-
-
-def _is_adaptive(model: Model) -> bool:
-    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget."""
-    compat = model.compat or {}
-    if "adaptiveThinking" in compat:
-        return bool(compat["adaptiveThinking"])
-    found = _CLAUDE_VERSION.search(model.id)
-    if found is None or found.group(1) == "haiku":
-        return False
-    version = (int(found.group(2)), int(found.group(3) or 0))
-    # dated ids like claude-sonnet-4-20250514 have no minor version
-    if found.group(3) is not None and len(found.group(3)) > 2:
-        version = (version[0], 0)
-    return version >= (4, 6)
-
-
-def _thinking_config(model: Model, options: StreamOptions,
-                     max_tokens: int) -> tuple[dict[str, Any], int] | None:
-    level = options.reasoning
-    if not model.reasoning or not level or level == "off":
-        return None
-    if _is_adaptive(model):
-        effort = _ADAPTIVE_EFFORT.get(level, "high")
-        if effort == "max" and "opus" not in model.id:
-            effort = "high"
-        return ({"thinking": {"type": "adaptive", "display": "summarized"},
-                 "output_config": {"effort": effort}}, max_tokens)
-    budgets = {**_DEFAULT_BUDGETS, **(options.thinking_budgets or {})}
-    budget = budgets.get(level, budgets["high"])
-    # pi's adjustMaxTokensForThinking: the budget comes on top of the answer's tokens, within
-    # the model's output limit, and leaves at least _MIN_BUDGET tokens for the answer
-    total = min(max_tokens + budget, max(model.max_tokens, max_tokens))
-    if total <= budget:
-        budget = total - _MIN_BUDGET
-    if budget < _MIN_BUDGET:  # too little room to think: answer without thinking
-        return None
-    return {"thinking": {"type": "enabled", "budget_tokens": budget, "display": "summarized"}}, total
 
 
 def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],

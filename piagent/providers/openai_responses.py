@@ -29,9 +29,9 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
-from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
+from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,

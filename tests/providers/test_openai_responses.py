@@ -91,6 +91,22 @@ def test_reference_stream(sse_server, no_piagent_threads):
                               "parameters": {"type": "object"}}]
 
 
+def test_system_messages_fold_unless_the_compat_takes_them_mid_conversation():
+    from piagent.providers import get_model
+    from piagent.providers.openai_responses import build_responses_request
+
+    messages = [SystemMessage(content="Base."), UserMessage(content="hi"),
+                SystemMessage(content="Now in French."), UserMessage(content="ok")]
+    model = get_model("openai", "gpt-4o-mini")
+    folded = build_responses_request(model, messages, StreamOptions())["input"]
+    assert folded[0] == {"role": "system", "content": "Base.\n\nNow in French."}
+    assert [item["role"] for item in folded] == ["system", "user", "user"]
+    on = dataclasses.replace(model, compat={"supportsMidConvoSystemMessages": True})
+    kept = build_responses_request(on, messages, StreamOptions())["input"]
+    assert [item["role"] for item in kept] == ["system", "user", "system", "user"]
+    assert kept[2]["content"] == "Now in French."
+
+
 def test_strict_only_with_the_compat_and_catalogue_models_have_it():
     from piagent.providers import get_model
     from piagent.providers.openai_responses import build_responses_request

@@ -9,7 +9,8 @@ the run's n-th request is answered with the n-th reply of the run's script, and 
 A reply is ``{"text": str}``, ``{"thinking": str, "signature": str}``, ``{"calls": [[name,
 args], ...]}`` (any of the three together, in that order), or ``{"hang": str}``: the text is
 streamed, then the answer waits (bounded) until the client closes the connection (an abort).
-Tool-call ids are ``call_<run request>_<i>``, the same for both sides.
+Tool-call ids are ``call_<run request>_<i>``, the same for both sides. ``"usage": [input,
+output]`` sets the usage the reply reports (default ``USAGE``).
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def completions(reply: Reply, n: int) -> Iterator[bytes]:
     for i, (cid, name, args) in enumerate(calls):
         yield chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
                                      "function": {"name": name, "arguments": args}}]})
+    used = reply.get("usage", USAGE)
     yield chunk({}, "tool_calls" if calls else "stop",
-                usage={"prompt_tokens": USAGE[0], "completion_tokens": USAGE[1],
-                       "total_tokens": sum(USAGE)})
+                usage={"prompt_tokens": used[0], "completion_tokens": used[1],
+                       "total_tokens": sum(used)})
     yield b"data: [DONE]\n\n"
 
 
@@ -113,19 +115,21 @@ def responses(reply: Reply, n: int) -> Iterator[bytes]:
             "type": "function_call", "id": fid, "call_id": cid, "name": name,
             "arguments": args, "status": "completed"})
         index += 1
+    used = reply.get("usage", USAGE)
     yield ev("response.completed", response={
         "id": f"resp_{n}", "status": "completed",
-        "usage": {"input_tokens": USAGE[0], "output_tokens": USAGE[1],
-                  "total_tokens": sum(USAGE), "input_tokens_details": {"cached_tokens": 0}}})
+        "usage": {"input_tokens": used[0], "output_tokens": used[1],
+                  "total_tokens": sum(used), "input_tokens_details": {"cached_tokens": 0}}})
 
 
 def anthropic(reply: Reply, n: int) -> Iterator[bytes]:
     def ev(kind: str, **data: Any) -> bytes:
         return _sse({"type": kind, **data}, kind)
 
+    used = reply.get("usage", USAGE)
     yield ev("message_start", message={
         "id": f"msg_{n}", "type": "message", "role": "assistant", "model": "m", "content": [],
-        "stop_reason": None, "usage": {"input_tokens": USAGE[0], "output_tokens": 1}})
+        "stop_reason": None, "usage": {"input_tokens": used[0], "output_tokens": 1}})
     index = 0
     if "thinking" in reply:
         yield ev("content_block_start", index=index,
@@ -153,7 +157,7 @@ def anthropic(reply: Reply, n: int) -> Iterator[bytes]:
         yield ev("content_block_stop", index=index)
         index += 1
     yield ev("message_delta", delta={"stop_reason": "tool_use" if calls else "end_turn"},
-             usage={"output_tokens": USAGE[1]})
+             usage={"output_tokens": used[1]})
     yield ev("message_stop")
 
 
@@ -163,10 +167,11 @@ def google(reply: Reply, n: int) -> Iterator[bytes]:
         data: dict[str, Any] = {"candidates": [candidate], "modelVersion": "m",
                                 "responseId": f"r{n}"}
         if finish:
+            used = reply.get("usage", USAGE)
             candidate["finishReason"] = finish
-            data["usageMetadata"] = {"promptTokenCount": USAGE[0],
-                                     "candidatesTokenCount": USAGE[1],
-                                     "totalTokenCount": sum(USAGE)}
+            data["usageMetadata"] = {"promptTokenCount": used[0],
+                                     "candidatesTokenCount": used[1],
+                                     "totalTokenCount": sum(used)}
         return _sse(data)
 
     if "thinking" in reply:

@@ -112,6 +112,11 @@ def conversations() -> list[dict[str, Any]]:
            model="outside"),
         _c("outside-catalogue-system-changed", [_p("Hi"), {"system": "Be terse."}, _p("Go")],
            [{"text": "1"}, {"text": "2"}], model="outside"),
+        # near the guessed window: the output limit is clamped, from the estimate (Unicode
+        # counted in UTF-16 units, an image as 4800 characters) and then from the usage
+        _c("near-the-window", [_p("Read: " + "word 🙂 " * 50000, images=1),
+                               {"system": "Be terse " * 2000}, _p("Again")],
+           [{"text": "1", "usage": [110000, 20]}, {"text": "2"}], model="outside"),
         _c("long-200-turns", [_p("Count")], long_script, tools=["lookup"]),
         _c("many-prompts", [_p(f"Q{i}") for i in range(12)],
            [{"text": f"A{i}"} for i in range(12)]),
