@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from ..messages import (
@@ -36,6 +37,7 @@ CONTEXT_SAFETY_TOKENS = 4096
 _CHARS_PER_TOKEN = 3.5
 _IMAGE_CHARS = 4800
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_TIMESTAMP = attrgetter("timestamp")
 
 
 def _length(text: str) -> int:
@@ -94,22 +96,39 @@ def _usage_tokens(message: AssistantMessage) -> int:
                                   + usage.cache_write)
 
 
+def _timestamp(message: Any) -> float:
+    return getattr(message, "timestamp", 0) or 0
+
+
+def _last_usage(messages: Sequence[AgentMessage]) -> tuple[int, int] | None:
+    """(index, tokens) of the last assistant message whose usage describes the context: not
+    aborted or failed, usage above 0, and no earlier message newer than it (a message
+    inserted before it, such as a compaction summary, makes its usage stale)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, AssistantMessage) \
+                or message.stop_reason in ("aborted", "error"):
+            continue
+        used = _usage_tokens(message)
+        if used <= 0:
+            continue
+        try:  # in C for the messages pi-ai knows (each has a timestamp)
+            latest = max(map(_TIMESTAMP, messages[:index]), default=-math.inf)
+        except AttributeError:  # an application message without one
+            latest = max(map(_timestamp, messages[:index]), default=-math.inf)
+        if message.timestamp >= (latest or 0):
+            return index, used
+    return None
+
+
 def estimate_context_tokens(messages: Sequence[AgentMessage]) -> int:
-    """pi's ``estimateContextTokens(messages).tokens``."""
-    latest = -math.inf
-    last_usage: int | None = None
-    last_index = -1
-    for index, message in enumerate(messages):
-        timestamp = getattr(message, "timestamp", 0) or 0
-        if isinstance(message, AssistantMessage) and message.timestamp >= latest \
-                and message.stop_reason not in ("aborted", "error"):
-            used = _usage_tokens(message)
-            if used > 0:
-                last_usage, last_index = used, index
-        latest = max(latest, timestamp)
-    if last_usage is None:
-        return sum(_message_tokens(m) for m in messages)
-    return last_usage + sum(_message_tokens(m) for m in messages[last_index + 1:])
+    """pi's ``estimateContextTokens(messages).tokens`` (searched from the end, the same
+    message pi's forward pass settles on)."""
+    found = _last_usage(messages)
+    if found is None:
+        return sum(map(_message_tokens, messages))
+    index, used = found
+    return used + sum(map(_message_tokens, messages[index + 1:]))
 
 
 def clamp_max_tokens(model: Model, messages: Sequence[AgentMessage], requested: int) -> int:

@@ -139,6 +139,8 @@ def fold_system_messages(model: Model, messages: Sequence[AgentMessage],
     every system message replayed into one leading message (pi's ``resolveTranscript``)."""
     if supported is None:
         supported = supports_mid_convo_system_messages(model)
-    if supported or not any(isinstance(m, SystemMessage) for m in islice(messages, 1, None)):
+    # in C: is any message after the first a system message?
+    if supported or next(filter(SystemMessage.__instancecheck__, islice(messages, 1, None)),
+                         None) is None:
         return messages
     return collapse_system_messages(messages)
