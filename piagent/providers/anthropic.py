@@ -139,8 +139,10 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
 
 def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
                    cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """pi's tool definitions: the schema's properties and required list (both always
-    present), and ``eager_input_streaming`` unless the model's compat turns it off."""
+    """pi's tool definitions: ``type``, ``properties`` and ``required`` always present, and
+    ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
+    (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
+    ``request-anthropic-full-schema``)."""
     eager = (model.compat or {}).get("supportsEagerToolInputStreaming", True)
     out: list[dict[str, Any]] = []
     for tool in tools:
@@ -148,7 +150,8 @@ def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
         wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
         if eager:
             wire["eager_input_streaming"] = True
-        wire["input_schema"] = {"type": "object", "properties": schema.get("properties", {}),
+        wire["input_schema"] = {**schema, "type": "object",
+                                "properties": schema.get("properties", {}),
                                 "required": schema.get("required", [])}
         out.append(wire)
     if out and cache is not None:

@@ -46,6 +46,15 @@ const TOOLS = {
         parameters: { type: "object", properties: {} },
         run: () => result([text("here"), image()]),
     },
+    defs: {
+        description: "Takes a point (a schema with $defs, as MCP servers send)",
+        parameters: {
+            type: "object", properties: { p: { $ref: "#/$defs/P" } }, required: ["p"],
+            additionalProperties: false,
+            $defs: { P: { type: "object", properties: { x: { type: "integer" } } } },
+        },
+        run: () => result([text("ok")]),
+    },
     lookup: {
         description: "Looks a number up",
         parameters: { type: "object", properties: { n: { type: "integer" } } },

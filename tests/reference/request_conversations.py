@@ -2,7 +2,8 @@
 .mjs``) and piagent (``request_driver.py``).
 
 A conversation: ``system`` (the initial prompt), ``tools`` (names from the drivers' tool
-table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``), ``thinking`` (the level),
+table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``), ``thinking``
+(the level),
 ``model`` (``"plain"``, ``"reasoning"`` or ``"outside"``: a model the catalogue does not list),
 ``transform`` (a ``transform_context`` that edits old tool results in place: ``"mutate"`` the
 content list's block or ``"reassign"`` the content list), ``payload`` (``"mark"``: an
@@ -66,6 +67,8 @@ def conversations() -> list[dict[str, Any]]:
         _c("nested-arguments", [_p("Look")],
            [{"calls": [["lookup", {"n": 1, "tags": ["a", "b"], "opts": {"deep": True}}]]}, T],
            tools=["lookup"]),
+        _c("schema-with-defs", [_p("Go")], [{"calls": [["defs", {"p": {"x": 1}}]]}, T],
+           tools=["defs"]),
         _c("unicode", [_p("Grüße 日本 🙂 \"quoted\" \\ back")], [{"text": "Ça va ✓"}]),
         _c("image-in-user", [_p("What is this?", images=1)], [{"text": "A dot."}]),
         _c("two-images-in-user", [_p("Compare", images=2)], [{"text": "Same."}]),

@@ -59,6 +59,16 @@ def _google_marker(requests: Requests, conv: Conversation, api: str) -> Requests
     return out
 
 
+def _full_schema(requests: Requests, conv: Conversation, api: str) -> Requests:
+    from .request_driver import DEFS_SCHEMA
+
+    out = copy.deepcopy(requests)
+    for r in out:
+        for tool in r["body"].get("tools", []):
+            tool["input_schema"] = {**copy.deepcopy(DEFS_SCHEMA), **tool["input_schema"]}
+    return out
+
+
 REQUEST_ROWS: dict[str, RequestRow] = {
     "request-anthropic-path": RequestRow(
         "pi's Anthropic SDK posts to its beta client's /v1/messages?beta=true; piagent posts "
@@ -73,6 +83,11 @@ REQUEST_ROWS: dict[str, RequestRow] = {
         "(docs/providers.md): no store",
         lambda conv, api: conv.get("model") == "outside" and api == "openai-completions",
         _no_store),
+    "request-anthropic-full-schema": RequestRow(
+        "pi's Anthropic tools keep only type, properties and required of the schema, so a "
+        "$ref into $defs (MCP servers, Pydantic) points nowhere; piagent keeps the rest",
+        lambda conv, api: conv["name"] == "schema-with-defs" and api == "anthropic-messages",
+        _full_schema),
     "request-google-payload-verbatim": RequestRow(
         "pi's Google SDK rebuilds the body from the fields it knows, so an on_payload edit "
         "of any other field never reaches the wire; piagent sends the hook's body as it is",

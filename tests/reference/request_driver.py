@@ -46,6 +46,10 @@ def _fail(args: dict[str, Any]) -> AgentToolResult:
 
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+DEFS_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "required": ["p"],
+    "additionalProperties": False,
+    "$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer"}}}}}
 TOOLS: dict[str, tuple[str, dict[str, Any], Any]] = {
     "weather": ("Weather of a city", {"type": "object", "properties": {"city": {"type": "string"}},
                                       "required": ["city"]}, _weather),
@@ -53,6 +57,8 @@ TOOLS: dict[str, tuple[str, dict[str, Any], Any]] = {
     "fail": ("Always fails", _EMPTY, _fail),
     "image": ("Returns an image", _EMPTY, lambda a: AgentToolResult(
         [TextContent("here"), ImageContent(PNG, "image/png")], {})),
+    "defs": ("Takes a point (a schema with $defs, as MCP servers send)", DEFS_SCHEMA,
+             lambda a: AgentToolResult([TextContent("ok")], {})),
     "lookup": ("Looks a number up", {"type": "object", "properties": {"n": {"type": "integer"}}},
                lambda a: AgentToolResult([TextContent(f"found {a['n']}")], {})),
 }
