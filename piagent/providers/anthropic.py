@@ -34,7 +34,7 @@ from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._anthropic_thinking import thinking_config
 from ._budget import clamp_max_tokens
-from ._compat import fold_system_messages
+from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
 from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
@@ -165,6 +165,10 @@ _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks (never mu
 def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
                       ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    # later system messages (only with supportsMidConvoSystemMessages: else they were folded)
+    # are native system messages, held back until the next assistant message, as pi sends
+    # them (a tool_result must follow its tool_use directly)
+    pending: list[dict[str, Any]] = []
     i, n = 0, len(messages)
     while i < n:
         message = messages[i]
@@ -173,6 +177,8 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
             if content:
                 out.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
+            out.extend(pending)
+            pending.clear()
             blocks = (_ASSISTANT_WIRE.get(message, None, _assistant_blocks) if keep
                       else _assistant_blocks(message))
             if blocks:
@@ -189,10 +195,11 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
             out.append({"role": "user", "content": results})
             continue
         elif isinstance(message, SystemMessage):
-            text = _system_update_text(message)
+            text = system_update_text(message)
             if text:
-                out.append({"role": "user", "content": [{"type": "text", "text": text}]})
+                pending.append({"role": "system", "content": [{"type": "text", "text": text}]})
         i += 1
+    out.extend(pending)
     return out
 
 
@@ -209,6 +216,11 @@ def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, A
         _, leading = leading_system_text(transformed)
         return _convert_messages(transformed[leading:], keep)
 
+    if supports_mid_convo_system_messages(model) and any(
+            isinstance(m, SystemMessage) for m in messages[1:]):
+        # a native system message waits for the next assistant message, across segment
+        # boundaries: converted whole (only with the compat on)
+        return convert(messages)
     variant = (model.provider, model.api, model.id, tuple(model.input))
     # the new messages after a kept conversion skip the per-message cache (as in
     # openai_completions)
@@ -220,8 +232,9 @@ def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, A
 
 def _with_cache_breakpoint(out: list[dict[str, Any]],
                            cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """Mark the last user message for prompt caching, on a copy (the rest is shared)."""
-    if cache is None or not out or out[-1]["role"] != "user":
+    """Mark the last user (or system) message for prompt caching, on a copy (the rest is
+    shared)."""
+    if cache is None or not out or out[-1]["role"] not in ("user", "system"):
         return out
     last = out[-1]
     content = last["content"]
@@ -229,11 +242,6 @@ def _with_cache_breakpoint(out: list[dict[str, Any]],
         content = [{"type": "text", "text": content}]
     out[-1] = {**last, "content": [*content[:-1], {**content[-1], "cache_control": cache}]}
     return out
-
-
-def _system_update_text(message: SystemMessage) -> str:
-    text = system_update_text(message)
-    return f"<system_update>\n{text}\n</system_update>" if text else ""
 
 
 def _image_block(image: ImageContent) -> dict[str, Any]:

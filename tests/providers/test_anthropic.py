@@ -532,9 +532,9 @@ def test_request_from_another_model_and_orphans():
     assert "system" not in body and "tools" not in body
 
 
-def test_mid_conversation_system_message_becomes_a_tagged_user_turn():
-    """With ``supportsMidConvoSystemMessages`` in the model's compat; without it (pi-ai
-    1.4.0's default) every system message folds into the leading prompt."""
+def test_mid_conversation_system_messages_fold_or_go_native():
+    """Without ``supportsMidConvoSystemMessages`` (pi-ai 1.4.0's default) every system
+    message folds into the leading prompt; with it a later one is a native system message."""
     messages = [SystemMessage(content="Base."), UserMessage(content="hi"),
                 AssistantMessage(content=[TextContent("hello")], api="anthropic-messages",
                                  provider="anthropic", model="claude-sonnet-4-5"),
@@ -546,8 +546,11 @@ def test_mid_conversation_system_message_becomes_a_tagged_user_turn():
     model = _model(compat={"supportsMidConvoSystemMessages": True})
     body = build_anthropic_request(model, messages, StreamOptions(cache_retention="none"))
     assert body["system"] == [{"type": "text", "text": "Base."}]
-    assert body["messages"][2] == {"role": "user", "content": [
-        {"type": "text", "text": "<system_update>\nNow answer in French.\n</system_update>"}]}
+    # a native system message, held back until the next assistant message (none here: at
+    # the end), as pi-ai 1.4.0 sends it
+    assert body["messages"][2:] == [
+        {"role": "user", "content": "ok"},
+        {"role": "system", "content": [{"type": "text", "text": "Now answer in French."}]}]
 
 
 def test_cache_retention_long_and_none():

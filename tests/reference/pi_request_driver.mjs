@@ -121,7 +121,8 @@ function resolveModel({ provider, id, api, baseUrl }) {
 }
 
 async function run({ model: modelSpec, conversation: conv }) {
-    const model = resolveModel(modelSpec);
+    const resolved = resolveModel(modelSpec);
+    const model = conv.compat ? { ...resolved, compat: { ...resolved.compat, ...conv.compat } } : resolved;
     const agent = new Agent({
         initialState: {
             systemPrompt: conv.system,

@@ -5,6 +5,7 @@ A conversation: ``system`` (the initial prompt), ``tools`` (names from the drive
 table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``), ``thinking``
 (the level),
 ``model`` (``"plain"``, ``"reasoning"`` or ``"outside"``: a model the catalogue does not list),
+``compat`` (entries added to the model's compat on both sides),
 ``transform`` (a ``transform_context`` that edits old tool results in place: ``"mutate"`` the
 content list's block or ``"reassign"`` the content list), ``payload`` (``"mark"``: an
 ``on_payload`` that edits the body in place), ``apis`` (default all four), ``script`` (the
@@ -79,6 +80,11 @@ def conversations() -> list[dict[str, Any]]:
         _c("system-changed-twice", [_p("Hi"), {"system": "Rule A."}, _p("Two"),
                                     {"system": "Rule B."}, _p("Three")],
            [{"text": "1"}, {"text": "2"}, {"text": "3"}]),
+        _c("system-changed-mid-convo-compat", [_p("Hi"), {"system": "Now in French."},
+                                               _p("Again"), {"set_tools": ["noargs"]},
+                                               _p("Ping")],
+           [{"text": "1"}, {"text": "2"}, {"calls": [["noargs", {}]]}, T],
+           compat={"supportsMidConvoSystemMessages": True}),
         _c("system-added-without-initial", [_p("Hi"), {"system": "Be formal."}, _p("Again")],
            [{"text": "1"}, {"text": "2"}], system="", tools=[]),
         _c("tools-added", [_p("Hi"), {"set_tools": ["weather", "noargs"]}, _p("Ping")],

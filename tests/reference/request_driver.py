@@ -130,6 +130,8 @@ def _mark(payload: Any, model: Any) -> None:
 def run(conv: dict[str, Any], spec: dict[str, str]) -> None:
     """Run ``conv`` against the model ``spec`` (provider, id, api, baseUrl)."""
     model = get_model(spec["provider"], spec["id"], base_url=spec["baseUrl"], api=spec["api"])
+    if conv.get("compat"):
+        model = dataclasses.replace(model, compat={**(model.compat or {}), **conv["compat"]})
     agent = Agent(system_prompt=conv["system"], model=model,
                   thinking_level=conv.get("thinking", "off"),
                   tools=[tool(n) for n in conv["tools"]], get_api_key=lambda provider: KEY,
