@@ -17,7 +17,6 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -32,7 +31,7 @@ from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._google_stream import LABEL, GoogleStreamState
 from ._keys import is_local_url, missing_key_message, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
+from ._transform import leading_system_text, transform_messages
 from .kit import (
     HttpClient,
     ProviderCall,
@@ -170,22 +169,13 @@ def _convert_messages(model: Model, messages: Sequence[AgentMessage]) -> list[di
             if images:  # before Gemini 3: the images follow in a user turn of their own
                 contents.append({"role": "user", "parts": [{"text": "Tool result image:"},
                                                            *images]})
-        elif isinstance(message, SystemMessage):
-            text = _system_update_text(message)
-            if text:
-                _append(contents, "user", [{"text": text}])
-    return contents
+    return contents  # system messages: all folded into systemInstruction
 
 
 def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -> None:
     """Add a turn (none without parts); turns are not merged, as pi sends them."""
     if parts:
         contents.append({"role": role, "parts": parts})
-
-
-def _system_update_text(message: SystemMessage) -> str:
-    text = system_update_text(message)
-    return f"<system_update>\n{text}\n</system_update>" if text else ""
 
 
 def _inline(image: ImageContent) -> dict[str, Any]:
