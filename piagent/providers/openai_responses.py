@@ -187,7 +187,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
     headers.update(call.options.headers or {})
-    messages = transform_messages(call.messages, model, _normalize_id)
+    # folded before the transform, as pi does (a system message between a tool call and its
+    # result must not make the call an orphan)
+    messages = transform_messages(fold_system_messages(model, call.messages), model,
+                                  _normalize_id)
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)
     url = model.base_url.rstrip("/") + "/responses"

@@ -107,6 +107,27 @@ def test_system_messages_fold_unless_the_compat_takes_them_mid_conversation():
     assert kept[2]["content"] == "Now in French."
 
 
+def test_a_system_message_between_a_call_and_its_result_folds_before_the_transform(
+        sse_server):
+    """pi folds system messages before transformMessages: the call keeps its result and
+    gets no synthetic "No result provided" one."""
+    from piagent.messages import AssistantMessage, ToolCall
+
+    model = _model(sse_server)
+    call = AssistantMessage([ToolCall("c1", "get_weather", {"city": "Paris"})], api=model.api,
+                            provider=model.provider, model=model.id, stop_reason="toolUse")
+    context = Context([SystemMessage("Be brief."), UserMessage("Weather?"), call,
+                       SystemMessage("Use Celsius."),
+                       ToolResultMessage("c1", "get_weather", [TextContent("18C")])])
+    sse_server.add(Reply(body=[(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]))
+    stream_simple(model, context, StreamOptions(api_key=KEY)).result(WAIT)
+    sent = sse_server.requests[0].json["input"]
+    assert [item.get("type", item.get("role")) for item in sent] == [
+        "developer", "user", "function_call", "function_call_output"]
+    assert sent[0]["content"] == "Be brief.\n\nUse Celsius."
+    assert sent[3]["output"] == "18C"
+
+
 def test_strict_only_with_the_compat_and_catalogue_models_have_it():
     from piagent.providers import get_model
     from piagent.providers.openai_responses import build_responses_request
