@@ -130,7 +130,7 @@ class ChunkSource:
 
 
 _BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # compact, as pi
 
 
 def arguments_json(arguments: Any) -> str:
