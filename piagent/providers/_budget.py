@@ -44,7 +44,7 @@ def _length(text: str) -> int:
     """``text.length`` in JavaScript: UTF-16 code units."""
     if text.isascii():
         return len(text)
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _tokens(chars: int) -> int:
