@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..messages import AgentMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._approvals import ApprovalDecision, PendingApproval, check_decision
 from ._budgets import BudgetSpend, check_budget_key, check_charge, memory_charge
 from ._protocol import (
@@ -57,10 +57,17 @@ class MemoryStore:
         encoded = [encode_message(m) for m in items]  # all encoded before anything is kept
         if not encoded:
             return
-        answered = {m.tool_call_id for m in items if isinstance(m, ToolResultMessage)}
+        # a new reply ends the batch before it (completed, or gone past): its marks and
+        # waiting calls are over; a result answers the last batch's call of its id only
+        # (tool-call ids repeat across batches)
+        last = max((i for i, m in enumerate(items) if isinstance(m, AssistantMessage)),
+                   default=-1)
+        answered = {m.tool_call_id for m in items[last + 1:] if isinstance(m, ToolResultMessage)}
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
             session.records.extend(encoded)
+            if last >= 0:
+                session.marks, session.pending, session.held = [], [], []
             session.marks = [i for i in session.marks if i not in answered]
             if answered and (session.pending or session.held):
                 session.pending = [p for p in session.pending if p.tool_call_id not in answered]

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..messages import AgentMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._approvals import (
     ApprovalDecision,
     PendingApproval,
@@ -51,6 +51,13 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 SCHEMA_VERSION = 1
+# The sequence number of a session's last assistant message (-1 when none; parameter: the
+# session id): a start mark or a waiting call belongs to the batch that message asked for,
+# and only a tool result stored after it answers one (tool-call ids repeat across batches).
+# A stored assistant message's JSON begins with its role (encode_message).
+_LAST_ASK = ("COALESCE((SELECT l.seq FROM {s}.records l WHERE l.session_id = %s AND "
+             "l.kind = 'message' AND l.tool_call_id IS NULL AND left(l.body, 19) = "
+             "'{{\"role\":\"assistant\"' ORDER BY l.seq DESC LIMIT 1), -1)")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _T = TypeVar("_T")
 
@@ -146,9 +153,14 @@ class PostgresStore:
         if not rows:
             return
 
+        asks = any(isinstance(m, AssistantMessage) for m in messages)
+
         def write(cur: Any) -> None:
             end = self._reserve(cur, session_id, len(rows))
             self._insert(cur, session_id, end - len(rows), rows)
+            if asks:  # a new reply: any waiting batch is over (completed or gone past)
+                cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"),
+                            (to_column(session_id),))
         self._run(write)
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
@@ -314,12 +326,15 @@ class PostgresStore:
         return end
 
     def _unanswered(self, cur: Any, session_id: str) -> list[str]:
-        """Tool-call ids marked started that no stored tool result answers, in mark order."""
+        """Tool-call ids marked started in the last batch that no tool result stored after
+        its assistant message answers, in mark order."""
+        sid = to_column(session_id)
         cur.execute(self._sql(
-            "SELECT r.tool_call_id FROM {s}.records r WHERE r.session_id = %s "
-            "AND r.kind = 'started' AND NOT EXISTS (SELECT 1 FROM {s}.records a "
-            "WHERE a.session_id = r.session_id AND a.kind = 'message' "
-            "AND a.tool_call_id = r.tool_call_id) ORDER BY r.seq"), (to_column(session_id),))
+            "WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT r.tool_call_id FROM "
+            "{s}.records r, last WHERE r.session_id = %s AND r.kind = 'started' AND "
+            "r.seq > last.seq AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id "
+            "= r.session_id AND a.kind = 'message' AND a.tool_call_id = r.tool_call_id AND "
+            "a.seq > last.seq) ORDER BY r.seq"), (sid, sid))
         return [from_column(row[0]) for row in cur.fetchall()]
 
     def _insert_mark(self, cur: Any, session_id: str, seq: int, call_id: str) -> None:
@@ -394,12 +409,15 @@ class PostgresStore:
             (to_column(session_id),)))
 
     def _waiting(self, cur: Any, session_id: str, kind: str) -> list[tuple[int, str, str | None]]:
-        """The waiting batch's rows of ``kind`` whose call no stored tool result answers."""
+        """The waiting batch's rows of ``kind`` whose call no tool result stored after the
+        last assistant message answers."""
+        sid = to_column(session_id)
         cur.execute(self._sql(
-            "SELECT w.position, w.data, w.decision FROM {s}.approvals w WHERE w.session_id = %s"
-            " AND w.kind = %s AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id"
-            " = w.session_id AND a.kind = 'message' AND a.tool_call_id = w.tool_call_id)"
-            " ORDER BY w.position"), (to_column(session_id), kind))
+            "WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT w.position, w.data, "
+            "w.decision FROM {s}.approvals w, last WHERE w.session_id = %s AND w.kind = %s "
+            "AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id = w.session_id "
+            "AND a.kind = 'message' AND a.tool_call_id = w.tool_call_id AND a.seq > last.seq)"
+            " ORDER BY w.position"), (sid, sid, kind))
         return [(int(r[0]), r[1], r[2]) for r in cur.fetchall()]
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
-from ..messages import AgentMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._approvals import (
     ApprovalDecision,
     PendingApproval,
@@ -62,6 +62,20 @@ CREATE TABLE IF NOT EXISTS piagent_approvals (
     PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID;
 """
+
+# The sequence number of the session's last assistant message (-1 when it has none): a start
+# mark or a waiting call belongs to the batch that message asked for, and only a tool result
+# stored after it answers one (tool-call ids repeat across batches). Every stored assistant
+# message's JSON begins with its role (encode_message); the walk goes back from the end.
+_LAST_ASK = ("COALESCE((SELECT l.seq FROM piagent_records l WHERE l.session_id = ? AND"
+             " l.kind = 'message' AND l.tool_call_id IS NULL AND"
+             " l.data LIKE '{\"role\":\"assistant\"%' ORDER BY l.seq DESC LIMIT 1), -1)")
+# the start marks of the last batch that no tool result stored after it answers
+# (parameters: the session id three times)
+_STARTED = ("WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT DISTINCT m.data FROM"
+            " piagent_records m, last WHERE m.session_id = ? AND m.kind = 'started' AND"
+            " m.seq > last.seq AND m.data NOT IN (SELECT a.tool_call_id FROM piagent_records"
+            " a WHERE a.session_id = ? AND a.tool_call_id IS NOT NULL AND a.seq > last.seq)")
 
 
 class SQLiteStore:
@@ -286,9 +300,13 @@ class SQLiteStore:
         if not items:
             return
         rows = self._rows(session_id, 0, items)  # encoded before the transaction opens
+        asks = any(isinstance(m, AssistantMessage) for m in items)
         with self.write() as conn:
             start = self._next_seq(conn, session_id)
             conn.executemany(self._INSERT, [(r[0], start + r[1], *r[2:]) for r in rows])
+            if asks:  # a new reply: any waiting batch is over (completed or gone past)
+                conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?",
+                             (session_id,))
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
@@ -296,9 +314,8 @@ class SQLiteStore:
         rows = self._rows(session_id, 0, items)
         keep = unanswered_call_ids(items)
         with self.write() as conn:
-            marks = [r[0] for r in conn.execute(
-                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
-                " ORDER BY seq", (session_id,)) if r[0] in keep]
+            marks = sorted(r[0] for r in conn.execute(_STARTED, (session_id,) * 3)
+                           if r[0] in keep)
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
             now = time.time()
             rows += [(session_id, len(rows) + i, "started", mark, None, now)
@@ -323,20 +340,16 @@ class SQLiteStore:
             msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
             raise TypeError(msg)
         with self.write() as conn:
-            if conn.execute("SELECT 1 FROM piagent_records WHERE session_id = ? AND "
-                            "kind = 'started' AND data = ?", (session_id, tool_call_id)
-                            ).fetchone() is None:
+            if conn.execute(f"SELECT 1 FROM piagent_records WHERE session_id = ? AND kind = "
+                            f"'started' AND data = ? AND seq > {_LAST_ASK}",
+                            (session_id, tool_call_id, session_id)).fetchone() is None:
                 conn.execute(self._INSERT, (session_id, self._next_seq(conn, session_id),
                                             "started", tool_call_id, None, time.time()))
 
     def started(self, session_id: str) -> set[str]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(
-                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
-                " AND data NOT IN (SELECT tool_call_id FROM piagent_records WHERE"
-                " session_id = ? AND tool_call_id IS NOT NULL)",
-                (session_id, session_id)).fetchall()
+            rows = conn.execute(_STARTED, (session_id,) * 3).fetchall()
         return {r[0] for r in rows}
 
     def last_activity(self, session_id: str) -> float | None:
@@ -349,10 +362,12 @@ class SQLiteStore:
 
     # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
 
-    # a waiting batch's rows of one kind whose call no stored tool result answers yet
+    # a waiting batch's rows of one kind whose call no tool result stored after the last
+    # assistant message answers yet (an earlier result with the same id answers another call)
     _WAITING = ("SELECT position, data, decision FROM piagent_approvals WHERE session_id = ?"
                 " AND kind = ? AND tool_call_id NOT IN (SELECT tool_call_id FROM"
-                " piagent_records WHERE session_id = ? AND tool_call_id IS NOT NULL)"
+                " piagent_records WHERE session_id = ? AND tool_call_id IS NOT NULL"
+                f" AND seq > {_LAST_ASK})"
                 " ORDER BY position")
 
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
@@ -369,7 +384,7 @@ class SQLiteStore:
                digest: str | None) -> bool:
         check_session_id(session_id)
         with self.write() as conn:  # BEGIN IMMEDIATE: one decision at a time, any process
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
+            rows = conn.execute(self._WAITING, (session_id, "pending", session_id, session_id)).fetchall()
             entries = [pending_from_json(data, made) for _, data, made in rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
             conn.execute("UPDATE piagent_approvals SET decision = ? WHERE session_id = ? AND "
@@ -379,13 +394,13 @@ class SQLiteStore:
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
+            rows = conn.execute(self._WAITING, (session_id, "pending", session_id, session_id)).fetchall()
         return [pending_from_json(data, made) for _, data, made in rows]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "held", session_id)).fetchall()
+            rows = conn.execute(self._WAITING, (session_id, "held", session_id, session_id)).fetchall()
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
                 for seq, data, _ in rows]
 
