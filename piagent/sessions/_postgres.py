@@ -16,7 +16,8 @@ an advisory lock with a schema version:
   row is set for tool results: it is what answers an intent.
 * ``approvals(session_id, position, kind, tool_call_id, data, decision)``: the session's
   batch waiting for approval (``kind`` ``'pending'``: a call, its decision once made;
-  ``'held'``: a result held back), written under the session's row lock.
+  ``'held'``: a result held back; ``'since'``, position -1: the sequence number from which
+  stored tool results answer the batch's calls), written under the session's row lock.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ._approvals import (
     PendingApproval,
     check_decision,
     decision_to_json,
+    live_rows,
     pending_from_json,
     pending_to_json,
 )
@@ -174,6 +176,8 @@ class PostgresStore:
             marks = [m for m in self._unanswered(cur, session_id) if m in asked]
             cur.execute(self._sql("DELETE FROM {s}.records WHERE session_id = %s"),
                         (to_column(session_id),))
+            cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s AND "
+                                  "kind = 'since'"), (to_column(session_id),))  # renumbered
             self._insert(cur, session_id, 0, rows)
             for seq, call_id in enumerate(marks, start=len(rows)):
                 self._insert_mark(cur, session_id, seq, call_id)
@@ -367,13 +371,13 @@ class PostgresStore:
         sid = to_column(session_id)
 
         def write(cur: Any) -> None:
-            self._reserve(cur, session_id, 0)  # the session's row lock
+            since = self._reserve(cur, session_id, 0)  # the row lock; results from here on
             cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"), (sid,))
-            if rows:
-                cur.executemany(self._sql(
-                    "INSERT INTO {s}.approvals VALUES (%s, %s, %s, %s, %s, NULL)"),
-                    [(sid, i, kind, to_column(call_id), data)
-                     for i, (kind, call_id, data) in enumerate(rows)])
+            cur.executemany(self._sql(
+                "INSERT INTO {s}.approvals VALUES (%s, %s, %s, %s, %s, NULL)"),
+                [(sid, i, kind, to_column(call_id), data)
+                 for i, (kind, call_id, data) in enumerate(rows)]
+                + [(sid, -1, "since", "", str(since))])
         self._run(write)
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
@@ -382,8 +386,8 @@ class PostgresStore:
 
         def write(cur: Any) -> bool:
             self._reserve(cur, session_id, 0)  # the row lock: one decision at a time
-            rows = self._waiting(cur, session_id, "pending")
-            entries = [pending_from_json(data, made) for _, data, made in rows]
+            rows = [r for r in self._batch(cur, session_id) if r[1] == "pending"]
+            entries = [pending_from_json(data, made) for _, _, data, made in rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
             cur.execute(self._sql("UPDATE {s}.approvals SET decision = %s WHERE session_id = %s"
                                   " AND position = %s"),
@@ -393,14 +397,15 @@ class PostgresStore:
 
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
-        rows = self._run(lambda cur: self._waiting(cur, session_id, "pending"))
-        return [pending_from_json(data, made) for _, data, made in rows]
+        rows = self._run(lambda cur: self._batch(cur, session_id))
+        return [pending_from_json(data, made) for _, kind, data, made in rows
+                if kind == "pending"]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
-        rows = self._run(lambda cur: self._waiting(cur, session_id, "held"))
+        rows = self._run(lambda cur: self._batch(cur, session_id))
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
-                for seq, data, _ in rows]
+                for seq, kind, data, _ in rows if kind == "held"]
 
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)
@@ -408,17 +413,32 @@ class PostgresStore:
             self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"),
             (to_column(session_id),)))
 
-    def _waiting(self, cur: Any, session_id: str, kind: str) -> list[tuple[int, str, str | None]]:
-        """The waiting batch's rows of ``kind`` whose call no tool result stored after the
-        last assistant message answers."""
+    def _batch(self, cur: Any, session_id: str) -> list[tuple[int, str, str, str | None]]:
+        """The waiting batch's open rows, (position, kind, data, decision) in source order:
+        those no tool result stored since the batch waited answers (``live_rows``; for a
+        batch an older piagent stored, or one a ``replace`` renumbered, since the last
+        assistant message)."""
         sid = to_column(session_id)
-        cur.execute(self._sql(
-            "WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT w.position, w.data, "
-            "w.decision FROM {s}.approvals w, last WHERE w.session_id = %s AND w.kind = %s "
-            "AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id = w.session_id "
-            "AND a.kind = 'message' AND a.tool_call_id = w.tool_call_id AND a.seq > last.seq)"
-            " ORDER BY w.position"), (sid, sid, kind))
-        return [(int(r[0]), r[1], r[2]) for r in cur.fetchall()]
+        cur.execute(self._sql("SELECT position, kind, tool_call_id, data, decision FROM "
+                              "{s}.approvals WHERE session_id = %s ORDER BY position"), (sid,))
+        rows = cur.fetchall()
+        if not rows:
+            return []
+        since = next((int(r[3]) for r in rows if r[1] == "since"), None)
+        rows = [r for r in rows if r[1] != "since"]
+        if since is None:
+            cur.execute(self._sql(
+                "SELECT tool_call_id FROM {s}.records WHERE session_id = %s AND kind = "
+                "'message' AND tool_call_id IS NOT NULL AND seq > " + _LAST_ASK +
+                " ORDER BY seq"), (sid, sid))
+        else:
+            cur.execute(self._sql(
+                "SELECT tool_call_id FROM {s}.records WHERE session_id = %s AND kind = "
+                "'message' AND tool_call_id IS NOT NULL AND seq >= %s ORDER BY seq"),
+                (sid, since))
+        answered = [a[0] for a in cur.fetchall()]
+        live = live_rows([r[2] for r in rows], answered)
+        return [(int(rows[i][0]), rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 

@@ -22,6 +22,7 @@ from ._approvals import (
     PendingApproval,
     check_decision,
     decision_to_json,
+    live_rows,
     pending_from_json,
     pending_to_json,
 )
@@ -55,7 +56,9 @@ CREATE TABLE IF NOT EXISTS piagent_records (
 CREATE TABLE IF NOT EXISTS piagent_approvals (
     session_id TEXT NOT NULL,
     position INTEGER NOT NULL,     -- source order within the waiting batch
-    kind TEXT NOT NULL,            -- 'pending' (data: the call's JSON) or 'held' (data: a result's pi-JSON)
+    kind TEXT NOT NULL,            -- 'pending' (data: the call's JSON), 'held' (data: a result's
+                                   -- pi-JSON) or 'since' (position -1, data: the seq from which
+                                   -- stored tool results answer the batch's calls)
     tool_call_id TEXT NOT NULL,
     data TEXT NOT NULL,
     decision TEXT,                 -- a pending call's decision as JSON, NULL while undecided
@@ -317,6 +320,8 @@ class SQLiteStore:
             marks = sorted(r[0] for r in conn.execute(_STARTED, (session_id,) * 3)
                            if r[0] in keep)
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM piagent_approvals WHERE session_id = ? AND kind = 'since'",
+                         (session_id,))  # renumbered: results after the last ask answer
             now = time.time()
             rows += [(session_id, len(rows) + i, "started", mark, None, now)
                      for i, mark in enumerate(marks)]
@@ -362,13 +367,31 @@ class SQLiteStore:
 
     # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
 
-    # a waiting batch's rows of one kind whose call no tool result stored after the last
-    # assistant message answers yet (an earlier result with the same id answers another call)
-    _WAITING = ("SELECT position, data, decision FROM piagent_approvals WHERE session_id = ?"
-                " AND kind = ? AND tool_call_id NOT IN (SELECT tool_call_id FROM"
-                " piagent_records WHERE session_id = ? AND tool_call_id IS NOT NULL"
-                f" AND seq > {_LAST_ASK})"
-                " ORDER BY position")
+    def _batch(self, conn: sqlite3.Connection, session_id: str
+               ) -> list[tuple[int, str, str, str | None]]:
+        """The waiting batch's open rows, (position, kind, data, decision) in source order:
+        those no tool result stored since the batch waited answers (``live_rows``; for a
+        batch an older piagent stored, or one a ``replace`` renumbered, since the last
+        assistant message)."""
+        rows = conn.execute("SELECT position, kind, tool_call_id, data, decision FROM"
+                            " piagent_approvals WHERE session_id = ? ORDER BY position",
+                            (session_id,)).fetchall()
+        if not rows:
+            return []
+        since = next((int(r[3]) for r in rows if r[1] == "since"), None)
+        rows = [r for r in rows if r[1] != "since"]
+        if since is None:
+            answered = conn.execute(
+                "SELECT tool_call_id FROM piagent_records WHERE session_id = ? AND"
+                f" tool_call_id IS NOT NULL AND seq > {_LAST_ASK} ORDER BY seq",
+                (session_id, session_id)).fetchall()
+        else:
+            answered = conn.execute(
+                "SELECT tool_call_id FROM piagent_records WHERE session_id = ? AND"
+                " tool_call_id IS NOT NULL AND seq >= ? ORDER BY seq",
+                (session_id, since)).fetchall()
+        live = live_rows([r[2] for r in rows], [a[0] for a in answered])
+        return [(rows[i][0], rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
@@ -376,16 +399,19 @@ class SQLiteStore:
         rows = [("pending", p.tool_call_id, pending_to_json(p)) for p in pending]
         rows += [("held", m.tool_call_id, encode_message(m)) for m in held]
         with self.write() as conn:
+            since = self._next_seq(conn, session_id)  # results from here on answer calls
             conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
             conn.executemany("INSERT INTO piagent_approvals VALUES (?, ?, ?, ?, ?, NULL)",
                              [(session_id, i, *row) for i, row in enumerate(rows)])
+            conn.execute("INSERT INTO piagent_approvals VALUES (?, -1, 'since', '', ?, NULL)",
+                         (session_id, str(since)))
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
         check_session_id(session_id)
         with self.write() as conn:  # BEGIN IMMEDIATE: one decision at a time, any process
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id, session_id)).fetchall()
-            entries = [pending_from_json(data, made) for _, data, made in rows]
+            rows = [r for r in self._batch(conn, session_id) if r[1] == "pending"]
+            entries = [pending_from_json(data, made) for _, _, data, made in rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
             conn.execute("UPDATE piagent_approvals SET decision = ? WHERE session_id = ? AND "
                          "position = ?", (decision_to_json(decision), session_id, rows[index][0]))
@@ -394,15 +420,16 @@ class SQLiteStore:
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id, session_id)).fetchall()
-        return [pending_from_json(data, made) for _, data, made in rows]
+            rows = self._batch(conn, session_id)
+        return [pending_from_json(data, made) for _, kind, data, made in rows
+                if kind == "pending"]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "held", session_id, session_id)).fetchall()
+            rows = self._batch(conn, session_id)
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
-                for seq, data, _ in rows]
+                for seq, kind, data, _ in rows if kind == "held"]
 
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)
