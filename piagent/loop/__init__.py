@@ -31,7 +31,7 @@ from ._config import (
 from ._guard import RunGuard, make_guard
 from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
-from ._resume import run_agent_loop_resume, unanswered_tool_calls
+from ._resume import open_calls, run_agent_loop_resume, unanswered_tool_calls
 from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "check_tools",
     "get_tracing",
     "make_guard",
+    "open_calls",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_agent_loop_resume",
