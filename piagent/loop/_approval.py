@@ -28,7 +28,7 @@ from ..tools import AgentToolResult
 from ._call import Finalized, error_result
 
 __all__ = ["DENIED_TEXT", "ResumedCalls", "batch_keys", "denied_result", "held_done",
-           "keep_key", "pending_of"]
+           "keep_key", "pending_of", "start_mark"]
 
 DENIED_TEXT = "Tool call denied by the user"
 
@@ -53,6 +53,14 @@ def batch_keys(messages: Sequence[object], message: AssistantMessage) -> dict[in
                     None)
     return {id(call): "" if position is None else call_key(position, index)
             for index, call in enumerate(message.tool_calls)}
+
+
+def start_mark(call: ToolCall, message: AssistantMessage, key: str) -> str:
+    """What a session store's start mark names for ``call`` of ``message``: its id, or,
+    when another call of the message has the same id, ``"<id> @ <call_key>"`` (such a mark
+    is never answered by a result; it goes with its batch)."""
+    shared = sum(1 for c in message.tool_calls if c.id == call.id) > 1
+    return f"{call.id} @ {key}" if shared and key else call.id
 
 
 def keep_key(result: ToolResultMessage, key: str) -> ToolResultMessage:
@@ -81,12 +89,13 @@ class ResumedCalls:
     ids: frozenset[int]
 
     @classmethod
-    def of(cls, calls: Sequence[ToolCall], keys: Mapping[int, str],
+    def of(cls, message: AssistantMessage, calls: Sequence[ToolCall], keys: Mapping[int, str],
            decisions: Mapping[str, ApprovalDecision] | None,
            held: Sequence[ToolResultMessage], unknown: Collection[str]) -> ResumedCalls:
         """``decisions`` by ``call_key`` (or by tool-call id, for entries an older piagent
         stored), ``held`` results (each with its call's key, or matched to the next call of
-        its id that has no decision), ``unknown``: ids of calls that started."""
+        its id that has no decision), ``unknown``: the start marks (``start_mark``) of the
+        calls that get an unknown-outcome result unless a held result answers them."""
         decided = dict(decisions or {})
         by_key = {held_key(m): m for m in held if held_key(m)}
         unkeyed: dict[str, list[ToolResultMessage]] = {}
@@ -104,7 +113,8 @@ class ResumedCalls:
                 held_of[id(call)] = by_key[key]
             elif unkeyed.get(call.id):
                 held_of[id(call)] = unkeyed[call.id].pop(0)
-        late = frozenset(id(c) for c in calls if c.id in unknown and id(c) not in held_of)
+        late = frozenset(id(c) for c in calls if id(c) not in held_of
+                         and start_mark(c, message, keys.get(id(c), "")) in unknown)
         return cls(held_of, decision_of, late, frozenset(held_of) | frozenset(decision_of) | late)
 
 

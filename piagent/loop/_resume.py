@@ -13,10 +13,11 @@ from ..abort import AbortSignal
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 from ..sessions import call_key
 from ..stream import StreamFn
+from ._approval import batch_keys, start_mark
 from ._config import AgentContext, AgentLoopConfig
 from ._loop import Emit, Run, emit_start, run_agent_loop_continue
 
-__all__ = ["open_calls", "run_agent_loop_resume", "unanswered_tool_calls"]
+__all__ = ["call_start_mark", "open_calls", "run_agent_loop_resume", "unanswered_tool_calls"]
 
 
 def _last_batch(messages: Sequence[AgentMessage]
@@ -42,6 +43,21 @@ def _last_batch(messages: Sequence[AgentMessage]
                     calls.append((at, call))
             return (index, message, calls) if calls else None
     return None
+
+
+def call_start_mark(messages: Sequence[AgentMessage], call: ToolCall) -> str:
+    """What a session store's start mark names for ``call`` of the last assistant message
+    in ``messages``: its id, or ``"<id> @ <call_key>"`` when another call of that message
+    has the same id (``on_tool_execute``'s mark, docs/sessions.md)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            calls = message.tool_calls
+            at = next((i for i, c in enumerate(calls) if c is call), None)
+            if at is None:
+                return call.id
+            return start_mark(call, message, call_key(index, at))
+    return call.id
 
 
 def unanswered_tool_calls(messages: Sequence[AgentMessage]
@@ -83,7 +99,10 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     message, calls = pending
     replay = {tool.name: tool.replay for tool in context.tools}
     # a held result wins over a mark (ResumedCalls): the call finished before the batch waited
-    unknown = frozenset(c.id for c in calls if c.id in started and replay.get(c.name) != "safe")
+    keys = batch_keys(context.messages, message)
+    marks = (start_mark(c, message, keys.get(id(c), "")) for c in calls
+             if replay.get(c.name) != "safe")
+    unknown = frozenset(mark for mark in marks if mark in started)
     run = Run(context, config, emit, signal, stream_fn)
     run.trace.run(emit_start, run.emit)
     return run.run((message, calls, unknown))

@@ -193,7 +193,8 @@ class ToolRunner:
                   unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
         """Execute the tool calls of ``message`` (or ``calls``, some of them).
 
-        The calls whose ids are in ``unknown_outcome`` do not run: each gets
+        The calls whose start marks (``start_mark``) are in ``unknown_outcome`` do not run
+        (unless a held result answers them): each gets
         ``unknown_outcome_result`` with the usual start and end events. Given ``calls`` (a
         resumed batch), ``config.held_results`` and ``config.approvals`` apply to them.
         """
@@ -204,7 +205,7 @@ class ToolRunner:
             if self._special:
                 self._resumed, self._special = NOTHING_RESUMED, frozenset()
         else:
-            self._resumed = ResumedCalls.of(calls, batch_keys(context.messages, message),
+            self._resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
                                             config.approvals, config.held_results,
                                             unknown_outcome)
             self._special = self._resumed.ids

@@ -20,8 +20,10 @@ from piagent import (
     Agent,
     AgentTool,
     AgentToolResult,
+    ApprovalError,
     TextContent,
     ToolResultMessage,
+    UserMessage,
 )
 from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
@@ -264,3 +266,71 @@ def test_a_repeated_id_waiting_survives_sigkill_and_is_approved_elsewhere(
                 if isinstance(m, ToolResultMessage)] == ["write done", "write 2 done"]
     finally:
         close(store)
+
+
+# --- two calls of one batch with one id ---------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_two_waiting_calls_of_one_batch_with_one_id_are_told_apart(kind: str,
+                                                                    tmp_path: Path) -> None:
+    schema = unique_schema() if kind == "postgres" else None
+    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db") \
+        if kind == "sqlite" else PostgresStore(postgres_dsn(), schema=schema)
+    counts = tmp_path / "counts"
+    try:
+        fn = ScriptedStreamFn([assistant_tool_calls(
+            ("write", {"n": 1}, "c1"), ("free", {"n": 2}, "c1"), ("write", {"n": 3}, "c1")),
+            assistant_text("done")])
+        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
+                      tools=[counting_tool("write", counts, needs_approval=True),
+                             counting_tool("free", counts)])
+        seen: list[Any] = []
+        agent.subscribe(lambda event, signal: seen.append(event)
+                        if event.type == "tool_approval_request" else None)
+        run = agent.prompt("go")
+        assert run.waiting and runs_of(counts) == ["free:c1:2"]  # its result held back
+        # the assistant message is the transcript's third (after the system message and the
+        # prompt): keys 2:0 and 2:2
+        assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
+            ("2:0", {"n": 1}), ("2:2", {"n": 3})]
+        assert [e.call_key for e in seen] == ["2:0", "2:2"]
+        with pytest.raises(ApprovalError, match=r"2 tool calls waiting for approval in session "
+                                                r"'s' have the id 'c1'; pass the call_key of "
+                                                r"the one meant: '2:0' .*, '2:2'"):
+            agent.approve("c1")
+        assert agent.deny("2:2", reason="not that one") is None
+        with pytest.raises(ApprovalError, match="'c1' .* was already denied"):
+            agent.approve("2:2")
+        follow = agent.approve("c1")  # now one waiting call has that id: it is meant
+        assert follow is not None and follow.wait(WAIT) and follow.text == "done"
+        assert runs_of(counts) == ["free:c1:2", "write:c1:1"]
+        texts = [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)]
+        assert texts == ["write 1 done", "free 2 done",
+                         "Tool call denied by the user: not that one"]
+        assert agent.pending_approvals() == []
+    finally:
+        close(store)
+        if schema is not None:
+            drop_schema(postgres_dsn(), schema)
+
+
+def test_the_second_call_of_an_id_left_unanswered_is_resumed() -> None:
+    # the k-th result of an id answers the k-th call of it: one result, two calls "c1"
+    store = MemoryStore()
+    store.append("s", [UserMessage("go"), assistant_tool_calls(("free", {"n": 1}, "c1"),
+                                                               ("free", {"n": 2}, "c1")),
+                       ToolResultMessage("c1", "free", [TextContent("free 1 done")])])
+    ran: list[str] = []
+
+    def execute(call_id: str, params: Any, *args: Any) -> AgentToolResult:
+        ran.append(f"{call_id}:{params['n']}")
+        return AgentToolResult(content=[TextContent(f"free {params['n']} done")])
+
+    free = AgentTool(name="free", description="free", parameters={"type": "object"},
+                     execute=execute)
+    fn = ScriptedStreamFn([assistant_text("resumed")])
+    agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s", tools=[free])
+    assert agent.resume(timeout=WAIT).text == "resumed"
+    assert ran == ["c1:2"]
+    assert [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)] \
+        == ["free 1 done", "free 2 done"]
