@@ -167,7 +167,15 @@ CHILD = textwrap.dedent('''
              ("later", {"n": 1})]
     again = [("safe", {"n": 2}), ("never", {"n": 2}), ("unset", {"n": 2}),
              ("later", {"n": 2})]
-    if stage == "crash":  # one batch answered, the next (the same ids) killed mid-way
+    if stage == "shared":  # one batch, one id for every call, killed mid-way
+        fn = ScriptedStreamFn([assistant_tool_calls(
+            ("safe", {"n": 1}, "d"), ("never", {"n": 2}, "d"), ("unset", {"n": 3}, "d"),
+            ("later", {"n": 4}, "d"))])
+        agent = Agent(model=fn.model, stream_fn=fn, tools=tools, max_parallel_tools=3,
+                      store=store, session_id="s")
+        hang[0] = True
+        agent.prompt("go")
+    elif stage == "crash":  # one batch answered, the next (the same ids) killed mid-way
         fn = ScriptedStreamFn([assistant_tool_calls(*batch), assistant_text("once"),
                                assistant_tool_calls(*again)])
         agent = Agent(model=fn.model, stream_fn=fn, tools=tools, max_parallel_tools=3,
@@ -334,3 +342,31 @@ def test_the_second_call_of_an_id_left_unanswered_is_resumed() -> None:
     assert ran == ["c1:2"]
     assert [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)] \
         == ["free 1 done", "free 2 done"]
+
+
+@posix_only
+def test_resume_after_sigkill_tells_apart_calls_of_one_batch_sharing_an_id(
+        tmp_path: Path, place: tuple[str, str]) -> None:
+    lines = run_child_until(tmp_path, place, "shared", 3)
+    assert sorted(lines) == ["started never d", "started safe d", "started unset d"]
+    store = open_store(*place)
+    try:
+        # each call of the shared id is marked with its key (system 0, prompt 1, reply 2)
+        assert store.started("s") == {"d @ 2:0", "d @ 2:1", "d @ 2:2"}
+        counts = tmp_path / "counts"
+        fn = ScriptedStreamFn([assistant_text("recovered")])
+        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
+                      max_parallel_tools=3,
+                      tools=[counting_tool("safe", counts, replay="safe"),
+                             counting_tool("never", counts, replay="never"),
+                             counting_tool("unset", counts),
+                             counting_tool("later", counts, replay="never")])
+        assert agent.resume(timeout=WAIT).text == "recovered"
+        assert sorted(runs_of(counts)) == ["later:d:4", "never:d:2", "safe:d:1", "safe:d:1",
+                                           "unset:d:3"]
+        results = [m for m in store.load("s") if isinstance(m, ToolResultMessage)]
+        assert [(r.tool_name, r.is_error) for r in results] == [
+            ("safe", False), ("never", True), ("unset", True), ("later", False)]
+        assert results[1].content[0].text.startswith(UNKNOWN + " 'never' was running")
+    finally:
+        close(store)

@@ -270,3 +270,18 @@ def test_a_repeated_call_id_is_asked_about_and_run_each_time(tool_server: _ToolS
     users = [m["content"] for m in tool_server.bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["write a file", "write another"]
     assert len(tool_server.bodies) == 4
+
+
+def test_two_waiting_calls_of_one_reply_with_one_id_are_asked_about_each(
+        tmp_path: Path) -> None:
+    # a model may give two calls of one reply the same id: each answer decides its own call
+    agent = _agent(tmp_path, ("write_file", {"path": "a.txt", "content": "hi"}, "c1"),
+                   ("write_file", {"path": "b.txt", "content": "yo"}, "c1"))
+    code, out = chat(agent, ["write two", when_idle(agent, "no"), when_idle(agent, "y"),
+                             when_idle(agent, "")])
+    assert code == 0
+    assert out.index('Run write_file(path="a.txt", content="hi")? [y/N] ') < \
+        out.index('Run write_file(path="b.txt", content="yo")? [y/N] ')
+    assert not (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").read_text() == "yo"
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    assert [(m.tool_call_id, m.is_error) for m in results] == [("c1", True), ("c1", False)]
