@@ -184,6 +184,13 @@ CHILD = textwrap.dedent('''
         say("answered")
         hang[0] = True
         agent.prompt("second")
+    elif stage == "approve_shared":  # two waiting calls and a held result, one id
+        fn = ScriptedStreamFn([assistant_tool_calls(
+            ("write", {"n": 1}, "w"), ("unset", {"n": 2}, "w"), ("write", {"n": 3}, "w"))])
+        agent = Agent(model=fn.model, stream_fn=fn, tools=tools, store=store,
+                      session_id="s")
+        run = agent.prompt("go")
+        say("waiting " + " ".join(p.call_key for p in run.pending_approvals))
     else:  # approve: call_1 approved and answered, then call_1 again waits
         fn = ScriptedStreamFn([assistant_tool_calls(("write", {"n": 1})),
                                assistant_text("once"),
@@ -368,5 +375,33 @@ def test_resume_after_sigkill_tells_apart_calls_of_one_batch_sharing_an_id(
         assert [(r.tool_name, r.is_error) for r in results] == [
             ("safe", False), ("never", True), ("unset", True), ("later", False)]
         assert results[1].content[0].text.startswith(UNKNOWN + " 'never' was running")
+    finally:
+        close(store)
+
+
+@posix_only
+@pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
+def test_waiting_calls_of_one_batch_sharing_an_id_are_decided_elsewhere(
+        tmp_path: Path, place: tuple[str, str]) -> None:
+    lines = run_child_until(tmp_path, place, "approve_shared", 2)
+    assert lines == ["started unset w", "waiting 2:0 2:2"]
+    store = open_store(*place)
+    try:
+        counts = tmp_path / "counts"
+        fn = ScriptedStreamFn([assistant_text("done")])
+        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
+                      tools=[counting_tool("write", counts, needs_approval=True),
+                             counting_tool("unset", counts)])
+        assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
+            ("2:0", {"n": 1}), ("2:2", {"n": 3})]
+        with pytest.raises(ApprovalError, match="have the id 'w'; pass the call_key"):
+            agent.approve("w")
+        assert agent.approve("2:2") is None
+        run = agent.deny("2:0", reason="no")
+        assert run is not None and run.wait(WAIT) and run.text == "done"
+        assert runs_of(counts) == ["unset:w:2", "write:w:3"]  # the held result is used
+        assert [m.content[0].text for m in store.load("s")
+                if isinstance(m, ToolResultMessage)] == [
+            "Tool call denied by the user: no", "unset done", "write 3 done"]
     finally:
         close(store)
