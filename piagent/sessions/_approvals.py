@@ -4,8 +4,10 @@ call's arguments, the JSON of an entry, the checks of a decision).
 
 A store keeps one waiting batch per session: its waiting calls (each with its decision once
 made) and the results the batch already produced (held until the batch completes, so the
-results reach the transcript in source order). An entry whose call has a tool result in the
-transcript is done with and no longer listed (docs/approvals.md).
+results reach the transcript in source order). The tool results stored since the batch
+waited answer its entries, the k-th result of an id the k-th entry of it (``live_rows``): an
+answered entry is done with and no longer listed; the next assistant message ends the
+batch (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -75,9 +77,11 @@ class ApprovalStore(Protocol):
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
-        """Record ``decision`` for a waiting call, atomically across processes; ``True`` when
+        """Record ``decision`` for a waiting call (``tool_call_id``: its ``call_key``, or an
+        id no other undecided waiting call has), atomically across processes; ``True`` when
         every waiting call of the batch is now decided. ``ApprovalError`` for an unknown
-        call, one already decided, or a ``digest`` other than the call's."""
+        call, an id two waiting calls share, one already decided, or a ``digest`` other
+        than the call's."""
         ...
 
     def approvals(self, session_id: str) -> list[PendingApproval]:
