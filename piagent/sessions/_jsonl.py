@@ -32,6 +32,7 @@ from ._protocol import (
     check_messages,
     check_session_id,
     decode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -366,7 +367,7 @@ class JsonlStore:
             parsed = self._parse(session_id, path, warn=False)
             marks = _open_marks(parsed.records)
             values += [{"started": r["started"]} for r in parsed.records
-                       if r.get("started") in keep and r["started"] in marks]
+                       if r.get("started") in marks and marked_call_id(r["started"]) in keep]
             if not values:
                 self._remove(path)
                 return

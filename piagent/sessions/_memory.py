@@ -15,6 +15,7 @@ from ._protocol import (
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -93,7 +94,7 @@ class MemoryStore:
                         default=-1)
         with self._lock:
             old = self._sessions.pop(session_id, None)
-            marks = [i for i in old.marks if i in keep] if old else []
+            marks = [i for i in old.marks if marked_call_id(i) in keep] if old else []
             batch = old.batch if old else []
             if encoded or marks or batch:
                 self._sessions[session_id] = _Session(encoded, answers, marks, batch, since)

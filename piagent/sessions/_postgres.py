@@ -43,6 +43,7 @@ from ._protocol import (
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -173,7 +174,7 @@ class PostgresStore:
 
         def write(cur: Any) -> None:
             self._reserve(cur, session_id, 0)  # the row lock; the numbers start again below
-            marks = [m for m in self._unanswered(cur, session_id) if m in asked]
+            marks = [m for m in self._unanswered(cur, session_id) if marked_call_id(m) in asked]
             cur.execute(self._sql("DELETE FROM {s}.records WHERE session_id = %s"),
                         (to_column(session_id),))
             cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s AND "

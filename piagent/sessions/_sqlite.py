@@ -32,6 +32,7 @@ from ._protocol import (
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -318,7 +319,7 @@ class SQLiteStore:
         keep = unanswered_call_ids(items)
         with self.write() as conn:
             marks = sorted(r[0] for r in conn.execute(_STARTED, (session_id,) * 3)
-                           if r[0] in keep)
+                           if marked_call_id(r[0]) in keep)
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM piagent_approvals WHERE session_id = ? AND kind = 'since'",
                          (session_id,))  # renumbered: results after the last ask answer

@@ -333,6 +333,17 @@ class SessionStoreConformance:
         store.mark_started(sid, "c1")
         assert self.reopen(store, tmp_path).started(sid) == {"c1"}
 
+    def test_replace_keeps_the_marks_of_calls_sharing_an_id(self, store: SessionStore,
+                                                            tmp_path: Path) -> None:
+        # two calls of one batch with one id are marked "<id> @ <call_key>" (the Agent)
+        sid = self.new_id()
+        store.append(sid, [a_user("go"), calls("d", "d", "e")])
+        store.mark_started(sid, "d @ 1:1")
+        store.replace(sid, store.load(sid))
+        assert self.reopen(store, tmp_path).started(sid) == {"d @ 1:1"}
+        store.replace(sid, [a_user("go"), calls("e")])
+        assert store.started(sid) == set()
+
     def test_threads_append_concurrently(self, store: SessionStore) -> None:
         sid, writers, each = self.new_id(), 4, 25
         barrier = threading.Barrier(writers, timeout=WAIT)
