@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ApprovalError
-from ..messages import ToolResultMessage
+from ..messages import ToolResultMessage, sanitize_surrogates
 
 __all__ = ["HELD_KEY", "ApprovalDecision", "ApprovalStore", "PendingApproval",
            "approval_digest", "call_key", "check_decision", "decision_from_json",
@@ -60,7 +60,9 @@ def approval_digest(tool_name: str, args: Any) -> str:
     (sorted keys, no spaces): it changes whenever the call's arguments do."""
     text = json.dumps({"name": tool_name, "arguments": args}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in the arguments still has a digest (valid text's
+    # bytes are the same either way)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @runtime_checkable
@@ -135,14 +137,16 @@ def pending_to_json(pending: PendingApproval) -> str:
             "args": pending.args, "digest": pending.digest}
     if pending.call_key:
         data["callKey"] = pending.call_key
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return sanitize_surrogates(json.dumps(data, ensure_ascii=False, separators=(",", ":"),
+                                          default=repr))
 
 
 def decision_to_json(decision: ApprovalDecision | None) -> str | None:
     if decision is None:
         return None
-    return json.dumps({"approved": decision.approved, "reason": decision.reason},
-                      ensure_ascii=False, separators=(",", ":"))
+    return sanitize_surrogates(json.dumps({"approved": decision.approved,
+                                           "reason": decision.reason},
+                                          ensure_ascii=False, separators=(",", ":")))
 
 
 def decision_from_json(text: str | None) -> ApprovalDecision | None:

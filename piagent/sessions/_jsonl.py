@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..messages import AgentMessage, message_to_dict
+from ..messages import AgentMessage, message_to_dict, sanitize_surrogates
 from ._protocol import (
     SessionCorruptError,
     check_messages,
@@ -110,7 +110,8 @@ def _open_marks(records: list[dict[str, Any]]) -> set[str]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # a lone surrogate cannot be written as UTF-8: removed, as pi-ai's sanitizeSurrogates
+    return sanitize_surrogates(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 class JsonlStore:

@@ -19,6 +19,7 @@ from ..messages import (
     ToolResultMessage,
     message_from_dict,
     message_to_dict,
+    sanitize_surrogates,
 )
 
 MAX_SESSION_ID_LENGTH = 200
@@ -97,7 +98,10 @@ def check_messages(messages: object) -> list[AgentMessage]:
 
 def encode_message(message: AgentMessage) -> str:
     """One message as the compact JSON text a store keeps."""
-    return json.dumps(message_to_dict(message), ensure_ascii=False, separators=(",", ":"))
+    # a lone surrogate (a tool's details, an application's message) cannot be stored as
+    # UTF-8: removed, as pi-ai's sanitizeSurrogates (raw in the JSON text, so removed there)
+    return sanitize_surrogates(json.dumps(message_to_dict(message), ensure_ascii=False,
+                                          separators=(",", ":")))
 
 
 def decode_message(session_id: str, seq: int, text: str | bytes | Any) -> AgentMessage:

@@ -267,7 +267,9 @@ def test_a_repeated_call_id_is_asked_about_and_run_each_time(tool_server: _ToolS
     assert (tmp_path / "out.txt").read_text() == "hello"
     assert (tmp_path / "out2.txt").read_text() == "hello"
     # the answers decided the calls: no "y" reached the model as a user message
-    users = [m["content"] for m in tool_server.bodies[-1]["messages"] if m["role"] == "user"]
+    users = [m["content"] if isinstance(m["content"], str) else
+             "".join(part.get("text", "") for part in m["content"])
+             for m in tool_server.bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["write a file", "write another"]
     assert len(tool_server.bodies) == 4
 
