@@ -122,6 +122,12 @@ def answered_ids(messages: Iterable[AgentMessage]) -> set[str]:
     return {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
 
 
+def marked_call_id(mark: str) -> str:
+    """The tool-call id a start mark names: the mark itself, or its part before ``" @ "``
+    (a call whose id another call of its batch shares is marked ``"<id> @ <call_key>"``)."""
+    return mark.split(" @ ", 1)[0]
+
+
 def unanswered_call_ids(messages: Sequence[AgentMessage]) -> set[str]:
     """The tool calls of the last assistant message in ``messages`` that no tool result
     answers: the batch ``resume()`` would finish, whose start marks a store keeps. An
