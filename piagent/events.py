@@ -135,13 +135,16 @@ class ToolExecutionEndEvent:
 @dataclass(slots=True)
 class ToolApprovalRequestEvent:
     """A tool call waits for a person's decision (``Agent.approve()``/``deny()``); ``args``
-    are the model's arguments, ``digest`` their sha256 (docs/approvals.md). Sent once the
-    rest of the batch is done, just before the run ends waiting. Not one of pi's events."""
+    are the model's arguments, ``digest`` their sha256, ``call_key`` the call's key
+    (``PendingApproval.call_key``: unique in the session whatever the id; what a page
+    sends to decide; docs/approvals.md). Sent once the rest of the batch is done, just
+    before the run ends waiting. Not one of pi's events."""
 
     tool_call_id: str
     tool_name: str
     args: Any
     digest: str
+    call_key: str = ""
     type: ClassVar[Literal["tool_approval_request"]] = "tool_approval_request"
 
 
@@ -235,4 +238,6 @@ def event_to_dict(event: AgentEvent, *, partial: bool = True) -> dict[str, Any]:
         out["toolName"] = event.tool_name
         out["args"] = _jsonable(event.args)
         out["digest"] = event.digest
+        if event.call_key:
+            out["callKey"] = event.call_key
     return out

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .agent import RUN_SETTLED
 from .errors import AgentBusyError
 from .events import event_to_dict
+from .messages import sanitize_surrogates
 from .runs import RunNotFoundError
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ def encode_sse(data: Any, event: str | None = None, *, id: str | None = None) ->
 
     The JSON is compact and on one line. ``id`` and ``event`` must be single-line strings
     (``ValueError`` otherwise); a browser keeps the last ``id`` and sends it back as the
-    ``Last-Event-ID`` header when it reconnects.
+    ``Last-Event-ID`` header when it reconnects. A lone UTF-16 surrogate in ``data`` (which
+    UTF-8 cannot encode) is removed, as pi-ai's ``sanitizeSurrogates`` does.
     """
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     head = ""
@@ -80,7 +82,10 @@ def encode_sse(data: Any, event: str | None = None, *, id: str | None = None) ->
     if event:
         _check_field("event", event)
         head += f"event: {event}\n"
-    return f"{head}data: {payload}\n\n".encode()
+    try:
+        return f"{head}data: {payload}\n\n".encode()
+    except UnicodeEncodeError:  # a lone surrogate (a tool's details, say), raw in the JSON
+        return f"{head}data: {sanitize_surrogates(payload)}\n\n".encode()
 
 
 def sse_events(events: Iterable[Any], to_dict: Callable[[Any], Any] = event_to_dict, *,

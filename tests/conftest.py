@@ -27,6 +27,10 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   the run's abort, which sets ``aborted``).
 * ``EXAMPLES``, ``load_example(path, name)``: the examples folder, and one of its files
   imported as module ``name``; ``CHAT_COOKIE``: the web chat examples' session cookie.
+* Lone surrogates: ``ASTRAL_TEXT`` (a hypothesis strategy: text with astral characters),
+  ``utf16_units(text)``, ``js_sanitized(text)`` (pi-ai's ``sanitizeSurrogates``, an
+  independent reference), ``every_prefix(text)`` (every code-unit prefix joined, and
+  sanitized), ``assert_utf8(value)`` (its JSON holds no lone surrogate).
 * Fixtures: ``no_gc`` (the cyclic collector off), ``no_thread_leak``,
   ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import json
 import os
 import select
 import socket
@@ -53,6 +58,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 # Every request the suite builds is built twice, with the request caches and without, and a
 # difference fails the test (piagent/providers/_keep.py); the variable reaches subprocesses.
@@ -571,3 +577,42 @@ def gunicorn_server(folder: Path, app: str, env: dict[str, str], *, workers: int
         assert not reader.is_alive()
         assert process.stderr is not None
         process.stderr.close()
+
+
+# --- lone surrogates (issue 43 part 4) --------------------------------------------------
+# Text with astral characters (emoji and the like: two UTF-16 code units each), whose every
+# prefix in code units is a string a JSON decoder can produce when a model or server splits
+# "\ud83d\ude00" between two chunks.
+_BMP = st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs", "Cc"))
+_ASTRAL = st.characters(min_codepoint=0x10000)
+ASTRAL_TEXT = st.tuples(st.text(_BMP | _ASTRAL, max_size=3), _ASTRAL,
+                        st.text(_BMP | _ASTRAL, max_size=3)).map("".join)
+
+
+def utf16_units(text: str) -> list[str]:
+    """``text`` as JavaScript sees it: one str per UTF-16 code unit (an astral character
+    becomes its high and its low surrogate)."""
+    data = text.encode("utf-16-le")
+    return [data[i:i + 2].decode("utf-16-le", "surrogatepass") for i in range(0, len(data), 2)]
+
+
+def js_sanitized(text: str) -> str:
+    """What pi-ai's ``sanitizeSurrogates`` makes of ``text`` read as UTF-16 code units (an
+    independent reference: a pair side by side is its character, the rest is dropped)."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+
+
+def every_prefix(text: str) -> tuple[str, str]:
+    """Every code-unit prefix of ``text``, ``|``-joined (lone high surrogates among them),
+    and what that becomes once sanitized."""
+    units = utf16_units(text)
+    prefixes = ["".join(units[:k]) for k in range(len(units) + 1)]
+    return "|".join(prefixes), "|".join(js_sanitized(p) for p in prefixes)
+
+
+def assert_utf8(value: Any, where: str = "") -> None:
+    """``value``'s JSON can be written as UTF-8: it holds no lone surrogate."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AssertionError(f"a lone surrogate in {where or 'the value'}: {value!r}") from exc

@@ -160,3 +160,43 @@ def test_deny_and_a_changed_digest(browser: Any, tmp_path: Path) -> None:
         reply = _texts(driver, ".msg.assistant")[-1]
         assert reply.startswith("I left the note alone.") and "the user clicked Deny" in reply
         http.close()
+
+
+@pytest.mark.parametrize("kind", sorted(APPS, reverse=True))
+def test_a_repeated_call_id_is_approved_each_time(browser: Any, kind: str,
+                                                 tmp_path: Path) -> None:
+    # the scripted model numbers its calls call_1, ... in every reply: each delete_note
+    # call of the session has the id call_1, and each is a new call to approve
+    if kind == "django":
+        pytest.importorskip("django")
+    folder, app = APPS[kind]
+    env = {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"), "PIAGENT_CHAT_STEP_S": "0.05"}
+    driver = browser
+    wait = WebDriverWait(driver, PAGE_WAIT)
+    with gunicorn_server(folder, app, env, workers=2) as server:
+        driver.get(server.url + "/")
+        driver.delete_all_cookies()
+        driver.get(server.url + "/")
+        wait.until(lambda d: _status(d) == "idle")
+        for title in ("shopping", "taxes", "chores"):
+            driver.find_element(By.ID, "message").send_keys(f"delete note {title}")
+            driver.find_element(By.ID, "send").click()
+            wait.until(lambda d: _status(d) == "waiting")
+            if title == "taxes":  # a reload while it waits: the stored call, still waiting
+                driver.refresh()
+                wait.until(lambda d: _status(d) == "waiting")
+            tool = driver.find_elements(By.CSS_SELECTOR, ".tool")[-1]
+            assert tool.get_attribute("data-state") == "waiting"
+            assert title in tool.text
+            tool.find_element(By.CSS_SELECTOR, ".decide .approve").click()
+            wait.until(lambda d: _status(d) == "done")
+            assert tool.get_attribute("data-state") == "done"
+            assert _texts(driver, ".msg.assistant")[-1] == \
+                f"Done: Deleted the note \u201c{title}\u201d. Anything else?"
+        assert not _texts(driver, ".msg.note")  # no "(could not approve: ...)"
+        driver.refresh()  # after the runs: all of it from the store
+        wait.until(lambda d: _status(d) == "idle")
+        tools = driver.find_elements(By.CSS_SELECTOR, ".tool")
+        assert [t.get_attribute("data-state") for t in tools] == ["done"] * 3
+        assert [t.find_element(By.CSS_SELECTOR, ".progress").text for t in tools] == [
+            f"Deleted the note \u201c{t}\u201d." for t in ("shopping", "taxes", "chores")]

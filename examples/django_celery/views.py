@@ -85,9 +85,10 @@ def chat(request: HttpRequest) -> JsonResponse:
 def _decide(request: HttpRequest, approved: bool) -> JsonResponse:
     session_id = _session(request)
     body = _json_body(request)
-    call_id, digest = body.get("tool_call_id"), body.get("digest")
+    # call_key names the call even when another waiting call has its id
+    call_id, digest = body.get("call_key") or body.get("tool_call_id"), body.get("digest")
     if session_id is None or not isinstance(call_id, str) or not call_id:
-        return JsonResponse({"error": 'send {"tool_call_id": "...", "digest": "..."}'},
+        return JsonResponse({"error": 'send {"call_key": "...", "digest": "..."}'},
                             status=400)
     decide = runner.approve if approved else runner.deny
     try:
@@ -214,7 +215,8 @@ function follow(id) {
     const row = add("note", `${call.toolName}(${JSON.stringify(call.args)}) waits for you: `);
     for (const verb of ["approve", "deny"]) {
       const b = document.createElement("button"); b.textContent = verb; row.appendChild(b);
-      b.onclick = () => post("/" + verb, {tool_call_id: call.toolCallId, digest: call.digest})
+      b.onclick = () => post("/" + verb, {call_key: call.callKey, tool_call_id: call.toolCallId,
+                                          digest: call.digest})
         .then(r => { row.remove(); if (r.error) add("note", r.error);
                      else if (r.run_id) follow(r.run_id); });
     }

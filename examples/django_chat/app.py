@@ -144,10 +144,11 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
 
 def _decide(request: HttpRequest, session_id: str, approved: bool) -> HttpResponse:
     body = _json_body(request)
-    call_id, digest = body.get("tool_call_id"), body.get("digest")
+    # call_key names the call even when another waiting call has its id
+    call_id, digest = body.get("call_key") or body.get("tool_call_id"), body.get("digest")
     if not isinstance(call_id, str) or not call_id or \
             not (digest is None or isinstance(digest, str)):
-        return JsonResponse({"error": 'Send {"tool_call_id": "...", "digest": "..."}.'},
+        return JsonResponse({"error": 'Send {"call_key": "...", "digest": "..."}.'},
                             status=400)
     try:
         run_id = get_service().decide(session_id, call_id, digest, approved=approved)

@@ -104,10 +104,11 @@ def create_app(make_agent: Callable[[str], Agent] | None = None, *,
 
     def decide(approved: bool) -> Any:
         body = request.get_json(silent=True) or {}
-        call_id, digest = body.get("tool_call_id"), body.get("digest")
+        # call_key names the call even when another waiting call has its id
+        call_id, digest = body.get("call_key") or body.get("tool_call_id"), body.get("digest")
         if not isinstance(call_id, str) or not call_id or \
                 not (digest is None or isinstance(digest, str)):
-            return jsonify(error='Send {"tool_call_id": "...", "digest": "..."}.'), 400
+            return jsonify(error='Send {"call_key": "...", "digest": "..."}.'), 400
         try:
             run_id = service.decide(g.session_id, call_id, digest, approved=approved)
         except (ApprovalError, AgentBusyError) as exc:

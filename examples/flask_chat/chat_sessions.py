@@ -111,8 +111,8 @@ class ChatService:
             if info.state in LIVE:
                 messages = messages[:latest[1]]
         shown = [message_to_dict(m) for m in messages if m.role != "system"]
-        approvals = [{"toolCallId": p.tool_call_id, "toolName": p.tool_name, "args": p.args,
-                      "digest": p.digest,
+        approvals = [{"toolCallId": p.tool_call_id, "callKey": p.call_key,
+                      "toolName": p.tool_name, "args": p.args, "digest": p.digest,
                       "decision": None if p.decision is None else
                       ("approved" if p.decision.approved else "denied")}
                      for p in self.runner.pending_approvals(session_id)]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..errors import AgentBusyError, ApprovalError, ApprovalPendingError
-from ..loop import unanswered_tool_calls
+from ..loop import open_calls
 from ..messages import ToolCall, ToolResultMessage, messages_to_json
 from ..sessions import (
     ApprovalDecision,
@@ -24,6 +24,7 @@ from ..sessions import (
     MemoryStore,
     PendingApproval,
     approval_digest,
+    find_entry,
 )
 from ._input import RunInput
 from ._persistence import StoreLink
@@ -116,8 +117,8 @@ class Approvals:
                 link.count = len(stored)
 
     def _open_calls(self) -> dict[str, ToolCall]:
-        found = unanswered_tool_calls(self._agent._state.messages)
-        return {} if found is None else {c.id: c for c in found[1]}
+        """The last batch's unanswered calls by ``call_key``."""
+        return open_calls(self._agent._state.messages)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ class Approvals:
         if not entries:
             return []
         calls = self._open_calls()
-        live = [e for e in entries if e.tool_call_id in calls]
+        live = [e for e in entries if _call_of(e, calls) is not None]
         if not live and self._agent._active is None:
             store.clear_approvals(session_id)  # a batch the transcript has left behind
         return live
@@ -175,19 +176,21 @@ class Approvals:
             raise AgentBusyError(_BUSY_DECIDE)
         self._sync()
         store, session_id = self._where()
-        entry = next((e for e in store.approvals(session_id)
-                      if e.tool_call_id == tool_call_id), None)
-        if entry is not None and entry.decision is None:
-            self._check_arguments(entry, session_id, digest)
-        complete = store.decide(session_id, tool_call_id, ApprovalDecision(approved, reason),
-                                digest)
+        entries = store.approvals(session_id)
+        named = tool_call_id
+        if entries:
+            entry = entries[find_entry(session_id, entries, tool_call_id)]
+            named = entry.call_key or entry.tool_call_id  # the one meant, exactly
+            if entry.decision is None:
+                self._check_arguments(entry, session_id, digest)
+        complete = store.decide(session_id, named, ApprovalDecision(approved, reason), digest)
         if not complete:
             return None
         return agent._call(_BUSY_CONTINUE, self._continue_input, False, None)
 
     def _check_arguments(self, entry: PendingApproval, session_id: str,
                          digest: str | None) -> None:
-        call = self._open_calls().get(entry.tool_call_id)
+        call = _call_of(entry, self._open_calls())
         if call is None:
             msg = (f"No tool call {entry.tool_call_id!r} waits for approval in session "
                    f"{session_id!r}: the transcript has no open call of that id any more.")
@@ -218,14 +221,15 @@ class Approvals:
         if chosen[2] is None or not self._keeps():
             return chosen  # not mid-batch, or nothing can wait
         store, session_id = self._where()
-        entries = [e for e in store.approvals(session_id) if e.tool_call_id in
-                   self._open_calls()]
+        calls = self._open_calls()
+        entries = [e for e in store.approvals(session_id) if _call_of(e, calls) is not None]
         undecided = [e.tool_call_id for e in entries if e.decision is None]
         if undecided:
             msg = (f"resume(): tool calls wait for approval ({', '.join(undecided)}); decide "
                    f"each with agent.approve() or agent.deny() and the run goes on.")
             raise ApprovalPendingError(msg, call_ids=undecided)
-        decisions = {e.tool_call_id: e.decision for e in entries if e.decision is not None}
+        decisions = {e.call_key or e.tool_call_id: e.decision for e in entries
+                     if e.decision is not None}
         self._next = (decisions, store.held_results(session_id))
         self.waiting = False
         return chosen
@@ -251,6 +255,14 @@ class Approvals:
         return on_approval_wait
 
 
+def _call_of(entry: PendingApproval, calls: dict[str, ToolCall]) -> ToolCall | None:
+    """The open call a waiting entry names: by its key (by its id for an entry an older
+    piagent stored, which has none)."""
+    if entry.call_key:
+        return calls.get(entry.call_key)
+    return next((c for c in calls.values() if c.id == entry.tool_call_id), None)
+
+
 class ApprovalMethods:
     """The approval half of ``Agent``'s public surface (a mixin over its ``Approvals``)."""
 
@@ -263,7 +275,9 @@ class ApprovalMethods:
 
     def approve(self, tool_call_id: str, *, reason: str | None = None,
                 digest: str | None = None) -> AgentRun | None:
-        """Approve a waiting call. When it was the last undecided call of its batch, the
+        """Approve a waiting call, named by its ``call_key`` (``PendingApproval.call_key``)
+        or by its tool-call id when no other waiting call has that id (else
+        ``ApprovalError`` naming their keys). When it was the last undecided call of its batch, the
         run goes on (on a worker thread, as ``continue_(block=False)``) and that run is
         returned; else ``None``. With ``digest`` (``PendingApproval.digest``, what was
         shown) the call's arguments must still be those. ``ApprovalError`` for an unknown

@@ -17,6 +17,7 @@ from ..messages import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    sanitize_surrogates,
 )
 from ..tools import AgentTool
 from ..transcript import create_initial_system_message, to_tool_declaration
@@ -70,6 +71,8 @@ def check_message(value: Any, where: str) -> AgentMessage:
     """
     if (dataclasses.is_dataclass(value) and not isinstance(value, type)
             and isinstance(getattr(value, "role", None), str)):
+        if type(value) is UserMessage:
+            _clean_user_text(value)
         return value  # type: ignore[return-value]  # a message by shape: a dataclass with a role
     if isinstance(value, dict):
         hint = ("; for {'role': 'user', 'content': ...} pass the text as a str, or "
@@ -81,10 +84,23 @@ def check_message(value: Any, where: str) -> AgentMessage:
     raise TypeError(msg)
 
 
+def _clean_user_text(message: UserMessage) -> None:
+    """A user message's text without lone surrogates (pi-ai's ``sanitizeSurrogates``; UTF-8
+    cannot encode them), changed in place only where one is found."""
+    content = message.content
+    if isinstance(content, str):
+        message.content = sanitize_surrogates(content)
+        return
+    for block in content:
+        if type(block) is TextContent:
+            block.text = sanitize_surrogates(block.text)
+
+
 def as_message(message: str | AgentMessage, where: str = "steer()") -> AgentMessage:
-    """A queued message: a ``str`` becomes a user message; anything else must be a message."""
+    """A queued message: a ``str`` becomes a user message; anything else must be a message.
+    Lone surrogates are removed from a user message's text."""
     if isinstance(message, str):
-        return UserMessage(content=[TextContent(message)])
+        return UserMessage(content=[TextContent(sanitize_surrogates(message))])
     return check_message(message, where)
 
 
@@ -99,7 +115,8 @@ def normalise_input(input: str | AgentMessage | Sequence[AgentMessage],
     number, ``None``, a list of str).
     """
     if isinstance(input, str):
-        return [UserMessage(content=[TextContent(input), *_images(images, where)])]
+        return [UserMessage(content=[TextContent(sanitize_surrogates(input)),
+                                     *_images(images, where)])]
     if images:
         msg = f"{where}: images= goes with a str input, not {type(input).__name__}."
         raise TypeError(msg)

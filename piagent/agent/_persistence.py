@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..loop import unanswered_tool_calls
+from ..loop import call_start_mark, unanswered_tool_calls
 from ..messages import AgentMessage, ToolCall, messages_to_json
 from ..sessions import SessionStore, check_session_id
 from ._input import RunInput, continue_input
@@ -122,11 +122,13 @@ class StoreLink:
     def mark_started(self) -> Callable[[ToolCall], None]:
         """The loop's ``on_tool_execute``: a tool call is marked started just before its
         ``execute`` (it runs on the tool's pool thread)."""
-        store, session_id = self.store, self.session_id
+        store, session_id, state = self.store, self.session_id, self.state
 
         def on_tool_execute(call: ToolCall) -> None:
             try:
-                store.mark_started(session_id, call.id)
+                # a read of the run's transcript from the pool thread: the batch's assistant
+                # message is in place before any of its calls executes, and only appends follow
+                store.mark_started(session_id, call_start_mark(state.messages, call))
             except Exception as exc:
                 msg = (f"The session store {type(store).__name__} failed to mark tool call "
                        f"{call.id} ({call.name!r}) of session {session_id!r} started: "

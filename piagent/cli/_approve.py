@@ -84,8 +84,9 @@ def undecided(agent: Agent) -> list[PendingApproval]:
 def _decide(agent: Agent, pending: PendingApproval, yes: bool,
             reason: str) -> AgentRun | None:
     if yes:
-        return agent.approve(pending.tool_call_id, digest=pending.digest)
-    return agent.deny(pending.tool_call_id, reason=reason, digest=pending.digest)
+        return agent.approve(pending.call_key or pending.tool_call_id, digest=pending.digest)
+    return agent.deny(pending.call_key or pending.tool_call_id, reason=reason,
+                      digest=pending.digest)
 
 
 class Asker:

@@ -37,11 +37,15 @@ def _cmd_proxy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     def ready(url: str) -> None:
         out.write(f"piagent proxy on {url}/api/stream (clients send 'Authorization: Bearer "
-                  "<token>'; provider keys come from this process's environment; Ctrl-C "
+                  "<token>'; provider keys come from this process's environment and go only "
+                  "to the catalogue's base URLs and those of --allow-base-url; Ctrl-C "
                   "stops it)\n")
         out.flush()
 
-    app = ProxyApp(auth_tokens=[token])
+    allowed: dict[str, list[str]] = {}
+    for provider, url in args.allow_base_url:
+        allowed.setdefault(provider, []).append(url)
+    app = ProxyApp(auth_tokens=[token], allowed_base_urls=allowed)
     try:
         serve_proxy(app, args.host, args.port, ready=ready,
                     max_connections=args.max_connections, header_timeout=args.header_timeout,
@@ -120,6 +124,23 @@ def _flag_value(convert: Callable[[str], Any], ok: Callable[[Any], bool], expect
 _temperature = _flag_value(float, lambda v: 0.0 <= v <= 2.0, "a number from 0 to 2")
 _positive_int = _flag_value(int, lambda v: v >= 1, "a whole number above 0")
 _positive_usd = _flag_value(float, lambda v: 0 < v < float("inf"), "an amount of USD above 0")
+
+
+def _provider_url(text: str) -> tuple[str, str]:
+    """``--allow-base-url``'s ``PROVIDER=URL``, checked as ``ProxyApp`` will check it."""
+    from ..proxy import ProxyApp
+
+    provider, sep, url = text.partition("=")
+    expected = "PROVIDER=URL, e.g. openai=https://gateway.example/v1"
+    if not sep or not provider or provider != "".join(provider.split()) or not url:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    try:
+        ProxyApp(auth_tokens="-", allowed_base_urls={provider: url})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected {expected} (an http:// or https:// URL with a host), got {text!r}"
+        ) from None
+    return provider, url
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -201,6 +222,11 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1")
     proxy.add_argument("--token", help="the bearer token clients must send "
                                        "(default: $PIAGENT_PROXY_TOKEN)")
+    proxy.add_argument("--allow-base-url", type=_provider_url, action="append", default=[],
+                       metavar="PROVIDER=URL",
+                       help="also send PROVIDER's requests to URL (repeatable); by default "
+                            "only the catalogue's base URL of each provider is served, and "
+                            "providers it does not list (ollama, vllm, ...) are refused")
     proxy.add_argument("--max-connections", type=int, default=64, metavar="N",
                        help="requests served at once; more get 503 (default 64)")
     proxy.add_argument("--header-timeout", type=float, default=10.0, metavar="S",

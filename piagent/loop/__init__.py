@@ -31,7 +31,12 @@ from ._config import (
 from ._guard import RunGuard, make_guard
 from ._limits import Budget, BudgetStore, LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
-from ._resume import run_agent_loop_resume, unanswered_tool_calls
+from ._resume import (
+    call_start_mark,
+    open_calls,
+    run_agent_loop_resume,
+    unanswered_tool_calls,
+)
 from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [
@@ -59,9 +64,11 @@ __all__ = [
     "TurnDecision",
     "agent_loop",
     "agent_loop_continue",
+    "call_start_mark",
     "check_tools",
     "get_tracing",
     "make_guard",
+    "open_calls",
     "run_agent_loop",
     "run_agent_loop_continue",
     "run_agent_loop_resume",

@@ -9,6 +9,7 @@ the batches (``_tools.py``) use the same steps.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     now_ms,
+    sanitize_surrogates,
 )
 from ..sessions import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
@@ -67,8 +69,10 @@ def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     _log.debug("Tool %r raised %s", tool_name, failure_text(exc), exc_info=exc)
     result = error_result(failure_text(exc))
-    result.details = {"error": {"type": type(exc).__name__, "message": str(exc),
-                                "traceback": trace}}
+    # a message can hold a lone surrogate (a file name os.fsdecode made): removed here too
+    result.details = {"error": {"type": type(exc).__name__,
+                                "message": sanitize_surrogates(str(exc)),
+                                "traceback": sanitize_surrogates(trace)}}
     return result
 
 
@@ -163,6 +167,20 @@ def _coerce_result(value: Any) -> AgentToolResult:
     raise TypeError(msg)
 
 
+def clean_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with lone surrogates removed from its text content (pi-ai's
+    ``sanitizeSurrogates``: a file name ``os.fsdecode`` made, half an emoji); ``result``
+    itself when it holds none. ``details`` is cleaned where it is serialized (stores, SSE)."""
+    for block in result.content:
+        if type(block) is TextContent and not block.text.isascii():
+            text = sanitize_surrogates(block.text)
+            if text is not block.text:
+                return dataclasses.replace(result, content=[
+                    dataclasses.replace(b, text=sanitize_surrogates(b.text))
+                    if isinstance(b, TextContent) else b for b in result.content])
+    return result
+
+
 def execute_prepared(prepared: Prepared, signal: AbortSignal,
                      on_update: Callable[[Any], None]) -> Finalized:
     """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
@@ -172,8 +190,12 @@ def execute_prepared(prepared: Prepared, signal: AbortSignal,
         result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
                                                       on_update))
     except Exception as exc:  # a failing tool is a result the model can read
-        return Finalized(call, tool_failure_result(call.name, exc), True,
+        return Finalized(call, clean_result(tool_failure_result(call.name, exc)), True,
                          round((time.monotonic() - started) * 1000))
+    for block in result.content:  # clean_result's check, inline: this runs per call
+        if type(block) is TextContent and not block.text.isascii():
+            result = clean_result(result)
+            break
     return Finalized(call, result, result.is_error is True,
                      round((time.monotonic() - started) * 1000))
 
@@ -209,7 +231,7 @@ def finalize(context: AgentContext, assistant_message: AssistantMessage, prepare
                 is_error = override.is_error
     except Exception as exc:  # the hook's failure becomes this call's error result
         result, is_error = error_result(exception_text(exc)), True
-    return Finalized(prepared.tool_call, result, is_error, executed.duration_ms)
+    return Finalized(prepared.tool_call, clean_result(result), is_error, executed.duration_ms)
 
 
 def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],

@@ -201,9 +201,12 @@ class AgentLoopConfig(StreamOptions):
     ``tool_approval_request`` events: the waiting calls and the results held back (source
     order). The ``Agent`` keeps them in its store here; if it raises, the run fails."""
     approvals: Mapping[str, ApprovalDecision] | None = None
-    """Decisions for the calls of the batch ``run_agent_loop_resume`` completes."""
+    """Decisions for the calls of the batch ``run_agent_loop_resume`` completes, by
+    ``call_key`` (``PendingApproval.call_key``; by tool-call id for a call without one)."""
     held_results: Sequence[ToolResultMessage] = ()
-    """Results of that batch produced before it waited (they are not run again)."""
+    """Results of that batch produced before it waited (they are not run again); each
+    carries its call's key in ``extra["piagentCallKey"]`` (one without is matched to the
+    next call of its id that has no decision)."""
     tool_executor: Executor | None = None
     """Where tools run. ``None`` (the default): a pool made for the run at its first tool
     batch and shut down when the run ends, so a run leaves no thread. A caller-owned

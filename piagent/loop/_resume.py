@@ -11,27 +11,72 @@ from collections.abc import Collection, Sequence
 
 from ..abort import AbortSignal
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from ..sessions import call_key
 from ..stream import StreamFn
+from ._approval import batch_keys, start_mark
 from ._config import AgentContext, AgentLoopConfig
 from ._loop import Emit, Run, emit_start, run_agent_loop_continue
 
-__all__ = ["run_agent_loop_resume", "unanswered_tool_calls"]
+__all__ = ["call_start_mark", "open_calls", "run_agent_loop_resume", "unanswered_tool_calls"]
+
+
+def _last_batch(messages: Sequence[AgentMessage]
+                ) -> tuple[int, AssistantMessage, list[tuple[int, ToolCall]]] | None:
+    """The last assistant message (its position) and its calls that no later tool result
+    answers, each with its index among the message's tool calls. The k-th result with an
+    id answers the k-th call with that id (ids may repeat within a batch, and a batch's
+    results are stored in source order)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                return None  # a failed response's calls were never meant to run
+            answered: dict[str, int] = {}
+            for later in messages[index + 1:]:
+                if isinstance(later, ToolResultMessage):
+                    answered[later.tool_call_id] = answered.get(later.tool_call_id, 0) + 1
+            calls = []
+            for at, call in enumerate(message.tool_calls):
+                if answered.get(call.id, 0) > 0:
+                    answered[call.id] -= 1
+                else:
+                    calls.append((at, call))
+            return (index, message, calls) if calls else None
+    return None
+
+
+def call_start_mark(messages: Sequence[AgentMessage], call: ToolCall) -> str:
+    """What a session store's start mark names for ``call`` of the last assistant message
+    in ``messages``: its id, or ``"<id> @ <call_key>"`` when another call of that message
+    has the same id (``on_tool_execute``'s mark, docs/sessions.md)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            calls = message.tool_calls
+            at = next((i for i, c in enumerate(calls) if c is call), None)
+            if at is None:
+                return call.id
+            return start_mark(call, message, call_key(index, at))
+    return call.id
 
 
 def unanswered_tool_calls(messages: Sequence[AgentMessage]
                           ) -> tuple[AssistantMessage, list[ToolCall]] | None:
     """The last assistant message and its tool calls that no later tool result answers, in
-    source order; ``None`` when there is none (the transcript is not mid-batch)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AssistantMessage):
-            answered = {m.tool_call_id for m in messages[index + 1:]
-                        if isinstance(m, ToolResultMessage)}
-            if message.stop_reason in ("error", "aborted"):
-                return None  # a failed response's calls were never meant to run
-            calls = [c for c in message.tool_calls if c.id not in answered]
-            return (message, calls) if calls else None
-    return None
+    source order; ``None`` when there is none (the transcript is not mid-batch). The k-th
+    result with an id answers the k-th call with that id."""
+    found = _last_batch(messages)
+    return None if found is None else (found[1], [call for _, call in found[2]])
+
+
+def open_calls(messages: Sequence[AgentMessage]) -> dict[str, ToolCall]:
+    """The unanswered calls of the last batch by ``call_key`` (the assistant message's
+    position and the call's index: unique within the session whatever the ids)."""
+    found = _last_batch(messages)
+    if found is None:
+        return {}
+    position, _, calls = found
+    return {call_key(position, at): call for at, call in calls}
 
 
 def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: Emit,
@@ -53,9 +98,11 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
         return run_agent_loop_continue(context, config, emit, signal, stream_fn)
     message, calls = pending
     replay = {tool.name: tool.replay for tool in context.tools}
-    held = {m.tool_call_id for m in config.held_results}
-    unknown = frozenset(c.id for c in calls if c.id in started and c.id not in held
-                        and replay.get(c.name) != "safe")
+    # a held result wins over a mark (ResumedCalls): the call finished before the batch waited
+    keys = batch_keys(context.messages, message)
+    marks = (start_mark(c, message, keys.get(id(c), "")) for c in calls
+             if replay.get(c.name) != "safe")
+    unknown = frozenset(mark for mark in marks if mark in started)
     run = Run(context, config, emit, signal, stream_fn)
     run.trace.run(emit_start, run.emit)
     return run.run((message, calls, unknown))

@@ -29,7 +29,15 @@ from ..events import (
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
 from ..sessions import PendingApproval
 from ..tools import AgentTool
-from ._approval import NOTHING_RESUMED, ResumedCalls, denied_result, held_done, pending_of
+from ._approval import (
+    NOTHING_RESUMED,
+    ResumedCalls,
+    batch_keys,
+    denied_result,
+    held_done,
+    keep_key,
+    pending_of,
+)
 from ._call import (
     ABORTED_TEXT,
     Finalized,
@@ -158,9 +166,9 @@ class ToolRunner:
         self._emit = emit
         self._pool: ThreadPoolExecutor | None = None
         # a resumed batch's held results, decisions and unknown-outcome calls; ``_special``
-        # their ids (empty for any other batch: one set lookup per call)
+        # their calls' object ids (empty for any other batch: one set lookup per call)
         self._resumed = NOTHING_RESUMED
-        self._special: frozenset[str] = frozenset()
+        self._special: frozenset[int] = frozenset()
         self._waits = 0  # calls of the current batch waiting for approval
 
     def close(self) -> None:
@@ -185,7 +193,8 @@ class ToolRunner:
                   unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
         """Execute the tool calls of ``message`` (or ``calls``, some of them).
 
-        The calls whose ids are in ``unknown_outcome`` do not run: each gets
+        The calls whose start marks (``start_mark``) are in ``unknown_outcome`` do not run
+        (unless a held result answers them): each gets
         ``unknown_outcome_result`` with the usual start and end events. Given ``calls`` (a
         resumed batch), ``config.held_results`` and ``config.approvals`` apply to them.
         """
@@ -196,7 +205,8 @@ class ToolRunner:
             if self._special:
                 self._resumed, self._special = NOTHING_RESUMED, frozenset()
         else:
-            self._resumed = ResumedCalls.of(config.approvals, config.held_results,
+            self._resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
+                                            config.approvals, config.held_results,
                                             unknown_outcome)
             self._special = self._resumed.ids
         if message.stop_reason == "length":
@@ -225,7 +235,7 @@ class ToolRunner:
         """``tool_execution_start``, then the call prepared to run, waiting for approval, or
         already finished (unknown tool, invalid arguments, blocked) with its
         ``tool_execution_end`` sent."""
-        if call.id in self._special:
+        if id(call) in self._special:
             return self._resumed_slot(context, message, call, by_name)
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
         prepared = prepare_tool_call(context, message, call, self._config, self._signal,
@@ -248,12 +258,12 @@ class ToolRunner:
         """A call of a resumed batch: its held result (no events: they were sent when it
         ran), an unknown outcome, a denial, or the approved call prepared to run."""
         resumed = self._resumed
-        held = resumed.held.get(call.id)
+        held = resumed.held.get(id(call))
         if held is not None:
             return held_done(call, held)
         self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        decision = resumed.decisions.get(call.id)
-        if call.id in resumed.unknown:
+        decision = resumed.decisions.get(id(call))
+        if id(call) in resumed.unknown:
             prepared: Immediate | Waiting = Immediate(unknown_outcome_result(call))
         elif decision is not None and not decision.approved:
             prepared = Immediate(denied_result(decision.reason))
@@ -289,7 +299,7 @@ class ToolRunner:
             if self._signal.is_set():
                 break
         if self._waits:
-            return self._stop_waiting(rest, messages)
+            return self._stop_waiting(context, message, rest, messages)
         return ToolBatch(messages, _should_terminate(finished))
 
     def _run_parallel(self, context: AgentContext, message: AssistantMessage,
@@ -306,13 +316,14 @@ class ToolRunner:
             ordered = [next(executed) if isinstance(s, Prepared) else s for s in slots]
             first = next(i for i, s in enumerate(ordered) if isinstance(s, Waiting))
             prefix: list[Finalized] = ordered[:first]  # type: ignore[assignment]  # no Waiting
-            return self._stop_waiting(ordered[first:],
+            return self._stop_waiting(context, message, ordered[first:],
                                       _emit_results(self._emit, prefix, failure))
         finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
         messages = _emit_results(self._emit, finished, failure)  # phase 3, in source order
         return ToolBatch(messages, _should_terminate(finished))
 
-    def _stop_waiting(self, rest: Sequence[Finalized | Waiting],
+    def _stop_waiting(self, context: AgentContext, message: AssistantMessage,
+                      rest: Sequence[Finalized | Waiting],
                       messages: list[ToolResultMessage]) -> ToolBatch:
         """The batch ends with calls waiting: ``rest`` (from the first waiting call on) is
         held back and handed to ``on_approval_wait``, then each waiting call is reported
@@ -328,14 +339,17 @@ class ToolRunner:
             messages.extend(_emit_results(self._emit, finished))
             return ToolBatch(messages, terminate=False)
         timestamp = now_ms()
-        held = [tool_result_message(s, timestamp) for s in rest if isinstance(s, Finalized)]
-        pending = [pending_of(s.tool_call) for s in rest if isinstance(s, Waiting)]
+        keys = batch_keys(context.messages, message)
+        held = [keep_key(tool_result_message(s, timestamp), keys.get(id(s.tool_call), ""))
+                for s in rest if isinstance(s, Finalized)]
+        pending = [pending_of(s.tool_call, keys.get(id(s.tool_call), ""))
+                   for s in rest if isinstance(s, Waiting)]
         hook = self._config.on_approval_wait
         if hook is not None:
             hook(list(pending), list(held))  # kept (the Agent's store) before anyone is asked
         for entry in pending:
             self._emit(ToolApprovalRequestEvent(entry.tool_call_id, entry.tool_name,
-                                                entry.args, entry.digest))
+                                                entry.args, entry.digest, entry.call_key))
         return ToolBatch(messages, terminate=False, waiting=pending)
 
     def _execute_all(self, context: AgentContext, message: AssistantMessage,

@@ -45,6 +45,9 @@ class Transport(Protocol):
 
     def notify(self, message: dict[str, Any]) -> None: ...
 
+    def cancel(self, message: dict[str, Any]) -> None:
+        """Send ``notifications/cancelled``; returns within 0.5 s even if the server hangs."""
+
     def close(self, timeout: float = 2.0) -> None: ...
 
 
@@ -194,7 +197,7 @@ class Session:
     def _cancel(self, transport: Transport, id_: int, reason: str) -> None:
         params: dict[str, Any] = {"requestId": id_, "reason": reason}
         try:
-            transport.notify(_with_envelope("notifications/cancelled", params, self._version))
+            transport.cancel(_with_envelope("notifications/cancelled", params, self._version))
         except MCPError:
             pass  # the connection is gone: nothing is running there any more
 

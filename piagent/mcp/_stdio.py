@@ -101,6 +101,10 @@ class StdioTransport:
     def notify(self, message: dict[str, Any]) -> None:
         self._write(message)
 
+    def cancel(self, message: dict[str, Any]) -> None:
+        """Send ``notifications/cancelled`` (a line on the server's stdin)."""
+        self._write(message)
+
     def _write(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         stdin = self._proc.stdin

@@ -48,6 +48,7 @@ from ._types import (
     UserMessage,
     now_ms,
 )
+from ._unicode import has_surrogates, sanitize_surrogates, sanitize_surrogates_in
 
 __all__ = [
     "AgentMessage",
@@ -74,12 +75,15 @@ __all__ = [
     "UserMessage",
     "content_from_dict",
     "content_to_dict",
+    "has_surrogates",
     "message_from_dict",
     "message_to_dict",
     "messages_from_json",
     "messages_to_json",
     "now_ms",
     "register_message_type",
+    "sanitize_surrogates",
+    "sanitize_surrogates_in",
     "usage_from_dict",
     "usage_to_dict",
 ]

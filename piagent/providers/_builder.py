@@ -7,11 +7,20 @@ matching ``start``/``*_start``/``*_delta``/``*_end``/``done``/``error`` events.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from typing import Any, TypeVar
 
-from ..messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall
+from ..messages import (
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    sanitize_surrogates,
+    sanitize_surrogates_in,
+)
 from ..models import Model, calculate_cost
 from ..stream import (
     AssistantMessageEventStream,
@@ -34,6 +43,14 @@ __all__ = ["MessageBuilder"]
 
 _Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
 
+# A surrogate code point; in argument JSON also an escape of one (\\uD800 to \\uDFFF); the
+# start of an escape at the end of a fragment (the rest may come with the next one); and the
+# three at once, the one search an argument fragment gets on the usual path
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_OPEN_ESCAPE = re.compile(r"\\(?:u[dD]?)?\Z")
+_WATCH = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]|\\(?:u[dD]?)?\Z")
+
 
 class MessageBuilder:
     """Builds the partial ``AssistantMessage`` and pushes pi's event sequence for it.
@@ -53,11 +70,23 @@ class MessageBuilder:
     the response. Events for a stream nobody holds any more are dropped.
     """
 
+    # block index → a high surrogate that ended the last delta and the length of the block's
+    # text when it was held back: the next delta may bring its low half (left here when none
+    # does: it is never sent, so an unpaired one at the end is dropped)
+    _held: dict[int, tuple[str, int]] | None = None
+    # tool-call indexes whose argument text holds a surrogate or an escape of one: their
+    # parsed arguments are cleaned of unpaired surrogates
+    _suspect: frozenset[int] = frozenset()
+    # tool-call indexes whose next fragment is checked with the text before it: the suspect
+    # ones, and those whose text ends where an escape may begin
+    _watch: frozenset[int] = frozenset()
+
     def __init__(self, model: Model, stream: AssistantMessageEventStream, *, api: str) -> None:
         self.model = model
         self.message = AssistantMessage(api=api, provider=model.provider, model=model.id)
         self._stream_ref = weakref.ref(stream)
-        self._lock = threading.Lock()  # guards _ended, _started, _open and message mutation
+        # guards _ended, _started, _open, _held, _suspect, _watch and message mutation
+        self._lock = threading.Lock()
         self._ended = False
         self._started = False
         self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
@@ -65,6 +94,7 @@ class MessageBuilder:
         # tool-call index → the JSON text its ``arguments`` were last parsed from (that very
         # string object), so an unchanged text is not parsed again
         self._parsed: dict[int, str] = {}
+        # _held, _suspect and _watch: the class's empty defaults until a surrogate comes
 
     @property
     def ended(self) -> bool:
@@ -110,6 +140,8 @@ class MessageBuilder:
             block = self.message.content[index]
             if type(block) is not TextContent:
                 block = self._block(index, TextContent)  # a subclass, or the adapter's mistake
+            if not delta.isascii() and _SURROGATE.search(delta):
+                delta = self._whole(index, delta, len(block.text))
             block.text += delta
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
@@ -131,6 +163,8 @@ class MessageBuilder:
             if self._ended:
                 return
             block = self._block(index, ThinkingContent)
+            if not delta.isascii() and _SURROGATE.search(delta):
+                delta = self._whole(index, delta, len(block.thinking))
             block.thinking += delta
             self._push(ThinkingDeltaEvent(index, delta, self.message))
 
@@ -138,6 +172,15 @@ class MessageBuilder:
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
+        if arguments_json and _WATCH.search(arguments_json):
+            arguments_json = sanitize_surrogates(arguments_json)
+            block = ToolCall(id=call_id, name=name, arguments={})
+            index = self._open_block(block, "toolCall")
+            with self._lock:
+                self._args[index] = self._parsed[index] = arguments_json
+                block.arguments = self._watched(index, arguments_json, 0,
+                                                parse_streaming_json(arguments_json))
+            return index
         block = ToolCall(id=call_id, name=name,
                          arguments=parse_streaming_json(arguments_json) if arguments_json else {})
         index = self._open_block(block, "toolCall")
@@ -157,8 +200,11 @@ class MessageBuilder:
                 block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
             if fragment:
                 buffer = self._args.get(index, "") + fragment
-                self._args[index] = self._parsed[index] = buffer
-                block.arguments = parse_streaming_json(buffer)  # always a dict
+                if _WATCH.search(fragment) or (self._watch and index in self._watch):
+                    fragment = self._add_watched_arguments(block, index, buffer, fragment)
+                else:
+                    self._args[index] = self._parsed[index] = buffer
+                    block.arguments = parse_streaming_json(buffer)  # always a dict
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
                 event = ToolCallDeltaEvent(index, fragment, self.message)
@@ -168,14 +214,47 @@ class MessageBuilder:
                 else:
                     stream.push(event)
 
+    def _add_watched_arguments(self, block: ToolCall, index: int, buffer: str,
+                               fragment: str) -> str:
+        """``add_tool_arguments`` where the fragment holds a surrogate, an escape of one or
+        the start of an escape, or where the call is watched: a high surrogate at the
+        fragment's end is held back (``_whole``). Returns the fragment the event carries.
+        ``_lock`` held."""
+        before = buffer[:len(buffer) - len(fragment)]
+        if not fragment.isascii() and _SURROGATE.search(fragment):
+            fragment = self._whole(index, fragment, len(before))
+            buffer = before + fragment
+        self._args[index] = self._parsed[index] = buffer
+        block.arguments = self._watched(index, buffer, len(before),
+                                        parse_streaming_json(buffer))
+        return fragment
+
+    def _watched(self, index: int, text: str, new: int, arguments: dict[str, Any]
+                 ) -> dict[str, Any]:
+        """``arguments`` (parsed from ``text``, new from ``new`` on) without unpaired
+        surrogates once the text holds one or an escape of one (an escape may straddle two
+        fragments: the search starts 5 characters before ``new``; a negative start is 0);
+        whether the next fragment is watched. ``_lock`` held."""
+        if index in self._suspect or _ESCAPED_SURROGATE.search(text, new - 5):
+            self._suspect = self._suspect | {index}
+            self._watch = self._watch | {index}
+            return sanitize_surrogates_in(arguments)  # type: ignore[no-any-return]
+        if _OPEN_ESCAPE.search(text, len(text) - 3):
+            self._watch = self._watch | {index}
+        elif index in self._watch:
+            self._watch = self._watch - {index}
+        return arguments
+
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
         with self._lock:
             if self._ended:
                 return
             block = self._block(index, ToolCall)
+            arguments_json = sanitize_surrogates(arguments_json)
             self._args[index] = self._parsed[index] = arguments_json
-            block.arguments = parse_streaming_json(arguments_json)
+            block.arguments = self._watched(index, arguments_json, 0,
+                                            parse_streaming_json(arguments_json))
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -215,8 +294,11 @@ class MessageBuilder:
                 self._push(ThinkingEndEvent(index, block.thinking, self.message))
             elif isinstance(block, ToolCall):
                 text = self._args.pop(index, "")
-                if self._parsed.pop(index, None) is not text:  # else: parsed from it already
+                # else: parsed (and cleaned of unpaired surrogates) from it already
+                if self._parsed.pop(index, None) is not text:
                     block.arguments = parse_streaming_json(text)
+                    if index in self._suspect or _ESCAPED_SURROGATE.search(text):
+                        block.arguments = sanitize_surrogates_in(block.arguments)
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
@@ -261,6 +343,24 @@ class MessageBuilder:
             self._args.clear()
             self._parsed.clear()
             self._push(ErrorEvent(reason, self.message), end=True)
+
+    def _whole(self, index: int, delta: str, length: int) -> str:
+        """``delta`` (which holds a surrogate) made whole: a high surrogate held back from
+        the previous delta of the block (``length``: the block's text is as long as when it
+        was held) goes in front, pairs side by side become their character, a high surrogate
+        at the end is held back for the next delta, and the rest of the unpaired ones are
+        removed (pi-ai's ``sanitizeSurrogates``). ``_lock`` held."""
+        if self._held is None:
+            self._held = {}
+        held = self._held.pop(index, None)
+        if held is not None and held[1] == length:
+            delta = held[0] + delta
+        last = delta[-1]
+        if "\ud800" <= last <= "\udbff":
+            delta = sanitize_surrogates(delta[:-1])
+            self._held[index] = (last, length + len(delta))
+            return delta
+        return sanitize_surrogates(delta)
 
     def _push(self, event: Any, *, end: bool = False) -> None:
         """Push to the stream if anyone still holds it (``_lock`` held). On the thread

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import islice
 from typing import Any
 
+from ..messages import AgentMessage, SystemMessage
 from ..models import Model
+from ..transcript import collapse_system_messages
 from ._keys import is_local_url
 
-__all__ = ["OpenAICompat", "get_compat"]
+__all__ = ["OpenAICompat", "fold_system_messages", "get_compat",
+           "supports_mid_convo_system_messages"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ class OpenAICompat:
     supports_strict_mode: bool = True
     supports_finish_reason: bool = True
     requires_reasoning_content_on_assistant_messages: bool = False
-    supports_mid_convo_system_messages: bool = True
+    supports_mid_convo_system_messages: bool = False
+    """pi-ai 1.4.0's default: later system messages fold into the leading prompt."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
@@ -116,3 +121,26 @@ def _compute(model: Model) -> OpenAICompat:
         if name in names:
             overrides[name] = value
     return replace(compat, **overrides)
+
+
+def supports_mid_convo_system_messages(model: Model) -> bool:
+    """``model.compat``'s ``supportsMidConvoSystemMessages`` (or the snake_case key); off by
+    default, as in pi-ai 1.4.0 (its catalogue turns it on for no model)."""
+    compat = model.compat or {}
+    value = compat.get("supportsMidConvoSystemMessages",
+                       compat.get("supports_mid_convo_system_messages", False))
+    return bool(value)
+
+
+def fold_system_messages(model: Model, messages: Sequence[AgentMessage],
+                         supported: bool | None = None) -> Sequence[AgentMessage]:
+    """``messages`` as they go to the model: unchanged when the model takes system messages
+    mid-conversation (``supported``, else ``supports_mid_convo_system_messages``), else
+    every system message replayed into one leading message (pi's ``resolveTranscript``)."""
+    if supported is None:
+        supported = supports_mid_convo_system_messages(model)
+    # in C: is any message after the first a system message?
+    if supported or next(filter(SystemMessage.__instancecheck__, islice(messages, 1, None)),
+                         None) is None:
+        return messages
+    return collapse_system_messages(messages)

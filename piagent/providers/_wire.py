@@ -17,6 +17,7 @@ from typing import Any
 import urllib3.response
 
 from ..errors import ProviderResponseError
+from ..messages import sanitize_surrogates
 from ..stream import ProviderResponse
 from ._errors import clip
 from ._keep import ByOwner, cache_mode, check_same
@@ -129,7 +130,7 @@ class ChunkSource:
 
 
 _BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # compact, as pi
 
 
 def arguments_json(arguments: Any) -> str:
@@ -139,8 +140,13 @@ def arguments_json(arguments: Any) -> str:
 
 
 def json_dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, the encoding used for every request body."""
-    return _BODY_ENCODER.encode(value).encode("utf-8")
+    """Compact UTF-8 JSON, the encoding used for every request body; a lone surrogate
+    (which UTF-8 cannot encode) is removed, as pi-ai's ``sanitizeSurrogates`` does."""
+    text = _BODY_ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # raw in the JSON text: removing it there removes it from the value
+        return sanitize_surrogates(text).encode("utf-8")
 
 
 class PrefixEncoder:
@@ -192,9 +198,12 @@ class PrefixEncoder:
         # the keys around the list, each side in one call: '{"a":1,' + '"field":[' ... ']}'
         head = encode(before)[:-1] + "," if before else "{"
         tail = "," + encode(after)[1:] if after else "}"
-        return b"".join(((head + encode(field) + ":[").encode("utf-8"),
-                         self._encoded_items(body[field], owner),
-                         ("]" + tail).encode("utf-8")))
+        try:
+            return b"".join(((head + encode(field) + ":[").encode("utf-8"),
+                             self._encoded_items(body[field], owner),
+                             ("]" + tail).encode("utf-8")))
+        except UnicodeEncodeError:  # a lone surrogate: json_dumps removes it; nothing kept
+            return json_dumps(body)
 
     def _encoded_items(self, items: Sequence[Any], owner: object) -> bytes:
         items = tuple(items)

@@ -32,6 +32,9 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._anthropic_thinking import thinking_config
+from ._budget import clamp_max_tokens
+from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
 from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
 from ._transform import (
@@ -61,11 +64,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 _CLIENT = HttpClient("anthropic")
 
 # pi's default thinking budgets (tokens) for models with budget-based thinking
-_DEFAULT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
-_MIN_BUDGET = 1024  # the API's minimum budget_tokens, also kept free for the answer
-_ADAPTIVE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
-                    "xhigh": "max", "max": "max"}
-_CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _REDACTED_TEXT = "[Reasoning redacted]"
 _STOP_REASONS: dict[str, StopReason] = {
@@ -101,15 +99,18 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
     """
+    max_tokens = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
+    messages = fold_system_messages(model, messages)
     cache = _cache_control(model, options)
     system_prompt = leading_prompt(messages, model, _normalize_tool_call_id)
     tools = get_current_tools(messages)
     body: dict[str, Any] = {"model": model.id, "stream": True}
-    max_tokens = options.max_tokens or model.max_tokens
-    thinking = _thinking_config(model, options, max_tokens)
+    thinking = thinking_config(model, options, max_tokens, messages)
     if thinking is not None:
         config, max_tokens = thinking
         body.update(config)
+    elif model.reasoning:
+        body["thinking"] = {"type": "disabled"}  # said, not left to the model's default
     body["max_tokens"] = max_tokens
     if system_prompt:
         block: dict[str, Any] = {"type": "text", "text": system_prompt}
@@ -118,7 +119,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         body["system"] = [block]
     body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
-        body["tools"] = _convert_tools(tools, cache)
+        body["tools"] = _convert_tools(model, tools, cache)
     if options.temperature is not None and thinking is None:
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
@@ -136,53 +137,23 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
     return {"type": "ephemeral"}
 
 
-def _is_adaptive(model: Model) -> bool:
-    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget."""
-    compat = model.compat or {}
-    if "adaptiveThinking" in compat:
-        return bool(compat["adaptiveThinking"])
-    found = _CLAUDE_VERSION.search(model.id)
-    if found is None or found.group(1) == "haiku":
-        return False
-    version = (int(found.group(2)), int(found.group(3) or 0))
-    # dated ids like claude-sonnet-4-20250514 have no minor version
-    if found.group(3) is not None and len(found.group(3)) > 2:
-        version = (version[0], 0)
-    return version >= (4, 6)
-
-
-def _thinking_config(model: Model, options: StreamOptions,
-                     max_tokens: int) -> tuple[dict[str, Any], int] | None:
-    level = options.reasoning
-    if not model.reasoning or not level or level == "off":
-        return None
-    if _is_adaptive(model):
-        effort = _ADAPTIVE_EFFORT.get(level, "high")
-        if effort == "max" and "opus" not in model.id:
-            effort = "high"
-        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, max_tokens
-    budgets = {**_DEFAULT_BUDGETS, **(options.thinking_budgets or {})}
-    budget = budgets.get(level, budgets["high"])
-    # pi's adjustMaxTokensForThinking: the budget comes on top of the answer's tokens, within
-    # the model's output limit, and leaves at least _MIN_BUDGET tokens for the answer
-    total = min(max_tokens + budget, max(model.max_tokens, max_tokens))
-    if total <= budget:
-        budget = total - _MIN_BUDGET
-    if budget < _MIN_BUDGET:  # too little room to think: answer without thinking
-        return None
-    return {"thinking": {"type": "enabled", "budget_tokens": budget}}, total
-
-
-def _convert_tools(tools: Sequence[ToolDeclaration],
+def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
                    cache: dict[str, str] | None) -> list[dict[str, Any]]:
+    """pi's tool definitions: ``type``, ``properties`` and ``required`` always present, and
+    ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
+    (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
+    ``request-anthropic-full-schema``)."""
+    eager = (model.compat or {}).get("supportsEagerToolInputStreaming", True)
     out: list[dict[str, Any]] = []
     for tool in tools:
-        schema = dict(tool.parameters) if tool.parameters else {}
-        schema.setdefault("type", "object")
-        if schema.get("type") == "object":
-            schema.setdefault("properties", {})
-        out.append({"name": tool.name, "description": tool.description,
-                    "input_schema": schema})
+        schema = tool.parameters or {}
+        wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
+        if eager:
+            wire["eager_input_streaming"] = True
+        wire["input_schema"] = {**schema, "type": "object",
+                                "properties": schema.get("properties", {}),
+                                "required": schema.get("required", [])}
+        out.append(wire)
     if out and cache is not None:
         out[-1]["cache_control"] = cache
     return out
@@ -194,6 +165,10 @@ _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it
 def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
                       ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    # later system messages (only with supportsMidConvoSystemMessages: else they were folded)
+    # are native system messages, held back until the next assistant message, as pi sends
+    # them (a tool_result must follow its tool_use directly)
+    pending: list[dict[str, Any]] = []
     i, n = 0, len(messages)
     while i < n:
         message = messages[i]
@@ -202,6 +177,8 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
             if content:
                 out.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
+            out.extend(pending)
+            pending.clear()
             blocks = (_ASSISTANT_WIRE.get(message, None, _assistant_blocks) if keep
                       else _assistant_blocks(message))
             if blocks:
@@ -218,10 +195,11 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
             out.append({"role": "user", "content": results})
             continue
         elif isinstance(message, SystemMessage):
-            text = _system_update_text(message)
+            text = system_update_text(message)
             if text:
-                out.append({"role": "user", "content": [{"type": "text", "text": text}]})
+                pending.append({"role": "system", "content": [{"type": "text", "text": text}]})
         i += 1
+    out.extend(pending)
     return out
 
 
@@ -238,6 +216,11 @@ def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, A
         _, leading = leading_system_text(transformed)
         return _convert_messages(transformed[leading:], keep)
 
+    if supports_mid_convo_system_messages(model) and any(
+            isinstance(m, SystemMessage) for m in messages[1:]):
+        # a native system message waits for the next assistant message, across segment
+        # boundaries: converted whole (only with the compat on)
+        return convert(messages)
     variant = (model.provider, model.api, model.id, tuple(model.input))
     # the new messages after a kept conversion skip the per-message cache (as in
     # openai_completions)
@@ -249,8 +232,9 @@ def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, A
 
 def _with_cache_breakpoint(out: list[dict[str, Any]],
                            cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """Mark the last user message for prompt caching, on a copy (the rest is shared)."""
-    if cache is None or not out or out[-1]["role"] != "user":
+    """Mark the last user (or system) message for prompt caching, on a copy (the rest is
+    shared)."""
+    if cache is None or not out or out[-1]["role"] not in ("user", "system"):
         return out
     last = out[-1]
     content = last["content"]
@@ -258,11 +242,6 @@ def _with_cache_breakpoint(out: list[dict[str, Any]],
         content = [{"type": "text", "text": content}]
     out[-1] = {**last, "content": [*content[:-1], {**content[-1], "cache_control": cache}]}
     return out
-
-
-def _system_update_text(message: SystemMessage) -> str:
-    text = system_update_text(message)
-    return f"<system_update>\n{text}\n</system_update>" if text else ""
 
 
 def _image_block(image: ImageContent) -> dict[str, Any]:
@@ -319,8 +298,7 @@ def _tool_result_block(result: ToolResultMessage) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result",
                              "tool_use_id": _normalize_tool_call_id(result.tool_call_id),
                              "content": content}
-    if result.is_error:
-        block["is_error"] = True
+    block["is_error"] = bool(result.is_error)  # false too, as pi sends it
     return block
 
 

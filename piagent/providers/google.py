@@ -17,7 +17,6 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -28,9 +27,11 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._budget import clamp_max_tokens
+from ._compat import fold_system_messages
 from ._google_stream import LABEL, GoogleStreamState
 from ._keys import is_local_url, missing_key_message, resolve_api_key
-from ._transform import leading_system_text, system_update_text, transform_messages
+from ._transform import leading_system_text, transform_messages
 from .kit import (
     HttpClient,
     ProviderCall,
@@ -99,19 +100,20 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
     """
-    messages = transform_messages(messages, model, _normalize_tool_call_id)
+    limit = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
+    messages = transform_messages(fold_system_messages(model, messages, supported=False), model,
+                                  _normalize_tool_call_id)
     prompt, leading = leading_system_text(messages)
     body: dict[str, Any] = {"contents": _convert_messages(model, messages[leading:])}
     if prompt:
-        body["systemInstruction"] = {"parts": [{"text": prompt}]}
+        body["systemInstruction"] = {"parts": [{"text": prompt}], "role": "user"}
     tools = get_current_tools(messages)
     if tools:
         body["tools"] = [{"functionDeclarations": [_declaration(t) for t in tools]}]
     config: dict[str, Any] = {}
     if options.temperature is not None:
         config["temperature"] = options.temperature
-    if options.max_tokens is not None:
-        config["maxOutputTokens"] = options.max_tokens
+    config["maxOutputTokens"] = limit
     thinking = _thinking_config(model, options)
     if thinking is not None:
         config["thinkingConfig"] = thinking
@@ -156,28 +158,24 @@ def _convert_messages(model: Model, messages: Sequence[AgentMessage]) -> list[di
         elif isinstance(message, AssistantMessage):
             _append(contents, "model", _model_parts(message, with_ids, gemini3))
         elif isinstance(message, ToolResultMessage):
-            parts = _tool_result_parts(message, with_ids, gemini3)
-            _append(contents, "user", parts)
-        elif isinstance(message, SystemMessage):
-            text = _system_update_text(message)
-            if text:
-                _append(contents, "user", [{"text": text}])
-    return contents
+            response, images = _tool_result_parts(message, with_ids, gemini3)
+            last = contents[-1] if contents else None
+            # the function responses of one batch share a user turn (as pi)
+            if last is not None and last["role"] == "user" \
+                    and any("functionResponse" in part for part in last["parts"]):
+                last["parts"].append(response)
+            else:
+                contents.append({"role": "user", "parts": [response]})
+            if images:  # before Gemini 3: the images follow in a user turn of their own
+                contents.append({"role": "user", "parts": [{"text": "Tool result image:"},
+                                                           *images]})
+    return contents  # system messages: all folded into systemInstruction
 
 
 def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -> None:
-    """Add a turn; Gemini wants alternating roles, so adjacent same-role turns merge."""
-    if not parts:
-        return
-    if contents and contents[-1]["role"] == role:
-        contents[-1]["parts"].extend(parts)
-    else:
+    """Add a turn (none without parts); turns are not merged, as pi sends them."""
+    if parts:
         contents.append({"role": role, "parts": parts})
-
-
-def _system_update_text(message: SystemMessage) -> str:
-    text = system_update_text(message)
-    return f"<system_update>\n{text}\n</system_update>" if text else ""
 
 
 def _inline(image: ImageContent) -> dict[str, Any]:
@@ -186,12 +184,11 @@ def _inline(image: ImageContent) -> dict[str, Any]:
 
 def _user_parts(content: str | Sequence[Any]) -> list[dict[str, Any]]:
     if isinstance(content, str):
-        return [{"text": content}] if content else []
+        return [{"text": content}]
     parts: list[dict[str, Any]] = []
     for block in content:
         if isinstance(block, TextContent):
-            if block.text:
-                parts.append({"text": block.text})
+            parts.append({"text": block.text})
         elif isinstance(block, ImageContent):
             parts.append(_inline(block))
     return parts
@@ -235,24 +232,22 @@ def _model_parts(message: AssistantMessage, with_ids: bool,
     return parts
 
 
-def _tool_result_parts(result: ToolResultMessage, with_ids: bool,
-                       gemini3: bool) -> list[dict[str, Any]]:
+def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
+                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The function response part, and the image parts that follow it in a turn of their
+    own (before Gemini 3)."""
     text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
     images = [b for b in result.content if isinstance(b, ImageContent)]
-    if not text and images:
-        text = "(see attached image)"
+    if not text.strip():
+        text = "(see attached image)" if images else ""
     response: dict[str, Any] = {"name": result.tool_name,
                                 "response": {"error" if result.is_error else "output": text}}
     if with_ids and result.tool_call_id:
         response["id"] = _normalize_tool_call_id(result.tool_call_id)
-    parts: list[dict[str, Any]] = [{"functionResponse": response}]
-    if images:
-        if gemini3:  # Gemini 3 takes images inside the function response
-            response["parts"] = [_inline(image) for image in images]
-        else:
-            parts.append({"text": "Tool result image:"})
-            parts.extend(_inline(image) for image in images)
-    return parts
+    if images and gemini3:  # Gemini 3 takes images inside the function response
+        response["parts"] = [_inline(image) for image in images]
+        return {"functionResponse": response}, []
+    return {"functionResponse": response}, [_inline(image) for image in images]
 
 
 # --- the response -------------------------------------------------------------------------

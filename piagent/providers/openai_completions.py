@@ -30,7 +30,8 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_system_prompt, get_current_tools
-from ._compat import OpenAICompat, get_compat
+from ._budget import clamp_max_tokens
+from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import (
@@ -60,11 +61,12 @@ _CLIENT = HttpClient(API)
 
 def build_completions_request(model: Model, messages: Sequence[AgentMessage],
                               options: StreamOptions, compat: OpenAICompat | None = None,
-                              *, wire_messages: list[dict[str, Any]] | None = None
-                              ) -> dict[str, Any]:
+                              *, wire_messages: list[dict[str, Any]] | None = None,
+                              max_tokens: int | None = None) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/chat/completions`` for a transformed transcript.
 
-    ``wire_messages``: the messages already converted (see ``_convert``).
+    ``wire_messages``: the messages already converted (see ``_convert``). ``max_tokens``:
+    the output limit, by default ``clamp_max_tokens`` of ``messages`` (sent on every request).
     """
     compat = compat or get_compat(model)
     if wire_messages is None:
@@ -86,8 +88,8 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
         body["tools"] = wire_tools
     elif any(isinstance(m, ToolResultMessage) for m in messages):
         body["tools"] = []  # LiteLLM-style proxies reject tool history without a tools list
-    if options.max_tokens:
-        body[compat.max_tokens_field] = options.max_tokens
+    body[compat.max_tokens_field] = max_tokens if max_tokens is not None else \
+        clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
         body["temperature"] = options.temperature
     if model.reasoning:
@@ -142,7 +144,9 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
         if pending_images and not isinstance(message, ToolResultMessage):
             _flush_tool_images(out, pending_images, compat)
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": _user_content(message.content, images_ok)})
+            user = _user_content(message.content, images_ok)
+            if user != []:  # nothing left to send (only empty text): no message, as pi
+                out.append({"role": "user", "content": user})
         elif isinstance(message, AssistantMessage):
             wire = (_ASSISTANT_WIRE.get(message, variant, lambda m: _assistant(m, compat))
                     if keep else _assistant(message, compat))
@@ -172,8 +176,9 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
     def convert(part: Sequence[AgentMessage], keep: bool = True) -> list[dict[str, Any]]:
         return _wire_messages(model, transform_messages(part, model, normalize), compat, keep)
 
-    if not compat.supports_mid_convo_system_messages:
-        return convert(messages)  # every system message folds into the head: no segments
+    # without mid-conversation system messages every later one folds into the head first
+    # (pi's resolveTranscript); what is left converts the same in segments
+    messages = fold_system_messages(model, messages, compat.supports_mid_convo_system_messages)
     variant = (model.provider, model.api, model.id, tuple(model.input), compat)
     # the new messages after a kept conversion skip the per-message cache: the segment
     # cache holds their conversion (a later miss converts them again, once, and keeps them)
@@ -185,12 +190,11 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
 def _user_content(content: str | list[Any], images_ok: bool) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    if len(content) == 1 and isinstance(content[0], TextContent):
-        return content[0].text
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []  # a list stays a list, one text block included (as pi)
     for block in content:
         if isinstance(block, TextContent):
-            parts.append({"type": "text", "text": block.text})
+            if block.text:
+                parts.append({"type": "text", "text": block.text})
         elif isinstance(block, ImageContent) and images_ok:
             parts.append({"type": "image_url", "image_url": {
                 "url": f"data:{block.mime_type};base64,{block.data}"}})

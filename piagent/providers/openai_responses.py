@@ -25,10 +25,13 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    sanitize_surrogates,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._budget import clamp_max_tokens
+from ._compat import fold_system_messages
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
@@ -48,17 +51,25 @@ _TIER_MULTIPLIER = {"flex": 0.5, "priority": 2.0}
 
 
 def build_responses_request(model: Model, messages: Sequence[AgentMessage],
-                            options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of a streaming ``POST /responses`` for a transformed transcript."""
+                            options: StreamOptions, *, max_tokens: int | None = None
+                            ) -> dict[str, Any]:
+    """The JSON body of a streaming ``POST /responses`` for a transformed transcript.
+
+    ``max_tokens``: the output limit, by default ``clamp_max_tokens`` of ``messages`` (the
+    stream function passes it computed from the untransformed transcript, as pi does)."""
+    messages = fold_system_messages(model, messages)
     body: dict[str, Any] = {"model": model.id, "input": _wire_input(model, messages),
                             "stream": True, "store": False}
     tools = get_current_tools(messages)
     if tools:
+        # ``strict`` only where the model's compat says the server knows it (pi: the
+        # catalogue's OpenAI models)
+        strict = bool((model.compat or {}).get("supportsStrictMode", False))
         body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                          "parameters": t.parameters or {"type": "object"}, "strict": False}
-                         for t in tools]
-    if options.max_tokens:
-        body["max_output_tokens"] = options.max_tokens
+                          "parameters": t.parameters or {"type": "object"},
+                          **({"strict": False} if strict else {})} for t in tools]
+    body["max_output_tokens"] = max_tokens if max_tokens is not None else \
+        clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
         body["temperature"] = options.temperature
     if options.session_id and options.cache_retention != "none":
@@ -177,8 +188,12 @@ def _run(call: ProviderCall) -> Iterator[None]:
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
     headers.update(call.options.headers or {})
-    messages = transform_messages(call.messages, model, _normalize_id)
-    body = build_responses_request(model, messages, call.options)
+    # folded before the transform, as pi does (a system message between a tool call and its
+    # result must not make the call an orphan)
+    messages = transform_messages(fold_system_messages(model, call.messages), model,
+                                  _normalize_id)
+    limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
+    body = build_responses_request(model, messages, call.options, max_tokens=limit)
     url = model.base_url.rstrip("/") + "/responses"
     state = _StreamState(call.out, call.label)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
@@ -282,15 +297,16 @@ class _StreamState:
         item_type = item.get("type")
         if item_type == "reasoning":
             summaries = [s.get("text", "") for s in item.get("summary") or ()]
-            text = "\n\n".join(summaries) or "\n\n".join(
-                c.get("text", "") for c in item.get("content") or ())
+            text = sanitize_surrogates("\n\n".join(summaries) or "\n\n".join(
+                c.get("text", "") for c in item.get("content") or ()))
             if text:
                 self._complete(index, block.thinking, text, self.out.add_thinking)
                 block.thinking = text
             block.thinking_signature = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
         elif item_type == "message":
             parts = item.get("content") or ()
-            text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
+            text = sanitize_surrogates("".join(p.get("text") or p.get("refusal") or ""
+                                               for p in parts))
             if text:
                 self._complete(index, block.text, text, self.out.add_text)
                 block.text = text

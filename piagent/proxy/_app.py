@@ -3,7 +3,9 @@
 It serves ``POST /api/stream`` for any WSGI host (the standard library's server through
 ``ProxyServer``/``serve_proxy``, gunicorn, Flask, Django). The provider keys stay on the
 server; the answer is pi's proxy event stream, so a TypeScript pi client can use it too.
-Bad input is answered (401, 415, 413, 400, 404, 405) before the stream function is called.
+Bad input is answered (401, 415, 413, 400, 404, 405) before the stream function is called,
+and so is a model the server will not serve (403): a base URL neither the catalogue nor the
+operator's ``allowed_base_urls`` gives its provider, or one ``resolve_model`` refuses.
 What a WSGI application cannot do itself (deadlines, a bound on concurrent requests) is
 ``ProxyServer``'s, which knows nothing of pi.
 """
@@ -27,6 +29,7 @@ from ..messages import AssistantMessage
 from ..models import Model
 from ..providers.kit import redact
 from ..stream import Context, ErrorEvent, StreamFn, StreamOptions
+from ._base_urls import BaseUrlPolicy, RefusedModel, parse_allowed
 from ._protocol import (
     context_from_dict,
     encode_sse,
@@ -66,8 +69,15 @@ class ProxyApp:
             environment variable). If it raises, the client gets an ``error`` event "The
             proxy server could not get an API key for provider X: <Type>: <message>".
         resolve_model: called with the decoded ``Model``; return the model to use, or raise
-            ``ValueError`` (answered 400). Use it to pin base URLs: a client that may choose
-            ``baseUrl`` can send the server's provider key to any host.
+            ``ValueError`` (answered 403). It runs first; the model it returns must then pass
+            the base URL check below.
+        allowed_base_urls: ``{provider: URL or [URLs]}``, the base URLs besides the
+            catalogue's that each provider may be sent to. By default a request goes only to
+            the catalogue's base URL of the model's provider, and a provider the catalogue
+            does not list (ollama, vllm, a custom one) is not served; any other base URL is
+            answered 403 before the stream function is called, whatever stream function
+            and key. URLs compare with the scheme and host case-insensitive, the default
+            port implied and a trailing ``/`` ignored; nothing else is loosened.
         heartbeat_s: an SSE comment is written after this many silent seconds, which keeps
             intermediaries from timing out and lets the server notice a client that left.
 
@@ -84,6 +94,7 @@ class ProxyApp:
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  get_api_key: Callable[[str], str | None] | None = None,
                  resolve_model: Callable[[Model], Model] | None = None,
+                 allowed_base_urls: Mapping[str, str | Iterable[str]] | None = None,
                  heartbeat_s: float = 15.0) -> None:
         tokens = (auth_tokens,) if isinstance(auth_tokens, str) else tuple(auth_tokens)
         if not tokens or not all(isinstance(t, str) and t for t in tokens):
@@ -98,6 +109,7 @@ class ProxyApp:
         self.max_body_bytes = max_body_bytes
         self.get_api_key = get_api_key
         self.resolve_model = resolve_model
+        self._base_urls = BaseUrlPolicy(parse_allowed(allowed_base_urls))
         self.heartbeat_s = heartbeat_s
         # guards _live: responses being streamed, so close() can abort them
         self._live_lock = threading.Lock()
@@ -132,6 +144,9 @@ class ProxyApp:
             model, context, options = self._decode(body)
         except ProxyProtocolError as exc:
             return _json(start_response, "400 Bad Request", str(exc))
+        except RefusedModel as exc:
+            _log.info("Refused a request: %s", exc)
+            return _json(start_response, "403 Forbidden", str(exc))
         stream = _StreamBody(self, model, context, options)
         start_response("200 OK", [
             ("Content-Type", "text/event-stream; charset=utf-8"),
@@ -236,8 +251,10 @@ class ProxyApp:
             try:
                 model = self.resolve_model(model)
             except ValueError as exc:
-                msg = f"Model {model.provider}/{model.id} is not served here: {exc}"
-                raise ProxyProtocolError(msg) from exc
+                msg = (f"Model {model.provider}/{model.id} is not served here: {exc} "
+                       "(ProxyApp resolve_model)")
+                raise RefusedModel(msg) from exc
+        self._base_urls.check(model)
         context = context_from_dict(data["context"])
         return model, context, options_from_dict(data.get("options"))
 

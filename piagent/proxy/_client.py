@@ -27,6 +27,8 @@ from ..messages import (
     ToolCall,
     content_from_dict,
     content_to_dict,
+    sanitize_surrogates,
+    sanitize_surrogates_in,
 )
 from ..models import Model
 from ..providers.kit import (
@@ -105,9 +107,13 @@ def stream_proxy(model: Model | None, context: Context,
         return start_stream(None, options, _run_unreachable, context=context, client=_CLIENT,
                             api="", label=_LABEL)
     try:
-        body = json.dumps({"model": model_to_dict(model), "context": context_to_dict(context),
-                           "options": options_to_dict(options)},
-                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        envelope = {"model": model_to_dict(model), "context": context_to_dict(context),
+                    "options": options_to_dict(options)}
+        text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+        try:
+            body = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, raw in the JSON: removed, as pi-ai does
+            body = sanitize_surrogates(text).encode("utf-8")
     except RecursionError:
         return _failed(model, (
             "The request for the proxy could not be encoded as JSON: the context is nested "
@@ -291,6 +297,7 @@ class _Rebuilder:
             return  # pi emits nothing for a toolcall_end on another kind of block
         block: ToolCall = self._out.block(local)
         if isinstance(final, Mapping) and final:
+            final = sanitize_surrogates_in(final)  # a server's lone surrogates: removed
             merged = content_from_dict({**content_to_dict(block), **final, "type": "toolCall"})
             block.id, block.name, block.arguments = merged.id, merged.name, merged.arguments
             block.thought_signature = merged.thought_signature

@@ -22,6 +22,7 @@ from ..messages import (
     ToolDeclaration,
     message_from_dict,
     message_to_dict,
+    sanitize_surrogates,
     usage_from_dict,
     usage_to_dict,
 )
@@ -318,4 +319,7 @@ def _block(event: AssistantMessageEvent, index: int) -> Any:
 def encode_sse(data: Mapping[str, Any]) -> bytes:
     """One ``data: <json>`` server-sent event (compact JSON, UTF-8)."""
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return b"data: " + payload.encode("utf-8") + b"\n\n"
+    try:
+        return b"data: " + payload.encode("utf-8") + b"\n\n"
+    except UnicodeEncodeError:  # a lone surrogate, raw in the JSON: removed (sanitizeSurrogates)
+        return b"data: " + sanitize_surrogates(payload).encode("utf-8") + b"\n\n"

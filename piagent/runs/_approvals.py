@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ApprovalError, ApprovalPendingError
-from ..loop import unanswered_tool_calls
+from ..loop import open_calls
 from ..sessions import (
     ApprovalDecision,
     ApprovalStore,
@@ -26,6 +26,7 @@ from ..sessions import (
     SessionStore,
     approval_digest,
     check_session_id,
+    find_entry,
 )
 from ._backend import SessionBusy
 
@@ -83,8 +84,9 @@ class ApprovalMethods:
 
     def approve(self, session_id: str, tool_call_id: str, *, reason: str | None = None,
                 digest: str | None = None) -> str | None:
-        """Approve a waiting call of ``session_id``; the id of the run that goes on when this
-        decision completed the batch, else ``None``.
+        """Approve a waiting call of ``session_id``, named by its ``call_key`` or by its
+        tool-call id when no other waiting call has that id; the id of the run that goes on
+        when this decision completed the batch, else ``None``.
 
         ``digest`` (the ``digest`` of the ``PendingApproval`` or of the
         ``tool_approval_request`` event the user saw) refuses the decision when the call's
@@ -110,12 +112,15 @@ class ApprovalMethods:
         _check_optional_text(reason, "reason", "it is shown to the model")
         _check_optional_text(digest, "digest", "a PendingApproval's digest")
         store = self._approvals()
-        entry = next((p for p in store.approvals(session_id)
-                      if p.tool_call_id == tool_call_id), None)
-        if entry is not None and entry.decision is None:
-            self._check_arguments(session_id, entry, digest)
+        entries = store.approvals(session_id)
+        named = tool_call_id
+        if entries:
+            entry = entries[find_entry(session_id, entries, tool_call_id)]
+            named = entry.call_key or entry.tool_call_id  # the one meant, exactly
+            if entry.decision is None:
+                self._check_arguments(session_id, entry, digest)
         decision = ApprovalDecision(approved=approved, reason=reason)
-        if not store.decide(session_id, tool_call_id, decision, digest):
+        if not store.decide(session_id, named, decision, digest):
             return None
         return self._continue_batch(session_id)
 
@@ -123,9 +128,9 @@ class ApprovalMethods:
                          digest: str | None) -> None:
         """``ApprovalError`` unless the stored transcript still has the call open with the
         arguments it was shown with (and, given ``digest``, those the decider saw)."""
-        open_calls = unanswered_tool_calls(self.store.load(session_id))
-        call = next((c for c in open_calls[1] if c.id == entry.tool_call_id), None) \
-            if open_calls is not None else None
+        calls = open_calls(self.store.load(session_id))
+        call = calls.get(entry.call_key) if entry.call_key else next(
+            (c for c in calls.values() if c.id == entry.tool_call_id), None)
         if call is None:
             msg = (f"No tool call {entry.tool_call_id!r} waits for approval in session "
                    f"{session_id!r}: the stored transcript has no open call of that id any "

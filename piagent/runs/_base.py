@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..agent import Agent
-from ..messages import AgentMessage, ImageContent, TextContent, UserMessage, message_to_dict
+from ..messages import (
+    AgentMessage,
+    ImageContent,
+    TextContent,
+    UserMessage,
+    message_to_dict,
+    sanitize_surrogates,
+)
 from ..sessions import PendingApproval, SessionStore, check_session_id
 from ._approvals import ApprovalMethods
 from ._backend import ControlKind, RunBackend, SessionBusy
@@ -70,7 +77,8 @@ def queued_message(message: object, where: str) -> str:
         msg = (f"{where} accepts a str or a message (UserMessage(...), or a registered "
                f"application message), got {type(message).__name__}.")
         raise TypeError(msg)
-    return json.dumps(message_to_dict(message), ensure_ascii=False)  # type: ignore[arg-type]
+    return sanitize_surrogates(json.dumps(message_to_dict(message),  # type: ignore[arg-type]
+                                          ensure_ascii=False))
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
     message_from_dict,
+    sanitize_surrogates,
 )
 from ._backend import Control, RunBackend
 from ._types import RunState
@@ -190,7 +191,9 @@ class LocalRun:
         while self._pending:
             event = self._pending.popleft()
             self._saw_end = self._saw_end or event.get("type") == "agent_end"
-            batch.append(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+            # a lone surrogate (a tool's details, say) cannot be stored as UTF-8: removed
+            batch.append(sanitize_surrogates(json.dumps(event, ensure_ascii=False,
+                                                        separators=(",", ":"))))
         if batch:
             self.backend.append_events(self.run_id, self._next_seq, batch)
             self._next_seq += len(batch)

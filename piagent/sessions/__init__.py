@@ -7,7 +7,16 @@ them in memory. ``Agent(store=..., session_id=...)`` loads and appends through o
 
 from __future__ import annotations
 
-from ._approvals import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest
+from ._approvals import (
+    HELD_KEY,
+    ApprovalDecision,
+    ApprovalStore,
+    PendingApproval,
+    approval_digest,
+    call_key,
+    find_entry,
+    held_key,
+)
 from ._budgets import BudgetSpend
 from ._jsonl import JsonlStore
 from ._memory import MemoryStore
@@ -16,6 +25,7 @@ from ._protocol import MAX_SESSION_ID_LENGTH, SessionCorruptError, SessionStore,
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "HELD_KEY",
     "MAX_SESSION_ID_LENGTH",
     "ApprovalDecision",
     "ApprovalStore",
@@ -28,5 +38,8 @@ __all__ = [
     "SessionCorruptError",
     "SessionStore",
     "approval_digest",
+    "call_key",
     "check_session_id",
+    "find_entry",
+    "held_key",
 ]

@@ -4,8 +4,10 @@ call's arguments, the JSON of an entry, the checks of a decision).
 
 A store keeps one waiting batch per session: its waiting calls (each with its decision once
 made) and the results the batch already produced (held until the batch completes, so the
-results reach the transcript in source order). An entry whose call has a tool result in the
-transcript is done with and no longer listed (docs/approvals.md).
+results reach the transcript in source order). The tool results stored since the batch
+waited answer its entries, the k-th result of an id the k-th entry of it (``live_rows``): an
+answered entry is done with and no longer listed; the next assistant message ends the
+batch (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ApprovalError
-from ..messages import ToolResultMessage
+from ..messages import ToolResultMessage, sanitize_surrogates
 
-__all__ = ["ApprovalDecision", "ApprovalStore", "PendingApproval", "approval_digest",
-           "check_decision", "decision_from_json", "decision_to_json", "pending_from_json",
+__all__ = ["HELD_KEY", "ApprovalDecision", "ApprovalStore", "PendingApproval",
+           "approval_digest", "call_key", "check_decision", "decision_from_json",
+           "decision_to_json", "find_entry", "held_key", "live_rows", "pending_from_json",
            "pending_to_json"]
 
 
@@ -35,13 +38,21 @@ class ApprovalDecision:
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
     """A tool call that waits for approval: its id, tool name, the model's arguments, their
-    ``digest`` (what the person was shown) and the ``decision`` once made."""
+    ``digest`` (what the person was shown), the ``decision`` once made, and ``call_key``.
+
+    ``call_key`` names the call uniquely within its session, whatever its id (ids repeat:
+    across batches, and a model may give two calls of one batch the same id): ``"P:I"``,
+    the position of the assistant message that asked for it in the transcript and the
+    call's index among that message's tool calls (``""`` for an entry stored by an older
+    piagent). ``approve()``/``deny()`` take it, or the id when no other waiting call has
+    that id (docs/approvals.md)."""
 
     tool_call_id: str
     tool_name: str
     args: Any
     digest: str
     decision: ApprovalDecision | None = None
+    call_key: str = ""
 
 
 def approval_digest(tool_name: str, args: Any) -> str:
@@ -49,7 +60,9 @@ def approval_digest(tool_name: str, args: Any) -> str:
     (sorted keys, no spaces): it changes whenever the call's arguments do."""
     text = json.dumps({"name": tool_name, "arguments": args}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in the arguments still has a digest (valid text's
+    # bytes are the same either way)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @runtime_checkable
@@ -66,9 +79,11 @@ class ApprovalStore(Protocol):
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
-        """Record ``decision`` for a waiting call, atomically across processes; ``True`` when
+        """Record ``decision`` for a waiting call (``tool_call_id``: its ``call_key``, or an
+        id no other undecided waiting call has), atomically across processes; ``True`` when
         every waiting call of the batch is now decided. ``ApprovalError`` for an unknown
-        call, one already decided, or a ``digest`` other than the call's."""
+        call, an id two waiting calls share, one already decided, or a ``digest`` other
+        than the call's."""
         ...
 
     def approvals(self, session_id: str) -> list[PendingApproval]:
@@ -85,17 +100,53 @@ class ApprovalStore(Protocol):
         ...
 
 
+def call_key(position: int, index: int) -> str:
+    """The key of the ``index``-th tool call of the assistant message at ``position``."""
+    return f"{position}:{index}"
+
+
+HELD_KEY = "piagentCallKey"
+"""The ``extra`` key under which a held result carries its call's ``call_key`` (held results
+never reach the transcript as they are: the batch's run makes each call's result anew)."""
+
+
+def held_key(message: ToolResultMessage) -> str:
+    """The ``call_key`` a held result was kept with (``""`` when it has none)."""
+    key = message.extra.get(HELD_KEY, "")
+    return key if isinstance(key, str) else ""
+
+
+def live_rows(ids: Sequence[str], answered: Sequence[str]) -> list[int]:
+    """The indices of a waiting batch's rows (their calls' ids, in source order) that the
+    tool results stored since the batch waited (``answered``, in order) leave open: a result
+    answers the first open row of its id (results of one batch are stored in source
+    order), so two calls of one batch sharing an id are told apart."""
+    if not answered:
+        return list(range(len(ids)))
+    open_rows = list(range(len(ids)))
+    for call_id in answered:
+        for at, row in enumerate(open_rows):
+            if ids[row] == call_id:
+                del open_rows[at]
+                break
+    return open_rows
+
+
 def pending_to_json(pending: PendingApproval) -> str:
-    return json.dumps({"toolCallId": pending.tool_call_id, "toolName": pending.tool_name,
-                       "args": pending.args, "digest": pending.digest},
-                      ensure_ascii=False, separators=(",", ":"), default=repr)
+    data = {"toolCallId": pending.tool_call_id, "toolName": pending.tool_name,
+            "args": pending.args, "digest": pending.digest}
+    if pending.call_key:
+        data["callKey"] = pending.call_key
+    return sanitize_surrogates(json.dumps(data, ensure_ascii=False, separators=(",", ":"),
+                                          default=repr))
 
 
 def decision_to_json(decision: ApprovalDecision | None) -> str | None:
     if decision is None:
         return None
-    return json.dumps({"approved": decision.approved, "reason": decision.reason},
-                      ensure_ascii=False, separators=(",", ":"))
+    return sanitize_surrogates(json.dumps({"approved": decision.approved,
+                                           "reason": decision.reason},
+                                          ensure_ascii=False, separators=(",", ":")))
 
 
 def decision_from_json(text: str | None) -> ApprovalDecision | None:
@@ -108,13 +159,39 @@ def decision_from_json(text: str | None) -> ApprovalDecision | None:
 def pending_from_json(text: str, decision: str | None) -> PendingApproval:
     data = json.loads(text)
     return PendingApproval(data["toolCallId"], data["toolName"], data.get("args"),
-                           data["digest"], decision_from_json(decision))
+                           data["digest"], decision_from_json(decision),
+                           data.get("callKey") or "")
+
+
+def find_entry(session_id: str, entries: Sequence[PendingApproval], call: str) -> int:
+    """The index of the entry ``call`` names: the one whose ``call_key`` it is, else the
+    one whose ``tool_call_id`` it is, undecided first; ``ApprovalError`` when none does, or
+    when two undecided entries share that id (naming their keys)."""
+    for index, entry in enumerate(entries):
+        if entry.call_key == call:
+            return index
+    named = [i for i, e in enumerate(entries) if e.tool_call_id == call]
+    undecided = [i for i in named if entries[i].decision is None]
+    if len(undecided) > 1:
+        keys = ", ".join(f"{entries[i].call_key!r} ({entries[i].tool_name!r}, args "
+                         f"{entries[i].args!r})" for i in undecided)
+        msg = (f"{len(undecided)} tool calls waiting for approval in session {session_id!r} "
+               f"have the id {call!r}; pass the call_key of the one meant: {keys}.")
+        raise ApprovalError(msg)
+    if undecided or named:
+        return (undecided or named)[0]
+    waiting = ", ".join(repr(e.call_key or e.tool_call_id) for e in entries
+                        if e.decision is None)
+    msg = (f"No tool call {call!r} waits for approval in session {session_id!r} "
+           f"({'waiting: ' + waiting if waiting else 'nothing waits'}).")
+    raise ApprovalError(msg)
 
 
 def check_decision(session_id: str, entries: Sequence[PendingApproval], tool_call_id: str,
                    decision: object, digest: str | None) -> int:
-    """The index of ``tool_call_id`` among ``entries`` if ``decision`` may be recorded for
-    it; ``ApprovalError`` (or ``TypeError`` for a wrong argument) saying why not."""
+    """The index of the entry ``tool_call_id`` names (a ``call_key``, or a tool-call id
+    no other undecided entry has; ``find_entry``) if ``decision`` may be recorded for it;
+    ``ApprovalError`` (or ``TypeError`` for a wrong argument) saying why not."""
     if not isinstance(decision, ApprovalDecision):
         msg = f"decision must be an ApprovalDecision, not {type(decision).__name__}."
         raise TypeError(msg)
@@ -124,22 +201,17 @@ def check_decision(session_id: str, entries: Sequence[PendingApproval], tool_cal
     if digest is not None and not isinstance(digest, str):
         msg = f"digest must be a str (PendingApproval.digest) or None, not {type(digest).__name__}."
         raise TypeError(msg)
-    for index, entry in enumerate(entries):
-        if entry.tool_call_id != tool_call_id:
-            continue
-        if entry.decision is not None:
-            verb = "approved" if entry.decision.approved else "denied"
-            msg = (f"Tool call {tool_call_id!r} ({entry.tool_name!r}) of session "
-                   f"{session_id!r} was already {verb}; a decision cannot be changed.")
-            raise ApprovalError(msg)
-        if digest is not None and digest != entry.digest:
-            msg = (f"Tool call {tool_call_id!r} ({entry.tool_name!r}) of session "
-                   f"{session_id!r}: the digest given does not match its arguments (they "
-                   f"changed since they were shown); nothing was decided. Show the call's "
-                   f"current arguments (pending_approvals()) and decide again.")
-            raise ApprovalError(msg)
-        return index
-    waiting = ", ".join(repr(e.tool_call_id) for e in entries if e.decision is None)
-    msg = (f"No tool call {tool_call_id!r} waits for approval in session {session_id!r} "
-           f"({'waiting: ' + waiting if waiting else 'nothing waits'}).")
-    raise ApprovalError(msg)
+    index = find_entry(session_id, entries, tool_call_id)
+    entry = entries[index]
+    if entry.decision is not None:
+        verb = "approved" if entry.decision.approved else "denied"
+        msg = (f"Tool call {entry.tool_call_id!r} ({entry.tool_name!r}) of session "
+               f"{session_id!r} was already {verb}; a decision cannot be changed.")
+        raise ApprovalError(msg)
+    if digest is not None and digest != entry.digest:
+        msg = (f"Tool call {entry.tool_call_id!r} ({entry.tool_name!r}) of session "
+               f"{session_id!r}: the digest given does not match its arguments (they "
+               f"changed since they were shown); nothing was decided. Show the call's "
+               f"current arguments (pending_approvals()) and decide again.")
+        raise ApprovalError(msg)
+    return index

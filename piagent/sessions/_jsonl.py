@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..messages import AgentMessage, message_to_dict
+from ..messages import AgentMessage, message_to_dict, sanitize_surrogates
 from ._protocol import (
     SessionCorruptError,
     check_messages,
     check_session_id,
     decode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -72,12 +73,45 @@ class _Tail:
     file: tuple[int, int]  # (st_dev, st_ino): a replace() renames a new file over it
     end: int  # bytes up to the end of the last committed record (or the header line)
     count: int  # committed records
-    started: set[str]  # the tool-call ids marked started
+    started: set[str]  # the tool-call ids marked started since the last assistant message
     last: bytes  # the last committed line with its newline, found again at ``end``
 
 
+def _asks(record: dict[str, Any]) -> bool:
+    """Whether a record is an assistant message: a new batch, after which the earlier
+    batch's marks are over (tool-call ids repeat across batches)."""
+    message = record.get("message")
+    return isinstance(message, dict) and message.get("role") == "assistant"
+
+
+def _batch_marks(marks: set[str], records: list[dict[str, Any]]) -> set[str]:
+    """``marks`` (the current batch's marked ids) updated by ``records``, in order."""
+    for record in records:
+        if _asks(record):
+            marks = set()
+        elif isinstance(record.get("started"), str):
+            marks.add(record["started"])
+    return marks
+
+
+def _open_marks(records: list[dict[str, Any]]) -> set[str]:
+    """The ids marked started in the last batch that no later tool result answers."""
+    marks: set[str] = set()
+    answered: set[str] = set()
+    for record in records:
+        message = record.get("message")
+        if _asks(record):
+            marks, answered = set(), set()
+        elif isinstance(record.get("started"), str):
+            marks.add(record["started"])
+        elif isinstance(message, dict) and message.get("role") == "toolResult":
+            answered.add(message.get("toolCallId"))  # type: ignore[arg-type]
+    return marks - answered
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # a lone surrogate cannot be written as UTF-8: removed, as pi-ai's sanitizeSurrogates
+    return sanitize_surrogates(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 class JsonlStore:
@@ -187,11 +221,7 @@ class JsonlStore:
         path = self.path_of(session_id)
         with self._locked(exclusive=False):
             parsed = self._parse(session_id, path)
-        answered = {r["message"].get("toolCallId") for r in parsed.records
-                    if isinstance(r.get("message"), dict)
-                    and r["message"].get("role") == "toolResult"}
-        return {r["started"] for r in parsed.records
-                if isinstance(r.get("started"), str) and r["started"] not in answered}
+        return _open_marks(parsed.records)
 
     def session_ids(self) -> list[str]:
         found = []
@@ -246,8 +276,7 @@ class JsonlStore:
             head = f.read(parsed.good_end)
         last = head[head.rstrip(b"\n").rfind(b"\n") + 1:]
         tail = _Tail((st.st_dev, st.st_ino), parsed.good_end, len(parsed.records),
-                     {r["started"] for r in parsed.records if isinstance(r.get("started"), str)},
-                     last)
+                     _batch_marks(set(), parsed.records), last)
         self._tails[path] = tail
         return tail
 
@@ -271,7 +300,7 @@ class JsonlStore:
             pending.append(value)
             if not value.get("more"):
                 count += len(pending)
-                started |= {v["started"] for v in pending if isinstance(v.get("started"), str)}
+                started = _batch_marks(started, pending)
                 pending = []
                 end, last = offset, raw + b"\n"
         tail.end, tail.count, tail.started, tail.last = end, count, started, last
@@ -305,7 +334,7 @@ class JsonlStore:
         base = tail or _Tail((st.st_dev, st.st_ino), 0, 0, set(), b"")
         self._tails[path] = _Tail(
             (st.st_dev, st.st_ino), base.end + len(body), start + len(values),
-            base.started | {v["started"] for v in values if isinstance(v.get("started"), str)},
+            _batch_marks(set(base.started), values),
             lines[-1].encode() + b"\n")
 
     def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
@@ -337,8 +366,9 @@ class JsonlStore:
         with self._locked(exclusive=True):
             self._tails.pop(path, None)  # the file is rewritten: the next append reads it
             parsed = self._parse(session_id, path, warn=False)
+            marks = _open_marks(parsed.records)
             values += [{"started": r["started"]} for r in parsed.records
-                       if r.get("started") in keep]
+                       if r.get("started") in marks and marked_call_id(r["started"]) in keep]
             if not values:
                 self._remove(path)
                 return

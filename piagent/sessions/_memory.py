@@ -7,14 +7,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..messages import AgentMessage, ToolResultMessage
-from ._approvals import ApprovalDecision, PendingApproval, check_decision
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
+from ._approvals import ApprovalDecision, PendingApproval, check_decision, live_rows
 from ._budgets import BudgetSpend, check_budget_key, check_charge, memory_charge
 from ._protocol import (
     check_messages,
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -22,10 +23,19 @@ from ._protocol import (
 @dataclass
 class _Session:
     records: list[str] = field(default_factory=list)  # each message's JSON, in order
+    answers: list[str | None] = field(default_factory=list)  # per record: a result's call id
     marks: list[str] = field(default_factory=list)  # tool-call ids marked started, unanswered
-    # the waiting batch: its calls (unanswered) and held results ((call id, JSON), unanswered)
-    pending: list[PendingApproval] = field(default_factory=list)
-    held: list[tuple[str, str]] = field(default_factory=list)
+    # the waiting batch in source order: ("pending", call id, PendingApproval) or ("held",
+    # call id, the result's JSON); the results stored from record ``since`` on answer them
+    batch: list[tuple[str, str, PendingApproval | str]] = field(default_factory=list)
+    since: int = 0
+
+    def live(self) -> list[int]:
+        """The indices of the batch's rows no result stored since it waited answers."""
+        if not self.batch:
+            return []
+        answered = [a for a in self.answers[self.since:] if a is not None]
+        return live_rows([row[1] for row in self.batch], answered)
 
 
 class MemoryStore:
@@ -57,27 +67,37 @@ class MemoryStore:
         encoded = [encode_message(m) for m in items]  # all encoded before anything is kept
         if not encoded:
             return
-        answered = {m.tool_call_id for m in items if isinstance(m, ToolResultMessage)}
+        # a new reply ends the batch before it (completed, or gone past): its marks and
+        # waiting calls are over; a result answers the last batch's call of its id only
+        # (tool-call ids repeat across batches)
+        last = max((i for i, m in enumerate(items) if isinstance(m, AssistantMessage)),
+                   default=-1)
+        answers = [m.tool_call_id if isinstance(m, ToolResultMessage) else None for m in items]
+        answered = {a for a in answers[last + 1:] if a is not None}
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
             session.records.extend(encoded)
-            session.marks = [i for i in session.marks if i not in answered]
-            if answered and (session.pending or session.held):
-                session.pending = [p for p in session.pending if p.tool_call_id not in answered]
-                session.held = [h for h in session.held if h[0] not in answered]
+            session.answers.extend(answers)
+            if last >= 0:
+                session.marks, session.batch = [], []
+            if answered:
+                session.marks = [i for i in session.marks if i not in answered]
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
         items = check_messages(messages)
         encoded = [encode_message(m) for m in items]
+        answers = [m.tool_call_id if isinstance(m, ToolResultMessage) else None for m in items]
         keep = unanswered_call_ids(items)
+        # renumbered: the results after the last assistant message answer the waiting batch
+        since = 1 + max((i for i, m in enumerate(items) if isinstance(m, AssistantMessage)),
+                        default=-1)
         with self._lock:
             old = self._sessions.pop(session_id, None)
-            marks = [i for i in old.marks if i in keep] if old else []
-            pending = [p for p in old.pending if p.tool_call_id in keep] if old else []
-            held = [h for h in old.held if h[0] in keep] if old else []
-            if encoded or marks or pending or held:
-                self._sessions[session_id] = _Session(encoded, marks, pending, held)
+            marks = [i for i in old.marks if marked_call_id(i) in keep] if old else []
+            batch = old.batch if old else []
+            if encoded or marks or batch:
+                self._sessions[session_id] = _Session(encoded, answers, marks, batch, since)
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
@@ -109,42 +129,55 @@ class MemoryStore:
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
         check_session_id(session_id)
-        entries = [dataclasses.replace(p, decision=None) for p in pending]
-        kept = [(m.tool_call_id, encode_message(m)) for m in held]
+        rows: list[tuple[str, str, PendingApproval | str]] = [
+            ("pending", p.tool_call_id, dataclasses.replace(p, decision=None)) for p in pending]
+        rows += [("held", m.tool_call_id, encode_message(m)) for m in held]
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
-            session.pending, session.held = entries, kept
+            session.batch, session.since = rows, len(session.records)
+
+    def _pending(self, session_id: str) -> list[tuple[int, PendingApproval]]:
+        """(batch index, entry) of the open waiting calls; under the lock."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return []
+        batch = session.batch
+        return [(i, batch[i][2]) for i in session.live()  # type: ignore[misc]
+                if batch[i][0] == "pending"]
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
         check_session_id(session_id)
         with self._lock:
-            session = self._sessions.get(session_id)
-            entries = session.pending if session else []
+            open_rows = self._pending(session_id)
+            entries = [entry for _, entry in open_rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
-            entries[index] = dataclasses.replace(entries[index], decision=decision)
-            return all(e.decision is not None for e in entries)
+            at = open_rows[index][0]
+            kind, call_id, _ = self._sessions[session_id].batch[at]
+            self._sessions[session_id].batch[at] = (
+                kind, call_id, dataclasses.replace(entries[index], decision=decision))
+            return all(e.decision is not None for i, e in enumerate(entries) if i != index)
 
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
         with self._lock:
-            session = self._sessions.get(session_id)
-            return list(session.pending) if session else []
+            return [entry for _, entry in self._pending(session_id)]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
         with self._lock:
             session = self._sessions.get(session_id)
-            held = list(session.held) if session else []
+            held = [session.batch[i][2] for i in session.live()
+                    if session.batch[i][0] == "held"] if session else []
         return [decode_message(session_id, seq, text)  # type: ignore[misc]  # a tool result
-                for seq, (_, text) in enumerate(held)]
+                for seq, text in enumerate(held)]
 
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None:
-                session.pending, session.held = [], []
+                session.batch = []
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 

@@ -16,7 +16,8 @@ an advisory lock with a schema version:
   row is set for tool results: it is what answers an intent.
 * ``approvals(session_id, position, kind, tool_call_id, data, decision)``: the session's
   batch waiting for approval (``kind`` ``'pending'``: a call, its decision once made;
-  ``'held'``: a result held back), written under the session's row lock.
+  ``'held'``: a result held back; ``'since'``, position -1: the sequence number from which
+  stored tool results answer the batch's calls), written under the session's row lock.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..messages import AgentMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._approvals import (
     ApprovalDecision,
     PendingApproval,
     check_decision,
     decision_to_json,
+    live_rows,
     pending_from_json,
     pending_to_json,
 )
@@ -41,6 +43,7 @@ from ._protocol import (
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -51,6 +54,13 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 SCHEMA_VERSION = 1
+# The sequence number of a session's last assistant message (-1 when none; parameter: the
+# session id): a start mark or a waiting call belongs to the batch that message asked for,
+# and only a tool result stored after it answers one (tool-call ids repeat across batches).
+# A stored assistant message's JSON begins with its role (encode_message).
+_LAST_ASK = ("COALESCE((SELECT l.seq FROM {s}.records l WHERE l.session_id = %s AND "
+             "l.kind = 'message' AND l.tool_call_id IS NULL AND left(l.body, 19) = "
+             "'{{\"role\":\"assistant\"' ORDER BY l.seq DESC LIMIT 1), -1)")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _T = TypeVar("_T")
 
@@ -146,9 +156,14 @@ class PostgresStore:
         if not rows:
             return
 
+        asks = any(isinstance(m, AssistantMessage) for m in messages)
+
         def write(cur: Any) -> None:
             end = self._reserve(cur, session_id, len(rows))
             self._insert(cur, session_id, end - len(rows), rows)
+            if asks:  # a new reply: any waiting batch is over (completed or gone past)
+                cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"),
+                            (to_column(session_id),))
         self._run(write)
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
@@ -159,9 +174,11 @@ class PostgresStore:
 
         def write(cur: Any) -> None:
             self._reserve(cur, session_id, 0)  # the row lock; the numbers start again below
-            marks = [m for m in self._unanswered(cur, session_id) if m in asked]
+            marks = [m for m in self._unanswered(cur, session_id) if marked_call_id(m) in asked]
             cur.execute(self._sql("DELETE FROM {s}.records WHERE session_id = %s"),
                         (to_column(session_id),))
+            cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s AND "
+                                  "kind = 'since'"), (to_column(session_id),))  # renumbered
             self._insert(cur, session_id, 0, rows)
             for seq, call_id in enumerate(marks, start=len(rows)):
                 self._insert_mark(cur, session_id, seq, call_id)
@@ -314,12 +331,15 @@ class PostgresStore:
         return end
 
     def _unanswered(self, cur: Any, session_id: str) -> list[str]:
-        """Tool-call ids marked started that no stored tool result answers, in mark order."""
+        """Tool-call ids marked started in the last batch that no tool result stored after
+        its assistant message answers, in mark order."""
+        sid = to_column(session_id)
         cur.execute(self._sql(
-            "SELECT r.tool_call_id FROM {s}.records r WHERE r.session_id = %s "
-            "AND r.kind = 'started' AND NOT EXISTS (SELECT 1 FROM {s}.records a "
-            "WHERE a.session_id = r.session_id AND a.kind = 'message' "
-            "AND a.tool_call_id = r.tool_call_id) ORDER BY r.seq"), (to_column(session_id),))
+            "WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT r.tool_call_id FROM "
+            "{s}.records r, last WHERE r.session_id = %s AND r.kind = 'started' AND "
+            "r.seq > last.seq AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id "
+            "= r.session_id AND a.kind = 'message' AND a.tool_call_id = r.tool_call_id AND "
+            "a.seq > last.seq) ORDER BY r.seq"), (sid, sid))
         return [from_column(row[0]) for row in cur.fetchall()]
 
     def _insert_mark(self, cur: Any, session_id: str, seq: int, call_id: str) -> None:
@@ -352,13 +372,13 @@ class PostgresStore:
         sid = to_column(session_id)
 
         def write(cur: Any) -> None:
-            self._reserve(cur, session_id, 0)  # the session's row lock
+            since = self._reserve(cur, session_id, 0)  # the row lock; results from here on
             cur.execute(self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"), (sid,))
-            if rows:
-                cur.executemany(self._sql(
-                    "INSERT INTO {s}.approvals VALUES (%s, %s, %s, %s, %s, NULL)"),
-                    [(sid, i, kind, to_column(call_id), data)
-                     for i, (kind, call_id, data) in enumerate(rows)])
+            cur.executemany(self._sql(
+                "INSERT INTO {s}.approvals VALUES (%s, %s, %s, %s, %s, NULL)"),
+                [(sid, i, kind, to_column(call_id), data)
+                 for i, (kind, call_id, data) in enumerate(rows)]
+                + [(sid, -1, "since", "", str(since))])
         self._run(write)
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
@@ -367,8 +387,8 @@ class PostgresStore:
 
         def write(cur: Any) -> bool:
             self._reserve(cur, session_id, 0)  # the row lock: one decision at a time
-            rows = self._waiting(cur, session_id, "pending")
-            entries = [pending_from_json(data, made) for _, data, made in rows]
+            rows = [r for r in self._batch(cur, session_id) if r[1] == "pending"]
+            entries = [pending_from_json(data, made) for _, _, data, made in rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
             cur.execute(self._sql("UPDATE {s}.approvals SET decision = %s WHERE session_id = %s"
                                   " AND position = %s"),
@@ -378,14 +398,15 @@ class PostgresStore:
 
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
-        rows = self._run(lambda cur: self._waiting(cur, session_id, "pending"))
-        return [pending_from_json(data, made) for _, data, made in rows]
+        rows = self._run(lambda cur: self._batch(cur, session_id))
+        return [pending_from_json(data, made) for _, kind, data, made in rows
+                if kind == "pending"]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
-        rows = self._run(lambda cur: self._waiting(cur, session_id, "held"))
+        rows = self._run(lambda cur: self._batch(cur, session_id))
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
-                for seq, data, _ in rows]
+                for seq, kind, data, _ in rows if kind == "held"]
 
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)
@@ -393,14 +414,32 @@ class PostgresStore:
             self._sql("DELETE FROM {s}.approvals WHERE session_id = %s"),
             (to_column(session_id),)))
 
-    def _waiting(self, cur: Any, session_id: str, kind: str) -> list[tuple[int, str, str | None]]:
-        """The waiting batch's rows of ``kind`` whose call no stored tool result answers."""
-        cur.execute(self._sql(
-            "SELECT w.position, w.data, w.decision FROM {s}.approvals w WHERE w.session_id = %s"
-            " AND w.kind = %s AND NOT EXISTS (SELECT 1 FROM {s}.records a WHERE a.session_id"
-            " = w.session_id AND a.kind = 'message' AND a.tool_call_id = w.tool_call_id)"
-            " ORDER BY w.position"), (to_column(session_id), kind))
-        return [(int(r[0]), r[1], r[2]) for r in cur.fetchall()]
+    def _batch(self, cur: Any, session_id: str) -> list[tuple[int, str, str, str | None]]:
+        """The waiting batch's open rows, (position, kind, data, decision) in source order:
+        those no tool result stored since the batch waited answers (``live_rows``; for a
+        batch an older piagent stored, or one a ``replace`` renumbered, since the last
+        assistant message)."""
+        sid = to_column(session_id)
+        cur.execute(self._sql("SELECT position, kind, tool_call_id, data, decision FROM "
+                              "{s}.approvals WHERE session_id = %s ORDER BY position"), (sid,))
+        rows = cur.fetchall()
+        if not rows:
+            return []
+        since = next((int(r[3]) for r in rows if r[1] == "since"), None)
+        rows = [r for r in rows if r[1] != "since"]
+        if since is None:
+            cur.execute(self._sql(
+                "SELECT tool_call_id FROM {s}.records WHERE session_id = %s AND kind = "
+                "'message' AND tool_call_id IS NOT NULL AND seq > " + _LAST_ASK +
+                " ORDER BY seq"), (sid, sid))
+        else:
+            cur.execute(self._sql(
+                "SELECT tool_call_id FROM {s}.records WHERE session_id = %s AND kind = "
+                "'message' AND tool_call_id IS NOT NULL AND seq >= %s ORDER BY seq"),
+                (sid, since))
+        answered = [a[0] for a in cur.fetchall()]
+        live = live_rows([r[2] for r in rows], answered)
+        return [(int(rows[i][0]), rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
     # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
 

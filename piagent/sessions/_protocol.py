@@ -19,6 +19,7 @@ from ..messages import (
     ToolResultMessage,
     message_from_dict,
     message_to_dict,
+    sanitize_surrogates,
 )
 
 MAX_SESSION_ID_LENGTH = 200
@@ -97,7 +98,10 @@ def check_messages(messages: object) -> list[AgentMessage]:
 
 def encode_message(message: AgentMessage) -> str:
     """One message as the compact JSON text a store keeps."""
-    return json.dumps(message_to_dict(message), ensure_ascii=False, separators=(",", ":"))
+    # a lone surrogate (a tool's details, an application's message) cannot be stored as
+    # UTF-8: removed, as pi-ai's sanitizeSurrogates (raw in the JSON text, so removed there)
+    return sanitize_surrogates(json.dumps(message_to_dict(message), ensure_ascii=False,
+                                          separators=(",", ":")))
 
 
 def decode_message(session_id: str, seq: int, text: str | bytes | Any) -> AgentMessage:
@@ -116,6 +120,12 @@ def decode_message(session_id: str, seq: int, text: str | bytes | Any) -> AgentM
 def answered_ids(messages: Iterable[AgentMessage]) -> set[str]:
     """The tool-call ids that a tool result among ``messages`` answers."""
     return {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
+
+
+def marked_call_id(mark: str) -> str:
+    """The tool-call id a start mark names: the mark itself, or its part before ``" @ "``
+    (a call whose id another call of its batch shares is marked ``"<id> @ <call_key>"``)."""
+    return mark.split(" @ ", 1)[0]
 
 
 def unanswered_call_ids(messages: Sequence[AgentMessage]) -> set[str]:

@@ -16,12 +16,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
-from ..messages import AgentMessage, ToolResultMessage
+from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._approvals import (
     ApprovalDecision,
     PendingApproval,
     check_decision,
     decision_to_json,
+    live_rows,
     pending_from_json,
     pending_to_json,
 )
@@ -31,6 +32,7 @@ from ._protocol import (
     check_session_id,
     decode_message,
     encode_message,
+    marked_call_id,
     unanswered_call_ids,
 )
 
@@ -55,13 +57,29 @@ CREATE TABLE IF NOT EXISTS piagent_records (
 CREATE TABLE IF NOT EXISTS piagent_approvals (
     session_id TEXT NOT NULL,
     position INTEGER NOT NULL,     -- source order within the waiting batch
-    kind TEXT NOT NULL,            -- 'pending' (data: the call's JSON) or 'held' (data: a result's pi-JSON)
+    kind TEXT NOT NULL,            -- 'pending' (data: the call's JSON), 'held' (data: a result's
+                                   -- pi-JSON) or 'since' (position -1, data: the seq from which
+                                   -- stored tool results answer the batch's calls)
     tool_call_id TEXT NOT NULL,
     data TEXT NOT NULL,
     decision TEXT,                 -- a pending call's decision as JSON, NULL while undecided
     PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID;
 """
+
+# The sequence number of the session's last assistant message (-1 when it has none): a start
+# mark or a waiting call belongs to the batch that message asked for, and only a tool result
+# stored after it answers one (tool-call ids repeat across batches). Every stored assistant
+# message's JSON begins with its role (encode_message); the walk goes back from the end.
+_LAST_ASK = ("COALESCE((SELECT l.seq FROM piagent_records l WHERE l.session_id = ? AND"
+             " l.kind = 'message' AND l.tool_call_id IS NULL AND"
+             " l.data LIKE '{\"role\":\"assistant\"%' ORDER BY l.seq DESC LIMIT 1), -1)")
+# the start marks of the last batch that no tool result stored after it answers
+# (parameters: the session id three times)
+_STARTED = ("WITH last(seq) AS (SELECT " + _LAST_ASK + ") SELECT DISTINCT m.data FROM"
+            " piagent_records m, last WHERE m.session_id = ? AND m.kind = 'started' AND"
+            " m.seq > last.seq AND m.data NOT IN (SELECT a.tool_call_id FROM piagent_records"
+            " a WHERE a.session_id = ? AND a.tool_call_id IS NOT NULL AND a.seq > last.seq)")
 
 
 class SQLiteStore:
@@ -286,9 +304,13 @@ class SQLiteStore:
         if not items:
             return
         rows = self._rows(session_id, 0, items)  # encoded before the transaction opens
+        asks = any(isinstance(m, AssistantMessage) for m in items)
         with self.write() as conn:
             start = self._next_seq(conn, session_id)
             conn.executemany(self._INSERT, [(r[0], start + r[1], *r[2:]) for r in rows])
+            if asks:  # a new reply: any waiting batch is over (completed or gone past)
+                conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?",
+                             (session_id,))
 
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
@@ -296,10 +318,11 @@ class SQLiteStore:
         rows = self._rows(session_id, 0, items)
         keep = unanswered_call_ids(items)
         with self.write() as conn:
-            marks = [r[0] for r in conn.execute(
-                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
-                " ORDER BY seq", (session_id,)) if r[0] in keep]
+            marks = sorted(r[0] for r in conn.execute(_STARTED, (session_id,) * 3)
+                           if marked_call_id(r[0]) in keep)
             conn.execute("DELETE FROM piagent_records WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM piagent_approvals WHERE session_id = ? AND kind = 'since'",
+                         (session_id,))  # renumbered: results after the last ask answer
             now = time.time()
             rows += [(session_id, len(rows) + i, "started", mark, None, now)
                      for i, mark in enumerate(marks)]
@@ -323,20 +346,16 @@ class SQLiteStore:
             msg = f"tool_call_id must be a str, got {type(tool_call_id).__name__}."
             raise TypeError(msg)
         with self.write() as conn:
-            if conn.execute("SELECT 1 FROM piagent_records WHERE session_id = ? AND "
-                            "kind = 'started' AND data = ?", (session_id, tool_call_id)
-                            ).fetchone() is None:
+            if conn.execute(f"SELECT 1 FROM piagent_records WHERE session_id = ? AND kind = "
+                            f"'started' AND data = ? AND seq > {_LAST_ASK}",
+                            (session_id, tool_call_id, session_id)).fetchone() is None:
                 conn.execute(self._INSERT, (session_id, self._next_seq(conn, session_id),
                                             "started", tool_call_id, None, time.time()))
 
     def started(self, session_id: str) -> set[str]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(
-                "SELECT data FROM piagent_records WHERE session_id = ? AND kind = 'started'"
-                " AND data NOT IN (SELECT tool_call_id FROM piagent_records WHERE"
-                " session_id = ? AND tool_call_id IS NOT NULL)",
-                (session_id, session_id)).fetchall()
+            rows = conn.execute(_STARTED, (session_id,) * 3).fetchall()
         return {r[0] for r in rows}
 
     def last_activity(self, session_id: str) -> float | None:
@@ -349,11 +368,31 @@ class SQLiteStore:
 
     # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
 
-    # a waiting batch's rows of one kind whose call no stored tool result answers yet
-    _WAITING = ("SELECT position, data, decision FROM piagent_approvals WHERE session_id = ?"
-                " AND kind = ? AND tool_call_id NOT IN (SELECT tool_call_id FROM"
-                " piagent_records WHERE session_id = ? AND tool_call_id IS NOT NULL)"
-                " ORDER BY position")
+    def _batch(self, conn: sqlite3.Connection, session_id: str
+               ) -> list[tuple[int, str, str, str | None]]:
+        """The waiting batch's open rows, (position, kind, data, decision) in source order:
+        those no tool result stored since the batch waited answers (``live_rows``; for a
+        batch an older piagent stored, or one a ``replace`` renumbered, since the last
+        assistant message)."""
+        rows = conn.execute("SELECT position, kind, tool_call_id, data, decision FROM"
+                            " piagent_approvals WHERE session_id = ? ORDER BY position",
+                            (session_id,)).fetchall()
+        if not rows:
+            return []
+        since = next((int(r[3]) for r in rows if r[1] == "since"), None)
+        rows = [r for r in rows if r[1] != "since"]
+        if since is None:
+            answered = conn.execute(
+                "SELECT tool_call_id FROM piagent_records WHERE session_id = ? AND"
+                f" tool_call_id IS NOT NULL AND seq > {_LAST_ASK} ORDER BY seq",
+                (session_id, session_id)).fetchall()
+        else:
+            answered = conn.execute(
+                "SELECT tool_call_id FROM piagent_records WHERE session_id = ? AND"
+                " tool_call_id IS NOT NULL AND seq >= ? ORDER BY seq",
+                (session_id, since)).fetchall()
+        live = live_rows([r[2] for r in rows], [a[0] for a in answered])
+        return [(rows[i][0], rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
@@ -361,16 +400,19 @@ class SQLiteStore:
         rows = [("pending", p.tool_call_id, pending_to_json(p)) for p in pending]
         rows += [("held", m.tool_call_id, encode_message(m)) for m in held]
         with self.write() as conn:
+            since = self._next_seq(conn, session_id)  # results from here on answer calls
             conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
             conn.executemany("INSERT INTO piagent_approvals VALUES (?, ?, ?, ?, ?, NULL)",
                              [(session_id, i, *row) for i, row in enumerate(rows)])
+            conn.execute("INSERT INTO piagent_approvals VALUES (?, -1, 'since', '', ?, NULL)",
+                         (session_id, str(since)))
 
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
         check_session_id(session_id)
         with self.write() as conn:  # BEGIN IMMEDIATE: one decision at a time, any process
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
-            entries = [pending_from_json(data, made) for _, data, made in rows]
+            rows = [r for r in self._batch(conn, session_id) if r[1] == "pending"]
+            entries = [pending_from_json(data, made) for _, _, data, made in rows]
             index = check_decision(session_id, entries, tool_call_id, decision, digest)
             conn.execute("UPDATE piagent_approvals SET decision = ? WHERE session_id = ? AND "
                          "position = ?", (decision_to_json(decision), session_id, rows[index][0]))
@@ -379,15 +421,16 @@ class SQLiteStore:
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "pending", session_id)).fetchall()
-        return [pending_from_json(data, made) for _, data, made in rows]
+            rows = self._batch(conn, session_id)
+        return [pending_from_json(data, made) for _, kind, data, made in rows
+                if kind == "pending"]
 
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
         with self.connection() as conn:
-            rows = conn.execute(self._WAITING, (session_id, "held", session_id)).fetchall()
+            rows = self._batch(conn, session_id)
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
-                for seq, data, _ in rows]
+                for seq, kind, data, _ in rows if kind == "held"]
 
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)

@@ -57,3 +57,25 @@ def test_a_waiting_run_outlives_its_worker_and_goes_on_on_another(cluster: Clust
     assert [(m.tool_call_id, m.text) for m in results] == [("c-delete", "deleted report"),
                                                           ("c-look", "looked")]
     assert messages[-1].text == "results: delete=deleted report; look=looked"  # type: ignore[union-attr]
+
+
+def test_a_repeated_call_id_waits_again_on_the_workers(cluster: Cluster) -> None:
+    # each prompt of an approve-* session asks for c-delete: the second is a new call
+    cluster.ensure("w1", "w2")
+    runner = cluster.runner
+    for round_ in (1, 2):
+        run_id = runner.start("approve-again", f"go {round_}")
+        assert runner.wait(run_id, SLOW_WAIT * 2), cluster.log("w1") + cluster.log("w2")
+        assert runner.status(run_id).state == "waiting"
+        [pending] = runner.pending_approvals("approve-again")
+        assert (pending.tool_call_id, pending.decision) == ("c-delete", None)
+        next_id = runner.approve("approve-again", pending.call_key, digest=pending.digest)
+        assert next_id is not None
+        assert runner.wait(next_id, SLOW_WAIT * 2), cluster.log("w1") + cluster.log("w2")
+        assert runner.status(next_id).state == "done"
+        assert runner.pending_approvals("approve-again") == []
+    assert [name for name, _ in _ran(cluster, "approve-again")] == [
+        "look", "delete", "look", "delete"]
+    messages = cluster.app.store.load("approve-again")  # type: ignore[union-attr]
+    assert [m.text for m in messages if isinstance(m, ToolResultMessage)] == [
+        "deleted report", "looked"] * 2

@@ -212,6 +212,40 @@ def test_approve_a_waiting_call_and_the_worker_goes_on(site: Site) -> None:
     assert _final_text(rest) == "Done: Deleted the note \u201cshopping\u201d. Anything else?"
 
 
+@pytest.mark.browser
+def test_a_repeated_call_id_is_approved_each_time_in_a_browser(site: Site) -> None:
+    # the scripted model numbers its calls call_1, ... in every reply: each delete_note
+    # call of the session has the id call_1, and each is a new call the page approves
+    import shutil
+
+    if shutil.which("chromedriver") is None or not (
+            shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("needs chromium and chromedriver on PATH (run .ci/install-browser.sh)")
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from ..conftest import headless_chromium
+
+    def assistant_texts(driver: Any) -> list[str]:
+        return [e.text.strip() for e in driver.find_elements(By.CSS_SELECTOR, "#log .assistant")]
+
+    with headless_chromium() as driver:
+        wait = WebDriverWait(driver, 2 * SLOW_WAIT)
+        driver.get(site)
+        for title in ("shopping", "taxes", "chores"):
+            driver.find_element(By.ID, "text").send_keys(f"delete note {title}")
+            driver.find_element(By.CSS_SELECTOR, "#form button").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#log .note button"))
+            row = driver.find_elements(By.CSS_SELECTOR, "#log .note")[-1]
+            assert row.text.startswith(f'delete_note({{"title":"{title}"}}) waits for you')
+            row.find_element(By.XPATH, ".//button[text()='approve']").click()
+            done = f"Done: Deleted the note \u201c{title}\u201d. Anything else?"
+            wait.until(lambda d, done=done: done in assistant_texts(d))
+        notes = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#log .note")]
+        assert not any("waits for approval" in n or "No tool call" in n for n in notes)
+
+
 def test_the_example_files_exist() -> None:
     for name in ("tasks.py", "views.py", "settings.py", "manage.py", "README.md"):
         assert (EXAMPLE / name).is_file(), name

@@ -129,13 +129,15 @@ def test_write_file_stays_in_its_folder(tmp_path: Path) -> None:
 
 class _ToolServer(ThreadingHTTPServer):
     """An OpenAI-compatible server: the first request gets a ``write_file`` call, the
-    next ones the text ``finished``."""
+    next ones the text ``finished`` (with ``repeat``: each request whose last message is the
+    user's gets the call, always with the id ``call_w``)."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _ToolHandler)
         self.bodies: list[dict[str, Any]] = []
+        self.repeat = False  # True: every user message gets a write_file call (id call_w)
 
 
 class _ToolHandler(BaseHTTPRequestHandler):
@@ -147,8 +149,12 @@ class _ToolHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append(body)
-        if len(self.server.bodies) == 1:
-            arguments = json.dumps({"path": "out.txt", "content": "hello"})
+        asks = body["messages"][-1]["role"] == "user" if self.server.repeat \
+            else len(self.server.bodies) == 1
+        if asks:  # the same call id every time, as servers that number per response do
+            n = sum(m["role"] == "user" for m in body["messages"])
+            name = "out.txt" if n == 1 else f"out{n}.txt"
+            arguments = json.dumps({"path": name, "content": "hello"})
             delta: dict[str, Any] = {"role": "assistant", "tool_calls": [{
                 "index": 0, "id": "call_w", "type": "function",
                 "function": {"name": "write_file", "arguments": arguments}}]}
@@ -247,3 +253,37 @@ def test_terminal_ask_writes_the_question_to_stderr_and_reads_stdin(
     assert ask("Run f()? [y/N] ") == "y"
     assert ask("Run g()? [y/N] ") == ""  # end of input: no
     assert err.getvalue() == "Run f()? [y/N] Run g()? [y/N] "
+
+
+def test_a_repeated_call_id_is_asked_about_and_run_each_time(tool_server: _ToolServer,
+                                                             tmp_path: Path) -> None:
+    tool_server.repeat = True
+    db = str(tmp_path / "sessions.db")
+    proc = _piagent(tool_server, tmp_path, "--session", "w", "--sessions-db", db,
+                    stdin="write a file\ny\nwrite another\ny\n")
+    assert proc.returncode == 0, proc.stderr
+    assert 'Run write_file(path="out.txt", content="hello")? [y/N] ' in proc.stdout
+    assert 'Run write_file(path="out2.txt", content="hello")? [y/N] ' in proc.stdout
+    assert (tmp_path / "out.txt").read_text() == "hello"
+    assert (tmp_path / "out2.txt").read_text() == "hello"
+    # the answers decided the calls: no "y" reached the model as a user message
+    users = [m["content"] if isinstance(m["content"], str) else
+             "".join(part.get("text", "") for part in m["content"])
+             for m in tool_server.bodies[-1]["messages"] if m["role"] == "user"]
+    assert users == ["write a file", "write another"]
+    assert len(tool_server.bodies) == 4
+
+
+def test_two_waiting_calls_of_one_reply_with_one_id_are_asked_about_each(
+        tmp_path: Path) -> None:
+    # a model may give two calls of one reply the same id: each answer decides its own call
+    agent = _agent(tmp_path, ("write_file", {"path": "a.txt", "content": "hi"}, "c1"),
+                   ("write_file", {"path": "b.txt", "content": "yo"}, "c1"))
+    code, out = chat(agent, ["write two", when_idle(agent, "no"), when_idle(agent, "y"),
+                             when_idle(agent, "")])
+    assert code == 0
+    assert out.index('Run write_file(path="a.txt", content="hi")? [y/N] ') < \
+        out.index('Run write_file(path="b.txt", content="yo")? [y/N] ')
+    assert not (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").read_text() == "yo"
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    assert [(m.tool_call_id, m.is_error) for m in results] == [("c1", True), ("c1", False)]

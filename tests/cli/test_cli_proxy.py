@@ -1,6 +1,6 @@
 """``piagent proxy`` passes its limits to the server: a client that stops in the middle of
 its headers gets 408 after ``--header-timeout``, SIGINT stops the server at once although
-a client is stuck, and a limit out of range is a usage error."""
+a client is stuck, and a limit out of range or a bad ``--allow-base-url`` is a usage error."""
 
 from __future__ import annotations
 
@@ -64,3 +64,20 @@ def test_proxy_limits_and_ctrl_c_with_a_stuck_client():
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
         proc.stderr.close()
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("openai", ""),
+    ("=https://gateway.example/v1", ""),
+    ("open ai=https://gateway.example/v1", ""),
+    ("openai=", ""),
+    ("openai=gateway.example/v1", " (an http:// or https:// URL with a host)"),
+    ("openai=ftp://gateway.example/v1", " (an http:// or https:// URL with a host)"),
+])
+def test_a_bad_allow_base_url_is_a_usage_error_naming_the_flag(capsys, value, why):
+    with pytest.raises(SystemExit) as exited:
+        main(["proxy", "--port", "0", "--token", "t", "--allow-base-url", value])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "piagent proxy: error: argument --allow-base-url: expected PROVIDER=URL, e.g. "
+        f"openai=https://gateway.example/v1{why}, got {value!r}")

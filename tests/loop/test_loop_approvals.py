@@ -70,9 +70,10 @@ def test_a_batch_runs_the_rest_and_ends_waiting_without_a_request(mode: str) -> 
     assert request.digest == approval_digest("guarded", {"n": 2})
     assert event_to_dict(request) == {"type": "tool_approval_request", "toolCallId": "2",
                                       "toolName": "guarded", "args": {"n": 2},
-                                      "digest": request.digest}
+                                      "digest": request.digest, "callKey": "2:1"}
     [(pending, held)] = waits.calls
-    assert pending == [PendingApproval("2", "guarded", {"n": 2}, request.digest, None)]
+    # the key: the assistant message's position in the transcript, the call's index
+    assert pending == [PendingApproval("2", "guarded", {"n": 2}, request.digest, None, "2:1")]
     assert [m.tool_call_id for m in held] == ["3"] and text_of(held[0]) == "free 3 ok"
 
 

@@ -5,6 +5,9 @@
 * ``everything_stdio``: the command that runs server-everything over stdio.
 * ``SDK_SERVER``: ``sdk_server.py``, a server built with the ``mcp`` 2.3.0 SDK (both protocol
   generations); ``time_server_command``: ``mcp-server-time`` from PyPI.
+* ``hold_server``: ``hold_server.py`` over HTTP, built with the ``mcp`` SDK or with fastmcp
+  4.x (both from the test extra, in this interpreter), answering as JSON or SSE; its tool
+  ``hold`` waits until released. One process per (server, mode) for a test module.
 * ``start_http(command, ready)``: a server process whose output says ``ready`` once it
   listens; stopped (and reaped) when the test ends.
 * ``stderr_pipe``: where a stdio server's stderr goes, read line by line (the SDK server
@@ -27,8 +30,9 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import requests
 
-from tests.conftest import npm_installed, unavailable
+from tests.conftest import WAIT, npm_installed, unavailable
 
 HERE = Path(__file__).parent
 SDK_SERVER = HERE / "sdk_server.py"
@@ -86,17 +90,24 @@ class OutputLines:
                 self.lines.put(line)
         self.lines.put(None)
 
-    def wait_for(self, text: str, timeout: float) -> bool:
-        """Whether a line holding ``text`` arrives within ``timeout`` (lines seen count too)."""
-        if any(text in line for line in self.seen):
-            return True
+    def wait_for(self, text: str, timeout: float, since: int = 0) -> bool:
+        """Whether a line holding ``text`` arrives within ``timeout`` (lines seen count too,
+        from the line numbered ``since`` on)."""
+        return self.find(text, timeout, since) is not None
+
+    def find(self, text: str, timeout: float, since: int = 0) -> int | None:
+        """The number of the first line from ``since`` on holding ``text``, waiting for it
+        ``timeout`` at most; ``None`` if none came."""
+        for number in range(since, len(self.seen)):
+            if text in self.seen[number]:
+                return number
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self._next(left):
-                return False
+                return None
             if text in self.seen[-1]:
-                return True
+                return len(self.seen) - 1
 
     def wait_count(self, text: str, count: int, timeout: float) -> bool:
         """Whether ``count`` lines holding ``text`` have arrived within ``timeout``."""
@@ -187,3 +198,42 @@ def sdk_http(start_http: Callable[..., ServerProcess], sdk_command: list[str]
     port = free_port()
     server = start_http([*sdk_command, "http", str(port)], "Uvicorn running")
     return f"http://127.0.0.1:{port}/mcp", server
+
+
+HOLD_SERVER = HERE / "hold_server.py"
+HOLD_KINDS = [("sdk", "json"), ("sdk", "sse"), ("fastmcp", "json"), ("fastmcp", "sse")]
+
+
+class HoldServer:
+    """``hold_server.py`` running: its URL, its output (the marks), and ``release``."""
+
+    def __init__(self, kind: str, mode: str, port: int, process: ServerProcess) -> None:
+        self.kind = kind
+        self.mode = mode
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.process = process
+        self.output = process.output
+
+    def release(self, tag: str | None = None) -> None:
+        """Let the ``hold`` call tagged ``tag`` answer (every one, now and later: ``None``)."""
+        query = "" if tag is None else f"?tag={tag}"
+        requests.post(self.url.removesuffix("/mcp") + "/release" + query,
+                      timeout=WAIT).raise_for_status()
+
+
+@pytest.fixture(scope="module", params=HOLD_KINDS, ids=[f"{k}-{m}" for k, m in HOLD_KINDS])
+def hold_server(request: pytest.FixtureRequest) -> Iterator[HoldServer]:
+    kind, mode = request.param
+    if importlib.util.find_spec("fastmcp" if kind == "fastmcp" else "mcp") is None:
+        _unavailable(f"{kind} is not installed (pip install '.[test]')")
+    port = free_port()
+    process = ServerProcess([sys.executable, str(HOLD_SERVER), kind, mode, str(port)], None)
+    process.wait_ready("Uvicorn running", START_TIMEOUT_S)
+    server = HoldServer(kind, mode, port, process)
+    try:
+        yield server
+    finally:
+        try:
+            server.release()  # the holds still waiting answer, late
+        finally:
+            process.stop()

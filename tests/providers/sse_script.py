@@ -23,6 +23,9 @@ gets a 500 that says so). ``body`` items are written in order:
   waits on ``reached``, acts (aborts), then the fixture releases everything at teardown;
 * ``CUT``: closes the connection at once (no terminating chunk: the body is cut short).
 
+``completions_body(text)``: a Chat Completions stream that splits each astral character of
+``text`` between two chunks (issue 43 part 4).
+
 ``chunked=False`` gives a close-delimited body (``Connection: close``, no length).
 ``sse(obj, event=None)`` formats one event; ``sse_events(*objs)`` several. ``requests``
 records every request (``.path``, ``.headers``, ``.body``, ``.json``). ``reached(n)`` is
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.conftest import WAIT, StreamingHandler
+from tests.conftest import WAIT, StreamingHandler, utf16_units
 
 
 @dataclass
@@ -202,3 +205,34 @@ class ScriptedServer:
                     self.wfile.flush()
 
         return Handler
+
+
+def _completions_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"  # ascii: a lone half escaped
+
+
+def _completions_call(index: int, fragment: str, call_id: str | None = None) -> bytes:
+    call: dict[str, Any] = {"index": index, "function": {"arguments": fragment}}
+    if call_id is not None:
+        call.update(id=call_id, type="function")
+        call["function"]["name"] = "echo"
+    return _completions_chunk({"tool_calls": [call]})
+
+
+def completions_body(text: str) -> list[bytes]:
+    """A Chat Completions stream that splits every astral character of ``text`` in halves:
+    thinking, text and two calls of ``echo`` with arguments ``{"a": text}``, one UTF-16
+    code unit (or one character of the escaped JSON) per chunk, so every prefix is a
+    partial value. Each chunk's JSON escapes its lone half (``"\\ud83d"``)."""
+    units = utf16_units(text)
+    body = [_completions_chunk({"reasoning_content": u}) for u in units]
+    body += [_completions_chunk({"content": u}) for u in units]
+    body.append(_completions_call(0, "", "call_1"))  # arguments with "\\ud83d\\ude00" in them
+    body += [_completions_call(0, c) for c in json.dumps({"a": text})]
+    body.append(_completions_call(1, "", "call_2"))  # arguments with the character itself
+    raw = json.dumps({"a": text}, ensure_ascii=False)
+    body += [_completions_call(1, u) for u in utf16_units(raw)]
+    body += [_completions_chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
+    return body

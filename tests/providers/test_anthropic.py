@@ -440,8 +440,15 @@ def test_request_url_headers_and_body(sse_server):
         "messages": [{"role": "user", "content": [
             {"type": "text", "text": "Weather in Paris?",
              "cache_control": {"type": "ephemeral"}}]}],
+        # pi's tool definition: eager_input_streaming, and input_schema's type, properties
+        # and required (always present)
         "tools": [{"name": "get_weather", "description": "Weather for a city.",
-                   "input_schema": WEATHER.parameters, "cache_control": {"type": "ephemeral"}}],
+                   "eager_input_streaming": True,
+                   "input_schema": {"type": "object",
+                                    "properties": WEATHER.parameters["properties"],
+                                    "required": WEATHER.parameters["required"]},
+                   "cache_control": {"type": "ephemeral"}}],
+        "thinking": {"type": "disabled"},  # a reasoning model with thinking off says so
         "temperature": 0.2,
     }
 
@@ -488,7 +495,8 @@ def test_request_replays_history(sse_server):
             {"type": "tool_use", "id": "toolu_2", "name": "get_weather",
              "input": {"city": "Berlin"}}]},
         {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C",
+             "is_error": False},
             {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
              "cache_control": {"type": "ephemeral"},
              "content": [{"type": "text", "text": "(see attached image)"},
@@ -524,15 +532,25 @@ def test_request_from_another_model_and_orphans():
     assert "system" not in body and "tools" not in body
 
 
-def test_mid_conversation_system_message_becomes_a_tagged_user_turn():
+def test_mid_conversation_system_messages_fold_or_go_native():
+    """Without ``supportsMidConvoSystemMessages`` (pi-ai 1.4.0's default) every system
+    message folds into the leading prompt; with it a later one is a native system message."""
     messages = [SystemMessage(content="Base."), UserMessage(content="hi"),
                 AssistantMessage(content=[TextContent("hello")], api="anthropic-messages",
                                  provider="anthropic", model="claude-sonnet-4-5"),
                 SystemMessage(content="Now answer in French."), UserMessage(content="ok")]
-    body = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="none"))
+    folded = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="none"))
+    assert folded["system"] == [{"type": "text", "text": "Base.\n\nNow answer in French."}]
+    assert [m["content"] for m in folded["messages"]] == ["hi", [
+        {"type": "text", "text": "hello"}], "ok"]
+    model = _model(compat={"supportsMidConvoSystemMessages": True})
+    body = build_anthropic_request(model, messages, StreamOptions(cache_retention="none"))
     assert body["system"] == [{"type": "text", "text": "Base."}]
-    assert body["messages"][2] == {"role": "user", "content": [
-        {"type": "text", "text": "<system_update>\nNow answer in French.\n</system_update>"}]}
+    # a native system message, held back until the next assistant message (none here: at
+    # the end), as pi-ai 1.4.0 sends it
+    assert body["messages"][2:] == [
+        {"role": "user", "content": "ok"},
+        {"role": "system", "content": [{"type": "text", "text": "Now answer in French."}]}]
 
 
 def test_cache_retention_long_and_none():
@@ -556,7 +574,7 @@ def test_budget_thinking_request(sse_server):
     _stream(sse_server, reasoning="medium", max_tokens=4000, temperature=0.5).result(WAIT)
     request = sse_server.requests[0]
     body = request.json
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192, "display": "summarized"}
     assert body["max_tokens"] == 12192
     assert "temperature" not in body
     assert request.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
@@ -577,7 +595,7 @@ def test_adaptive_thinking_for_newer_models():
     model = _model(id="claude-opus-4-6")
     body = build_anthropic_request(model, [UserMessage(content="u")],
                                    StreamOptions(reasoning="xhigh"))
-    assert body["thinking"] == {"type": "adaptive"}
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
     assert body["output_config"] == {"effort": "max"}
     sonnet = build_anthropic_request(_model(id="claude-sonnet-4-6"), [UserMessage(content="u")],
                                      StreamOptions(reasoning="low"))
@@ -586,7 +604,7 @@ def test_adaptive_thinking_for_newer_models():
 
 def test_no_thinking_without_reasoning_or_on_non_reasoning_models():
     off = build_anthropic_request(_model(), [UserMessage(content="u")], StreamOptions())
-    assert "thinking" not in off
+    assert off["thinking"] == {"type": "disabled"}  # a reasoning model is told (as pi)
     assert off["max_tokens"] == 64000
     plain = build_anthropic_request(_model(reasoning=False), [UserMessage(content="u")],
                                     StreamOptions(reasoning="high", temperature=1.0))

@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
+from piagent.messages import sanitize_surrogates_in
 from piagent.models import Model
 from piagent.providers.kit import MessageBuilder
 from piagent.stream import AssistantMessageEventStream, parse_streaming_json
@@ -34,7 +35,8 @@ def test_arguments_follow_every_fragment_and_end_complete(arguments: dict[str, A
     for fragment in fragments:
         out.add_tool_arguments(index, fragment)
         seen += fragment
-        assert out.block(index).arguments == parse_streaming_json(seen)
+        # pi's parse, without the unpaired surrogates of an escape pair cut in two
+        assert out.block(index).arguments == sanitize_surrogates_in(parse_streaming_json(seen))
     out.close_block(index)
     out.finish("toolUse")
     events = list(stream)

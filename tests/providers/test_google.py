@@ -346,7 +346,7 @@ def test_request_body_shape(sse_server):
     _stream(sse_server, context, temperature=0.3, max_tokens=500).result(WAIT)
     assert sse_server.requests[0].json == {
         "contents": [{"role": "user", "parts": [{"text": "Weather in Paris?"}]}],
-        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "systemInstruction": {"parts": [{"text": "Be brief."}], "role": "user"},
         "tools": [{"functionDeclarations": [{
             "name": "get_weather", "description": "Weather for a city.",
             "parametersJsonSchema": WEATHER.parameters}]}],
@@ -378,9 +378,13 @@ def _history(model_id: str = "gemini-2.5-flash") -> list[object]:
 
 
 def test_request_replays_history_for_gemini_2():
-    """Thought parts and valid signatures replay; results merge into one user turn with the
-    image after them; a later system message joins the next user turn, tagged."""
+    """Thought parts and valid signatures replay; the results share one user turn, their
+    image follows in a turn of its own, and the next user message is a turn of its own (as
+    pi-ai 1.4.0); a later system message folds into systemInstruction (Gemini has no
+    mid-conversation system messages)."""
     body = build_google_request(_model(), _history(), StreamOptions())
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief.\n\nUse Celsius."}],
+                                         "role": "user"}
     assert body["contents"] == [
         {"role": "user", "parts": [
             {"text": "Compare."},
@@ -393,11 +397,11 @@ def test_request_replays_history_for_gemini_2():
             {"functionCall": {"name": "get_weather", "args": {"city": "Berlin"}}}]},
         {"role": "user", "parts": [
             {"functionResponse": {"name": "get_weather", "response": {"output": "18C"}}},
-            {"functionResponse": {"name": "get_weather", "response": {"error": "no data"}}},
+            {"functionResponse": {"name": "get_weather", "response": {"error": "no data"}}}]},
+        {"role": "user", "parts": [
             {"text": "Tool result image:"},
-            {"inlineData": {"mimeType": "image/gif", "data": "R0lGOD="}},
-            {"text": "<system_update>\nUse Celsius.\n</system_update>"},
-            {"text": "And now?"}]},
+            {"inlineData": {"mimeType": "image/gif", "data": "R0lGOD="}}]},
+        {"role": "user", "parts": [{"text": "And now?"}]},
     ]
 
 
@@ -444,8 +448,8 @@ def test_request_from_another_model_and_orphans():
             {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}}]},
         {"role": "user", "parts": [
             {"functionResponse": {"name": "get_weather",
-                                  "response": {"error": "No result provided"}}},
-            {"text": "next"}]},
+                                  "response": {"error": "No result provided"}}}]},
+        {"role": "user", "parts": [{"text": "next"}]},
     ]
     assert "systemInstruction" not in body and "tools" not in body
 
@@ -470,7 +474,8 @@ def test_thinking_budget_override_and_non_reasoning_model():
     assert body["generationConfig"]["thinkingConfig"]["thinkingBudget"] == 1000
     plain = build_google_request(_model(id="gemini-2.0-flash", reasoning=False),
                                  [UserMessage(content="u")], StreamOptions(reasoning="high"))
-    assert "generationConfig" not in plain
+    # no thinking config; the output limit is always sent (pi's clamped max tokens)
+    assert plain["generationConfig"] == {"maxOutputTokens": 65536}
 
 
 def test_stream_simple_dispatches_a_catalogue_model(sse_server):

@@ -216,22 +216,22 @@ def test_history_wire_format(sse_server):
     assert body["messages"][2:] == [
         {"role": "assistant", "content": "Let me check.", "reasoning_content": "plan",
          "tool_calls": [{"id": "call_1", "type": "function", "function": {
-             "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+             "name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}]
 
 
 def test_mid_conversation_system_message_and_developer_role(sse_server):
     model = _model(sse_server, reasoning=True, provider="vllm",
-                   compat={"supportsDeveloperRole": True, "supportsReasoningEffort": True})
+                   compat={"supportsDeveloperRole": True, "supportsReasoningEffort": True,
+                           "supportsMidConvoSystemMessages": True})
     messages = [*_context().messages, SystemMessage(content="Now answer in French.")]
     body = build_completions_request(model, messages, StreamOptions(reasoning="high"))
     assert [m["role"] for m in body["messages"]] == ["developer", "user", "developer"]
     assert body["messages"][2]["content"] == "Now answer in French."
     assert body["reasoning_effort"] == "high"
-    collapsed = build_completions_request(
-        _model(sse_server, provider="vllm", compat={"supportsMidConvoSystemMessages": False}),
-        messages,
-        StreamOptions())
+    # pi-ai 1.4.0's default (no compat): later system messages fold into the leading prompt
+    collapsed = build_completions_request(_model(sse_server, provider="vllm"), messages,
+                                          StreamOptions())
     assert collapsed["messages"] == [
         {"role": "system", "content": "Be brief.\n\nNow answer in French."},
         {"role": "user", "content": "Weather in Paris?"}]

@@ -9,6 +9,7 @@ outputs, developer role, tools); the service-tier cost multiplier.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -85,8 +86,60 @@ def test_reference_stream(sse_server, no_piagent_threads):
     assert sent["input"] == [
         {"role": "developer", "content": "Be brief."},
         {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    # no ``strict`` without the model's compat saying the server knows it (pi-ai 1.4.0)
     assert sent["tools"] == [{"type": "function", "name": "get_weather", "description": "Weather",
-                              "parameters": {"type": "object"}, "strict": False}]
+                              "parameters": {"type": "object"}}]
+
+
+def test_system_messages_fold_unless_the_compat_takes_them_mid_conversation():
+    from piagent.providers import get_model
+    from piagent.providers.openai_responses import build_responses_request
+
+    messages = [SystemMessage(content="Base."), UserMessage(content="hi"),
+                SystemMessage(content="Now in French."), UserMessage(content="ok")]
+    model = get_model("openai", "gpt-4o-mini")
+    folded = build_responses_request(model, messages, StreamOptions())["input"]
+    assert folded[0] == {"role": "system", "content": "Base.\n\nNow in French."}
+    assert [item["role"] for item in folded] == ["system", "user", "user"]
+    on = dataclasses.replace(model, compat={"supportsMidConvoSystemMessages": True})
+    kept = build_responses_request(on, messages, StreamOptions())["input"]
+    assert [item["role"] for item in kept] == ["system", "user", "system", "user"]
+    assert kept[2]["content"] == "Now in French."
+
+
+def test_a_system_message_between_a_call_and_its_result_folds_before_the_transform(
+        sse_server):
+    """pi folds system messages before transformMessages: the call keeps its result and
+    gets no synthetic "No result provided" one."""
+    from piagent.messages import AssistantMessage, ToolCall
+
+    model = _model(sse_server)
+    call = AssistantMessage([ToolCall("c1", "get_weather", {"city": "Paris"})], api=model.api,
+                            provider=model.provider, model=model.id, stop_reason="toolUse")
+    context = Context([SystemMessage("Be brief."), UserMessage("Weather?"), call,
+                       SystemMessage("Use Celsius."),
+                       ToolResultMessage("c1", "get_weather", [TextContent("18C")])])
+    sse_server.add(Reply(body=[(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]))
+    stream_simple(model, context, StreamOptions(api_key=KEY)).result(WAIT)
+    sent = sse_server.requests[0].json["input"]
+    assert [item.get("type", item.get("role")) for item in sent] == [
+        "developer", "user", "function_call", "function_call_output"]
+    assert sent[0]["content"] == "Be brief.\n\nUse Celsius."
+    assert sent[3]["output"] == "18C"
+
+
+def test_strict_only_with_the_compat_and_catalogue_models_have_it():
+    from piagent.providers import get_model
+    from piagent.providers.openai_responses import build_responses_request
+
+    messages = _context().messages
+    model = get_model("openai", "gpt-4o-mini", base_url="http://127.0.0.1:1/v1",
+                      api="openai-responses")
+    assert model.compat == {"supportsStrictMode": True}  # pi's catalogue entry
+    body = build_responses_request(model, messages, StreamOptions())
+    assert [t.get("strict") for t in body["tools"]] == [False]
+    plain = dataclasses.replace(model, compat=None)
+    assert "strict" not in build_responses_request(plain, messages, StreamOptions())["tools"][0]
 
 
 def test_history_replays_items(sse_server):
@@ -104,7 +157,7 @@ def test_history_replays_items(sse_server):
                         "content": [{"type": "output_text", "text": "Checking.",
                                      "annotations": []}]}
     assert items[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_1",
-                        "name": "get_weather", "arguments": '{"city": "Paris"}'}
+                        "name": "get_weather", "arguments": '{"city":"Paris"}'}
     assert items[3] == {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
 
 

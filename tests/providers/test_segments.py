@@ -3,6 +3,7 @@ exactly the wire messages of converting it whole, for any transcript."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.models import Model
+from piagent.providers._compat import fold_system_messages
 from piagent.providers._transform import transform_messages
 from piagent.providers.openai_completions import (
     _convert,
@@ -77,8 +79,11 @@ transcripts = st.lists(messages, max_size=14).map(
 
 
 def whole(model: Model, transcript: list[Any]) -> list[dict[str, Any]]:
+    """The whole transcript converted at once: later system messages folded first (pi's
+    resolveTranscript, before transformMessages), then transformed and converted."""
     compat = get_compat(model)
-    return _wire_messages(model, transform_messages(transcript, model, _normalize_id(model)),
+    folded = fold_system_messages(model, transcript, compat.supports_mid_convo_system_messages)
+    return _wire_messages(model, transform_messages(folded, model, _normalize_id(model)),
                           compat)
 
 
@@ -147,26 +152,33 @@ ANTHROPIC = Model(id="claude-x", api="anthropic-messages", provider="anthropic",
                   base_url="https://api.anthropic.com", input=("text", "image"))
 
 
-def anthropic_whole(transcript: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+# with the compat on, later system messages stay in place (native system messages)
+ANTHROPIC_MID = dataclasses.replace(ANTHROPIC, compat={"supportsMidConvoSystemMessages": True})
+
+
+def anthropic_whole(model: Model, transcript: list[Any]) -> tuple[str, list[dict[str, Any]]]:
     from piagent.providers._transform import leading_system_text
     from piagent.providers.anthropic import _convert_messages, _normalize_tool_call_id
 
-    transformed = transform_messages(transcript, ANTHROPIC, _normalize_tool_call_id)
+    transformed = transform_messages(transcript, model, _normalize_tool_call_id)
     prompt, leading = leading_system_text(transformed)
     return prompt, _convert_messages(transformed[leading:])
 
 
 @settings(max_examples=300, deadline=None)
-@given(transcripts)
-def test_anthropic_segmented_conversion_equals_whole(transcript: list[Any]) -> None:
+@given(transcripts, st.sampled_from([ANTHROPIC, ANTHROPIC_MID]))
+def test_anthropic_segmented_conversion_equals_whole(transcript: list[Any],
+                                                      model: Model) -> None:
+    """As ``build_anthropic_request`` calls it: later system messages folded first (unless
+    the model's compat takes them mid-conversation)."""
     from piagent.providers._transform import leading_prompt
     from piagent.providers.anthropic import _convert, _normalize_tool_call_id
 
     for end in range(1, len(transcript) + 1):
-        part = transcript[:end]
-        prompt, messages = anthropic_whole(part)
-        assert _convert(ANTHROPIC, part) == messages
-        assert leading_prompt(part, ANTHROPIC, _normalize_tool_call_id) == prompt
+        part = fold_system_messages(model, transcript[:end])
+        prompt, messages = anthropic_whole(model, part)
+        assert _convert(model, part) == messages
+        assert leading_prompt(part, model, _normalize_tool_call_id) == prompt
 
 
 def test_anthropic_cache_breakpoint_is_not_left_on_reused_messages() -> None:

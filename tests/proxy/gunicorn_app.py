@@ -26,4 +26,5 @@ def _reply(context: object, options: StreamOptions) -> AssistantMessage:
 
 
 model_side = ScriptedStreamFn([_reply] * 1000)
-app = ProxyApp(model_side, auth_tokens=os.environ["PIAGENT_PROXY_TOKEN"], heartbeat_s=0.1)
+app = ProxyApp(model_side, auth_tokens=os.environ["PIAGENT_PROXY_TOKEN"], heartbeat_s=0.1,
+               allowed_base_urls={"scripted": model_side.model.base_url})

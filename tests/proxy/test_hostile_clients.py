@@ -30,6 +30,8 @@ from piagent.stream import Context
 from piagent.testing import ScriptedStreamFn, assistant_text
 from tests.conftest import WAIT
 
+from .conftest import SCRIPTED_BASE_URLS
+
 TOKEN = "reliability-token-1"
 FAST = 0.3  # header/body deadlines in tests that expect a 408
 
@@ -126,6 +128,7 @@ def _serving(fn: Any = None, app: ProxyApp | None = None,
     baseline = threading.active_count()
     if app is None:
         app = ProxyApp(fn if fn is not None else ScriptedStreamFn(), auth_tokens=TOKEN,
+                       allowed_base_urls=SCRIPTED_BASE_URLS,
                        heartbeat_s=0.05)
     server = ProxyServer(app, **limits).start()
     try:
@@ -228,7 +231,7 @@ def test_chunked_body_is_read_and_answered(fn):
 
 
 def test_chunked_body_over_the_limit_is_413(fn):
-    app = ProxyApp(fn, auth_tokens=TOKEN, max_body_bytes=1000)
+    app = ProxyApp(fn, auth_tokens=TOKEN, allowed_base_urls=SCRIPTED_BASE_URLS, max_body_bytes=1000)
     with _serving(app=app) as server:
         status, _, body = _exchange(server, _head(extra="Transfer-Encoding: chunked\r\n")
                                     + _chunked(b"x" * 5000))
@@ -266,7 +269,7 @@ def test_malformed_framing_is_answered(fn, head, status, reason):
 def test_declared_body_over_the_limit_is_413_and_the_answer_arrives(fn):
     """Answered before the body is read; the lingering close keeps the answer from being
     destroyed by a reset while the client is still sending."""
-    app = ProxyApp(fn, auth_tokens=TOKEN, max_body_bytes=1000)
+    app = ProxyApp(fn, auth_tokens=TOKEN, allowed_base_urls=SCRIPTED_BASE_URLS, max_body_bytes=1000)
     with _serving(app=app) as server, _connect(server) as sock:
         sock.sendall(_head(length=200_000) + b"x" * 100_000)
         status, _, body = _answer(_read_all(sock))
@@ -415,7 +418,8 @@ def test_a_raising_get_api_key_becomes_one_error_event(fn, monkeypatch):
         asked.append(provider)
         raise ValueError(f"the vault is sealed (token {secret})")
 
-    app = ProxyApp(fn, auth_tokens=TOKEN, get_api_key=get_api_key, heartbeat_s=0.05)
+    app = ProxyApp(fn, auth_tokens=TOKEN,
+                   allowed_base_urls=SCRIPTED_BASE_URLS, get_api_key=get_api_key, heartbeat_s=0.05)
     with _serving(app=app) as server:
         options = ProxyStreamOptions(proxy_url=server.url, auth_token=TOKEN)
         message = stream_proxy(fn.model, Context([UserMessage("hi")]), options).result(WAIT)
@@ -441,7 +445,8 @@ def test_get_api_key_is_called_once_per_request_even_when_the_stream_fails(monke
     def failing(model: Any, context: Any, options: Any) -> Any:
         raise RuntimeError(f"provider rejected {options.api_key}")
 
-    app = ProxyApp(failing, auth_tokens=TOKEN, get_api_key=get_api_key, heartbeat_s=0.05)
+    app = ProxyApp(failing, auth_tokens=TOKEN,
+                   allowed_base_urls=SCRIPTED_BASE_URLS, get_api_key=get_api_key, heartbeat_s=0.05)
     fn = ScriptedStreamFn()
     with _serving(app=app) as server:
         message = stream_proxy(fn.model, Context([UserMessage("hi")]), ProxyStreamOptions(
@@ -452,7 +457,9 @@ def test_get_api_key_is_called_once_per_request_even_when_the_stream_fails(monke
 
 
 def test_get_api_key_returning_a_non_string_is_reported(fn):
-    app = ProxyApp(fn, auth_tokens=TOKEN, get_api_key=lambda provider: 42,  # type: ignore
+    app = ProxyApp(fn, auth_tokens=TOKEN,
+                   allowed_base_urls=SCRIPTED_BASE_URLS,
+                   get_api_key=lambda provider: 42,  # type: ignore
                    heartbeat_s=0.05)
     with _serving(app=app) as server:
         message = stream_proxy(fn.model, Context([UserMessage("hi")]), ProxyStreamOptions(
@@ -489,7 +496,8 @@ def test_close_returns_with_stuck_clients_and_aborts_live_streams():
     fn = ScriptedStreamFn([waits])
     body = _body(fn)
     baseline = threading.active_count()
-    server = ProxyServer(ProxyApp(fn, auth_tokens=TOKEN, heartbeat_s=0.05),
+    server = ProxyServer(ProxyApp(fn, auth_tokens=TOKEN,
+                                  allowed_base_urls=SCRIPTED_BASE_URLS, heartbeat_s=0.05),
                          header_timeout=60, body_timeout=60).start()
     stuck = [_connect(server) for _ in range(6)]
     live = _connect(server)
@@ -530,7 +538,8 @@ def test_close_is_bounded_even_when_a_stream_function_ignores_the_abort():
 
     fn = ScriptedStreamFn([stubborn])
     baseline = threading.active_count()
-    server = ProxyServer(ProxyApp(fn, auth_tokens=TOKEN, heartbeat_s=0.05)).start()
+    server = ProxyServer(ProxyApp(fn, auth_tokens=TOKEN,
+                                  allowed_base_urls=SCRIPTED_BASE_URLS, heartbeat_s=0.05)).start()
     with _connect(server) as sock:
         sock.sendall(_request(_body(fn)))
         assert started.wait(WAIT)
@@ -546,7 +555,8 @@ def test_close_is_bounded_even_when_a_stream_function_ignores_the_abort():
 
 
 def test_close_before_serving_and_twice_returns():
-    server = ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN))
+    server = ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN,
+                                  allowed_base_urls=SCRIPTED_BASE_URLS))
     server.close(timeout=WAIT)
     server.close(timeout=WAIT)
     server.serve_forever()  # closed: returns at once
@@ -555,7 +565,8 @@ def test_close_before_serving_and_twice_returns():
 def test_close_right_after_start_stops_the_serving_thread():
     baseline = threading.active_count()
     for _ in range(20):
-        ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN)).start().close(WAIT)
+        ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN,
+                             allowed_base_urls=SCRIPTED_BASE_URLS)).start().close(WAIT)
     assert [t.name for t in _request_threads()] == []
     assert threading.active_count() == baseline
 
@@ -597,7 +608,8 @@ def test_ctrl_c_in_serve_proxy_returns_with_a_stuck_client(fn):
     baseline = threading.active_count()
     try:
         with pytest.raises(KeyboardInterrupt):
-            serve_proxy(ProxyApp(fn, auth_tokens=TOKEN), "127.0.0.1", 0, ready=ready,
+            serve_proxy(ProxyApp(fn, auth_tokens=TOKEN,
+                                 allowed_base_urls=SCRIPTED_BASE_URLS), "127.0.0.1", 0, ready=ready,
                         close_timeout=1.0, header_timeout=60, body_timeout=60)
         threads[0].join(WAIT)
         assert served == [200]
@@ -617,11 +629,13 @@ def test_ctrl_c_in_serve_proxy_returns_with_a_stuck_client(fn):
 ])
 def test_limits_are_checked(name, value):
     with pytest.raises(ValueError, match=f"^{name} must be a positive"):
-        ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN), **{name: value})
+        ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN,
+                             allowed_base_urls=SCRIPTED_BASE_URLS), **{name: value})
 
 
 def test_the_listen_backlog_is_somaxconn_by_default():
-    server = ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN))
+    server = ProxyServer(ProxyApp(ScriptedStreamFn(), auth_tokens=TOKEN,
+                                  allowed_base_urls=SCRIPTED_BASE_URLS))
     try:
         assert server.backlog == socket.SOMAXCONN
     finally:

@@ -14,7 +14,7 @@ from piagent.stream import Context
 from piagent.testing import ScriptedStreamFn, assistant_text
 from tests.conftest import WAIT, join_piagent_threads
 
-from .conftest import TOKEN
+from .conftest import SCRIPTED_BASE_URLS, TOKEN
 
 
 def test_serve_proxy_serves_until_interrupted():
@@ -36,7 +36,8 @@ def test_serve_proxy_serves_until_interrupted():
         threading.Thread(target=client, args=(url,), name="test-proxy-client").start()
 
     with pytest.raises(KeyboardInterrupt):
-        serve_proxy(ProxyApp(fn, auth_tokens=TOKEN), "127.0.0.1", 0, ready=ready)
+        serve_proxy(ProxyApp(fn, auth_tokens=TOKEN,
+                             allowed_base_urls=SCRIPTED_BASE_URLS), "127.0.0.1", 0, ready=ready)
     for thread in threading.enumerate():
         if thread.name == "test-proxy-client":
             thread.join(WAIT)

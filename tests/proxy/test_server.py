@@ -22,7 +22,7 @@ from piagent.stream import AssistantMessageEventStream, Context
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text
 from tests.conftest import WAIT
 
-from .conftest import TOKEN
+from .conftest import SCRIPTED_BASE_URLS, TOKEN
 
 ENDPOINT = "/api/stream"
 
@@ -75,7 +75,8 @@ def fn() -> ScriptedStreamFn:
 
 @pytest.fixture
 def app(fn: ScriptedStreamFn) -> ProxyApp:
-    return ProxyApp(fn, auth_tokens=[TOKEN], max_body_bytes=4096)
+    return ProxyApp(fn, auth_tokens=[TOKEN],
+                    allowed_base_urls=SCRIPTED_BASE_URLS, max_body_bytes=4096)
 
 
 @pytest.mark.parametrize(("auth", "answer"), [
@@ -96,7 +97,7 @@ def test_bad_token_is_401(app, fn, auth, answer):
 
 
 def test_any_configured_token_is_accepted(fn):
-    app = ProxyApp(fn, auth_tokens=["old-token", TOKEN])
+    app = ProxyApp(fn, auth_tokens=["old-token", TOKEN], allowed_base_urls=SCRIPTED_BASE_URLS)
     status, _, data = _call(app, json.dumps(_body(fn)).encode())
     assert status == "200 OK"
     assert b'"type":"done"' in data
@@ -177,17 +178,18 @@ def test_unknown_message_role_is_400(app, fn):
     assert fn.call_count == 0
 
 
-def test_refused_model_is_400(fn):
+def test_a_model_resolve_model_refuses_is_403(fn):
     def only_local(model):
         if not model.base_url.startswith("http://localhost"):
             raise ValueError("only local models are served")
         return model
 
-    app = ProxyApp(fn, auth_tokens=TOKEN, resolve_model=only_local)
+    app = ProxyApp(fn, auth_tokens=TOKEN,
+                   allowed_base_urls=SCRIPTED_BASE_URLS, resolve_model=only_local)
     status, _, data = _call(app, json.dumps(_body(fn)).encode())
-    assert status == "400 Bad Request"
+    assert status == "403 Forbidden"
     assert _error(data) == ("Model scripted/scripted is not served here: only local models are "
-                            "served")
+                            "served (ProxyApp resolve_model)")
     assert fn.call_count == 0
 
 

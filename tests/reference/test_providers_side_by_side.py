@@ -74,8 +74,12 @@ def _upstream(model: Model | None, context: Context,
 
 
 @pytest.fixture(scope="module")
-def proxy_url() -> Iterator[str]:
-    app = ProxyApp(_upstream, auth_tokens=[TOKEN])
+def proxy_url(replay: ReplayServer) -> Iterator[str]:
+    allowed: dict[str, list[str]] = {}
+    for name in NAMES:  # the replay server stands in for each recording's provider
+        model = _model_json(replay, name, "whole")
+        allowed.setdefault(model["provider"], []).append(model["baseUrl"])
+    app = ProxyApp(_upstream, auth_tokens=[TOKEN], allowed_base_urls=allowed)
     server = ProxyServer(app, "127.0.0.1", 0).start()
     try:
         yield server.url

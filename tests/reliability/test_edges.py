@@ -109,7 +109,9 @@ def test_big_usage_survives_a_session_store(store_kind: str, tmp_path: Path) -> 
 
 def test_big_usage_survives_the_proxy() -> None:
     scripted = ScriptedStreamFn([big_message()])
-    with ProxyServer(ProxyApp(stream_fn=scripted, auth_tokens=["tok-123456"])) as server:
+    app = ProxyApp(stream_fn=scripted, auth_tokens=["tok-123456"],
+                   allowed_base_urls={"scripted": scripted.model.base_url})
+    with ProxyServer(app) as server:
         server.start()
         options = ProxyStreamOptions(proxy_url=server.url, auth_token="tok-123456")
         message = stream_proxy(scripted.model, Context([UserMessage(content="hi")]),

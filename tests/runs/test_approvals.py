@@ -345,3 +345,70 @@ def test_a_call_whose_arguments_changed_in_the_store_is_refused(store: SessionSt
     with pytest.raises(ApprovalPendingError) as refused:
         runner.start("s", "next")
     assert refused.value.call_ids == ["c-a"]
+
+
+@pytest.mark.parametrize("kind", ["local", "queued"])
+def test_a_repeated_call_id_waits_again_and_is_decided(queued_store: SessionStore,
+                                                       kind: str) -> None:
+    # "delete a" asks for call c-a each time: the second c-a is a new call that waits
+    tools, model = Tools(), Model()
+    queue = Queue()
+
+    def make_agent(session_id: str) -> Agent:
+        return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
+                     system_prompt="test")
+
+    runner: Runner = local(queued_store, tools, model) if kind == "local" else \
+        QueuedRunner(queued_store, make_agent, queue.submit)
+    if kind == "queued":
+        queue.runner = runner  # type: ignore[assignment]
+    try:
+        for round_ in (1, 2):
+            run_id = runner.start("r", "delete a")
+            assert wait_final(runner, run_id) == "waiting"
+            [pending] = runner.pending_approvals("r")
+            assert pending.tool_call_id == "c-a" and pending.decision is None
+            next_id = runner.approve("r", "c-a", digest=pending.digest)
+            assert next_id is not None and wait_final(runner, next_id) == "done"
+            assert runner.pending_approvals("r") == []
+            assert tools.ran == ["look", "delete a"] * round_
+        texts = [m.text for m in queued_store.load("r") if isinstance(m, ToolResultMessage)]
+        assert texts == ["deleted a", "looked"] * 2
+    finally:
+        if kind == "queued":
+            queue.join()
+
+
+@pytest.mark.parametrize("kind", ["local", "queued"])
+def test_two_waiting_calls_of_one_batch_with_one_id_are_decided_by_key(
+        queued_store: SessionStore, kind: str) -> None:
+    # "delete a a" asks for c-a, c-look, c-a: two waiting calls share the id c-a
+    tools, model = Tools(), Model()
+    queue = Queue()
+
+    def make_agent(session_id: str) -> Agent:
+        return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
+                     system_prompt="test")
+
+    runner: Runner = local(queued_store, tools, model) if kind == "local" else \
+        QueuedRunner(queued_store, make_agent, queue.submit)
+    if kind == "queued":
+        queue.runner = runner  # type: ignore[assignment]
+    try:
+        run_id = runner.start("k", "delete a a")
+        assert wait_final(runner, run_id) == "waiting"
+        first, second = runner.pending_approvals("k")
+        assert (first.tool_call_id, second.tool_call_id) == ("c-a", "c-a")
+        assert first.call_key != second.call_key
+        with pytest.raises(ApprovalError, match="2 tool calls waiting for approval in session "
+                                                "'k' have the id 'c-a'"):
+            runner.approve("k", "c-a")
+        assert runner.deny("k", second.call_key, digest=second.digest) is None
+        next_id = runner.approve("k", "c-a")  # the one undecided call of that id
+        assert next_id is not None and wait_final(runner, next_id) == "done"
+        assert tools.ran == ["look", "delete a"]
+        texts = [m.text for m in queued_store.load("k") if isinstance(m, ToolResultMessage)]
+        assert texts == ["deleted a", "looked", "Tool call denied by the user."]
+    finally:
+        if kind == "queued":
+            queue.join()

@@ -304,6 +304,46 @@ class SessionStoreConformance:
         assert store.started(sid) == set()
         store.delete(sid)
 
+    def test_a_repeated_call_id_is_a_new_call(self, store: SessionStore,
+                                              tmp_path: Path) -> None:
+        # ids repeat (piagent.testing numbers call_1 in every message; servers per response):
+        # a mark belongs to the last batch, and only a later result answers it
+        sid = self.new_id()
+        store.append(sid, [a_user("go"), calls("c1")])
+        store.mark_started(sid, "c1")
+        store.append(sid, [answer("c1"), calls("c1", "c2")])
+        assert store.started(sid) == set()  # the new c1 has not started
+        store.mark_started(sid, "c1")
+        assert store.started(sid) == {"c1"}
+        assert self.reopen(store, tmp_path).started(sid) == {"c1"}
+        store.append(sid, [answer("c1")])
+        assert store.started(sid) == set()
+        store.mark_started(sid, "c2")
+        store.replace(sid, store.load(sid))
+        assert self.reopen(store, tmp_path).started(sid) == {"c2"}
+
+    def test_marks_of_a_batch_a_later_reply_went_past_are_over(self, store: SessionStore,
+                                                               tmp_path: Path) -> None:
+        sid = self.new_id()
+        store.append(sid, [calls("c1")])
+        store.mark_started(sid, "c1")  # never answered: the process stopped
+        store.append(sid, [a_user("something else"), calls("c1")])
+        assert store.started(sid) == set()
+        assert self.reopen(store, tmp_path).started(sid) == set()
+        store.mark_started(sid, "c1")
+        assert self.reopen(store, tmp_path).started(sid) == {"c1"}
+
+    def test_replace_keeps_the_marks_of_calls_sharing_an_id(self, store: SessionStore,
+                                                            tmp_path: Path) -> None:
+        # two calls of one batch with one id are marked "<id> @ <call_key>" (the Agent)
+        sid = self.new_id()
+        store.append(sid, [a_user("go"), calls("d", "d", "e")])
+        store.mark_started(sid, "d @ 1:1")
+        store.replace(sid, store.load(sid))
+        assert self.reopen(store, tmp_path).started(sid) == {"d @ 1:1"}
+        store.replace(sid, [a_user("go"), calls("e")])
+        assert store.started(sid) == set()
+
     def test_threads_append_concurrently(self, store: SessionStore) -> None:
         sid, writers, each = self.new_id(), 4, 25
         barrier = threading.Barrier(writers, timeout=WAIT)

@@ -128,3 +128,22 @@ def test_of_two_deciders_racing_exactly_one_completes_the_batch(store: Any) -> N
     for thread in threads:
         thread.join(10)
     assert sorted(outcomes.values()) == [False, True]
+
+
+def test_a_repeated_call_id_waits_again(store: Any) -> None:
+    # piagent.testing (and servers numbering per response) repeat call_1 in every batch
+    sid = "again"
+    store.append(sid, [UserMessage("go"), assistant_tool_calls(("write", {"p": 1}))])
+    store.mark_waiting(sid, [entry("call_1", {"p": 1})], [])
+    assert store.decide(sid, "call_1", ApprovalDecision(True), None) is True
+    store.append(sid, [result("call_1", "ran"), UserMessage("more"), assistant_tool_calls(
+        ("write", {"p": 2}), ("write", {"p": 3}))])
+    store.mark_waiting(sid, [entry("call_1", {"p": 2})], [result("call_2", "held")])
+    assert store.approvals(sid) == [entry("call_1", {"p": 2})]
+    assert [m.tool_call_id for m in store.held_results(sid)] == ["call_2"]
+    assert store.decide(sid, "call_1", ApprovalDecision(True), None) is True
+    store.append(sid, [result("call_1", "ran again")])
+    assert store.approvals(sid) == []
+    assert [m.tool_call_id for m in store.held_results(sid)] == ["call_2"]
+    store.append(sid, [result("call_2", "held")])
+    assert store.held_results(sid) == []
