@@ -130,9 +130,12 @@ FORMS = ("content_list_mutated", "list_reassigned", "state_edited_between_prompt
 
 
 @pytest.fixture
-def proxy() -> Iterator[ProxyServer]:
+def proxy(sse_server: ScriptedServer) -> Iterator[ProxyServer]:
+    allowed: dict[str, list[str]] = {}
+    for path, provider, _ in ADAPTERS.values():
+        allowed.setdefault(provider, []).append(sse_server.url + path)
     server = ProxyServer(ProxyApp(auth_tokens=[PROXY_TOKEN], get_api_key=lambda _: KEY,
-                                  heartbeat_s=0.05)).start()
+                                  heartbeat_s=0.05, allowed_base_urls=allowed)).start()
     try:
         yield server
     finally:
