@@ -19,6 +19,8 @@ import threading
 import weakref
 from typing import Any, Generic, TypeVar
 
+from ..errors import PiAgentError
+
 __all__ = ["ByOwner", "RequestCacheMismatch", "cache_mode", "check_same", "set_cache_mode"]
 
 _MODES = ("on", "off", "check")
@@ -30,7 +32,7 @@ if _mode not in _MODES:
     raise ValueError(f"PIAGENT_REQUEST_CACHES must be one of {_MODES}, got {_mode!r}")
 
 
-class RequestCacheMismatch(AssertionError):
+class RequestCacheMismatch(PiAgentError, AssertionError):
     """In check mode: a request cache gave what building the request afresh does not."""
 
 
