@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage
-from ..sessions import (
+from ..policy import (
     HELD_KEY,
     ApprovalDecision,
     PendingApproval,

@@ -27,7 +27,7 @@ from ..messages import (
     now_ms,
     sanitize_surrogates,
 )
-from ..sessions import ApprovalDecision
+from ..policy import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,

@@ -27,7 +27,7 @@ from ..events import (
     ToolExecutionStartEvent,
 )
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
-from ..sessions import PendingApproval
+from ..policy import PendingApproval
 from ..tools import AgentTool
 from ._approval import (
     NOTHING_RESUMED,
