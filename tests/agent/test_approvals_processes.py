@@ -17,7 +17,7 @@ from ..conftest import WAIT, read_child_line
 from .conftest import UNKNOWN, child_script, kill_child, make_agent, opened, posix_only
 
 CHILD = child_script('''
-    from piagent import AgentTool, AgentToolResult, TextContent
+    from piagent import Agent, AgentTool, AgentToolResult, TextContent
     from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
     kind, where, counts, stage = sys.argv[1:5]
