@@ -20,34 +20,18 @@ from piagent import (
     ToolResultMessage,
     UserMessage,
 )
-from piagent.sessions import MemoryStore, PostgresStore, SQLiteStore
+from piagent.sessions import MemoryStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
-from ..conftest import WAIT, read_child_line
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from ..conftest import WAIT, read_child_line, store_of
 from .conftest import UNKNOWN, child_script, kill_child, make_agent, opened, posix_only
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """A store of each kind this process opens itself, closed (its schema dropped) after."""
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        made = SQLiteStore(tmp_path / "s.db")
-        try:
-            yield made
-        finally:
-            made.close()
-        return
-    dsn, schema = postgres_dsn(), unique_schema()
-    made = PostgresStore(dsn, schema=schema)
-    try:
-        yield made
-    finally:
-        made.close()
-        drop_schema(dsn, schema)
+    with store_of(request.param, tmp_path) as opened_store:
+        yield opened_store
 
 
 def counting_tool(name: str, counts: Path, *, replay: Any = None,
