@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -54,6 +54,16 @@ def _to(upstream: ScriptedServer) -> Any:
     return stream_fn
 
 
+def _for_astral_texts(check: Callable[[str], None]) -> None:
+    """``check(text)`` for ``ONCE``'s examples of ``ASTRAL_TEXT``."""
+    @ONCE
+    @given(text=ASTRAL_TEXT)
+    def each(text: str) -> None:
+        check(text)
+
+    each()
+
+
 def _checked(stream: Any, text: str) -> list[Any]:
     """The events, each checked as it arrives: no lone surrogate, partial values prefixes."""
     events = []
@@ -74,12 +84,7 @@ def test_a_split_pair_behind_the_proxy_arrives_whole(serve: Any,
                                                      upstream: ScriptedServer) -> None:
     server = serve(_to(upstream))
 
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _round_trip(server, upstream, text)
-
-    check()
+    _for_astral_texts(lambda text: _round_trip(server, upstream, text))
 
 
 def _round_trip(server: Any, upstream: ScriptedServer, text: str) -> None:
@@ -112,12 +117,7 @@ def test_stream_proxy_makes_a_servers_halves_whole(serve: Any) -> None:
 
     server = serve(app=app)
 
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _halves_from_the_server(server, answer, text)
-
-    check()
+    _for_astral_texts(lambda text: _halves_from_the_server(server, answer, text))
 
 
 def _halves_from_the_server(server: Any, answer: dict[str, list[bytes]], text: str) -> None:
@@ -159,12 +159,7 @@ def test_a_pi_clients_escaped_halves_leave_the_proxy_removed(serve: Any,
                                                              upstream: ScriptedServer) -> None:
     server = serve(_to(upstream))
 
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _escaped_halves_to_the_server(server, upstream, text)
-
-    check()
+    _for_astral_texts(lambda text: _escaped_halves_to_the_server(server, upstream, text))
 
 
 def _escaped_halves_to_the_server(server: Any, upstream: ScriptedServer, text: str) -> None:
