@@ -5,6 +5,7 @@ this process and after SIGKILL of another (docs/sessions.md, docs/approvals.md).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,21 @@ def run_child_until(tmp_path: Path, place: tuple[str, str], stage: str, until: i
                       lambda proc: [read_child_line(proc) for _ in range(until)])
 
 
+@contextlib.contextmanager
+def deciding_after_sigkill(tmp_path: Path, place: tuple[str, str], stage: str,
+                           said: list[str], *names: str) -> Iterator[tuple[Any, Agent]]:
+    """The child at ``stage``, killed once it said ``said`` (checked); then (its store, an
+    agent here on its session "s" with the tools ``names`` counting into the child's file,
+    ``write`` needing approval, whose model answers "done")."""
+    assert run_child_until(tmp_path, place, stage, len(said)) == said
+    counts = tmp_path / "counts"
+    with opened(place) as store:
+        tools = [counting_tool(name, counts, needs_approval=name == "write") for name in names]
+        agent, _ = make_agent([assistant_text("done")], store=store, session_id="s",
+                              tools=tools)
+        yield store, agent
+
+
 @posix_only
 def test_resume_after_sigkill_follows_replay_for_a_repeated_id(
         tmp_path: Path, place: tuple[str, str]) -> None:
@@ -190,17 +206,13 @@ def test_resume_after_sigkill_follows_replay_for_a_repeated_id(
 @pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_a_repeated_id_waiting_survives_sigkill_and_is_approved_elsewhere(
         tmp_path: Path, place: tuple[str, str]) -> None:
-    lines = run_child_until(tmp_path, place, "approve", 2)
-    assert lines == ["started write call_1", "waiting call_1"]
-    with opened(place) as store:
-        counts = tmp_path / "counts"
-        agent, _ = make_agent([assistant_text("done")], store=store, session_id="s",
-                              tools=[counting_tool("write", counts, needs_approval=True)])
+    said = ["started write call_1", "waiting call_1"]
+    with deciding_after_sigkill(tmp_path, place, "approve", said, "write") as (store, agent):
         assert [(p.tool_call_id, p.args) for p in agent.pending_approvals()] == [
             ("call_1", {"n": 2})]
         run = agent.approve("call_1")
         assert run is not None and run.wait(WAIT) and run.text == "done"
-        assert runs_of(counts) == ["write:call_1:1", "write:call_1:2"]
+        assert runs_of(tmp_path / "counts") == ["write:call_1:1", "write:call_1:2"]
         assert [m.content[0].text for m in store.load("s")
                 if isinstance(m, ToolResultMessage)] == ["write done", "write 2 done"]
 
@@ -288,13 +300,9 @@ def test_resume_after_sigkill_tells_apart_calls_of_one_batch_sharing_an_id(
 @pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_waiting_calls_of_one_batch_sharing_an_id_are_decided_elsewhere(
         tmp_path: Path, place: tuple[str, str]) -> None:
-    lines = run_child_until(tmp_path, place, "approve_shared", 2)
-    assert lines == ["started unset w", "waiting 2:0 2:2"]
-    with opened(place) as store:
-        counts = tmp_path / "counts"
-        agent, _ = make_agent([assistant_text("done")], store=store, session_id="s",
-                              tools=[counting_tool("write", counts, needs_approval=True),
-                                     counting_tool("unset", counts)])
+    said = ["started unset w", "waiting 2:0 2:2"]
+    with deciding_after_sigkill(tmp_path, place, "approve_shared", said,
+                                "write", "unset") as (store, agent):
         assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
             ("2:0", {"n": 1}), ("2:2", {"n": 3})]
         with pytest.raises(ApprovalError, match="have the id 'w'; pass the call_key"):
@@ -302,7 +310,8 @@ def test_waiting_calls_of_one_batch_sharing_an_id_are_decided_elsewhere(
         assert agent.approve("2:2") is None
         run = agent.deny("2:0", reason="no")
         assert run is not None and run.wait(WAIT) and run.text == "done"
-        assert runs_of(counts) == ["unset:w:2", "write:w:3"]  # the held result is used
+        # the held result is used
+        assert runs_of(tmp_path / "counts") == ["unset:w:2", "write:w:3"]
         assert [m.content[0].text for m in store.load("s")
                 if isinstance(m, ToolResultMessage)] == [
             "Tool call denied by the user: no", "unset done", "write 3 done"]
