@@ -50,12 +50,17 @@ def runs_of(counts: Path) -> list[str]:
     return counts.read_text().split() if counts.exists() else []
 
 
-def replaying_tools(counts: Path) -> list[AgentTool]:
-    """The child's four replay-policy tools as this process has them."""
-    return [counting_tool("safe", counts, replay="safe"),
-            counting_tool("never", counts, replay="never"),
-            counting_tool("unset", counts),
-            counting_tool("later", counts, replay="never")]
+def resume_here(store: Any, counts: Path) -> None:
+    """Resume session "s" of ``store`` in this process, three calls at a time, with the
+    child's four replay-policy tools counting into ``counts``; the model answers
+    "recovered"."""
+    tools = [counting_tool("safe", counts, replay="safe"),
+             counting_tool("never", counts, replay="never"),
+             counting_tool("unset", counts),
+             counting_tool("later", counts, replay="never")]
+    agent, _ = make_agent([assistant_text("recovered")], store=store, session_id="s",
+                          tools=tools, max_parallel_tools=3)
+    assert agent.resume(timeout=WAIT).text == "recovered"
 
 
 # --- approvals in one process -------------------------------------------------------------
@@ -187,9 +192,7 @@ def test_resume_after_sigkill_follows_replay_for_a_repeated_id(
         # the second batch's call_1..call_3 started; call_4 waited for a pool slot
         assert store.started("s") == {"call_1", "call_2", "call_3"}
         counts = tmp_path / "counts"
-        agent, _ = make_agent([assistant_text("recovered")], store=store, session_id="s",
-                              tools=replaying_tools(counts), max_parallel_tools=3)
-        assert agent.resume(timeout=WAIT).text == "recovered"
+        resume_here(store, counts)
         second = [r for r in runs_of(counts) if r.endswith(":2")]
         # safe runs again, never and unset do not, the never-started one runs once
         assert sorted(second) == ["later:call_4:2", "never:call_2:2", "safe:call_1:2",
@@ -285,9 +288,7 @@ def test_resume_after_sigkill_tells_apart_calls_of_one_batch_sharing_an_id(
         # each call of the shared id is marked with its key (system 0, prompt 1, reply 2)
         assert store.started("s") == {"d @ 2:0", "d @ 2:1", "d @ 2:2"}
         counts = tmp_path / "counts"
-        agent, _ = make_agent([assistant_text("recovered")], store=store, session_id="s",
-                              tools=replaying_tools(counts), max_parallel_tools=3)
-        assert agent.resume(timeout=WAIT).text == "recovered"
+        resume_here(store, counts)
         assert sorted(runs_of(counts)) == ["later:d:4", "never:d:2", "safe:d:1", "safe:d:1",
                                            "unset:d:3"]
         results = [m for m in store.load("s") if isinstance(m, ToolResultMessage)]
