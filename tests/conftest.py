@@ -15,6 +15,8 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
 * ``piagent_threads()`` / ``join_piagent_threads()``: the live ``piagent-*`` threads (the
   second joins them first, each join bounded by ``WAIT``).
 * ``user(text)``: a ``UserMessage`` of one text block.
+* ``store_of(kind, tmp_path)``: a fresh session store of ``kind`` ("memory", "sqlite",
+  "jsonl", "postgres": a schema of its own, dropped after), closed when the block ends.
 * ``hold_new_threads(function, at=...)``: hold threads started meanwhile when they call
   (or return from) ``function`` until released: a moment of the code under test, made wide.
 * ``read_child_line(proc)``: a child process's next stdout line, bounded by ``SLOW_WAIT``.
@@ -75,6 +77,8 @@ from piagent import (
     UserMessage,
     tool,
 )
+from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from tests.sessions.pg import drop_schema, postgres_dsn, unique_schema
 
 WAIT = 10.0
 SLOW_WAIT = 20.0
@@ -335,6 +339,27 @@ def load_example(path: str, name: str) -> ModuleType:
 
 def user(text: str) -> UserMessage:
     return UserMessage([TextContent(text)])
+
+
+@contextmanager
+def store_of(kind: str, tmp_path: Path) -> Iterator[SessionStore]:
+    """A fresh store of ``kind`` (files under ``tmp_path``; PostgreSQL in a schema of its
+    own, skipped with the reason when unreachable), closed and dropped when the block ends."""
+    if kind == "memory":
+        yield MemoryStore()
+    elif kind == "sqlite":
+        with SQLiteStore(tmp_path / "sessions.db") as sqlite:
+            yield sqlite
+    elif kind == "jsonl":
+        yield JsonlStore(tmp_path / "sessions")
+    else:
+        dsn, schema = postgres_dsn(), unique_schema()
+        postgres = PostgresStore(dsn, schema=schema)
+        try:
+            yield postgres
+        finally:
+            postgres.close()
+            drop_schema(dsn, schema)
 
 
 # --- the event recorder ----------------------------------------------------------------------

@@ -62,6 +62,31 @@ def _texts(driver: Any, selector: str) -> list[str]:
     return [e.text.strip() for e in driver.find_elements(By.CSS_SELECTOR, selector)]
 
 
+def _app(kind: str, tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+    """The example app ``kind`` (skipped without its framework): its folder, its gunicorn
+    app and the environment that keeps its chat in ``tmp_path``."""
+    if kind == "django":
+        pytest.importorskip("django")
+    folder, app = APPS[kind]
+    return folder, app, {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"),
+                         "PIAGENT_CHAT_STEP_S": "0.05"}
+
+
+def _open_fresh(driver: Any, wait: Any, url: str) -> None:
+    """The chat page at ``url`` in a session of its own (no cookies), idle."""
+    driver.get(url + "/")
+    driver.delete_all_cookies()
+    driver.get(url + "/")
+    wait.until(lambda d: _status(d) == "idle")
+
+
+def _send_until_waiting(driver: Any, wait: Any, message: str) -> None:
+    """Send ``message`` from the page; return when its run waits for approval."""
+    driver.find_element(By.ID, "message").send_keys(message)
+    driver.find_element(By.ID, "send").click()
+    wait.until(lambda d: _status(d) == "waiting")
+
+
 def _served(log: Path, method: str, path: str) -> list[int]:
     """The pids that served ``method path`` in an access log."""
     rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
@@ -71,10 +96,7 @@ def _served(log: Path, method: str, path: str) -> list[int]:
 @pytest.mark.parametrize("kind", sorted(APPS, reverse=True))
 def test_approve_on_another_server_runs_the_tool_there(browser: Any, kind: str,
                                                        tmp_path: Path) -> None:
-    if kind == "django":
-        pytest.importorskip("django")
-    folder, app = APPS[kind]
-    env = {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"), "PIAGENT_CHAT_STEP_S": "0.05"}
+    folder, app, env = _app(kind, tmp_path)
     logs = {name: tmp_path / f"access-{name}.log" for name in ("first", "second")}
 
     def serve(name: str) -> Any:
@@ -86,13 +108,8 @@ def test_approve_on_another_server_runs_the_tool_there(browser: Any, kind: str,
     wait = WebDriverWait(driver, PAGE_WAIT)
     with serve("second") as second:
         with serve("first") as first:
-            driver.get(first.url + "/")
-            driver.delete_all_cookies()
-            driver.get(first.url + "/")
-            wait.until(lambda d: _status(d) == "idle")
-            driver.find_element(By.ID, "message").send_keys("delete note shopping")
-            driver.find_element(By.ID, "send").click()
-            wait.until(lambda d: _status(d) == "waiting")
+            _open_fresh(driver, wait, first.url)
+            _send_until_waiting(driver, wait, "delete note shopping")
             tool = driver.find_element(By.CSS_SELECTOR, ".tool")
             assert tool.get_attribute("data-state") == "waiting"
             assert "delete_note" in tool.text and "waiting for your approval" in tool.text
@@ -124,18 +141,12 @@ def test_approve_on_another_server_runs_the_tool_there(browser: Any, kind: str,
 
 
 def test_deny_and_a_changed_digest(browser: Any, tmp_path: Path) -> None:
-    folder, app = APPS["flask"]
-    env = {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"), "PIAGENT_CHAT_STEP_S": "0.05"}
+    folder, app, env = _app("flask", tmp_path)
     driver = browser
     wait = WebDriverWait(driver, PAGE_WAIT)
     with gunicorn_server(folder, app, env, workers=2) as server:
-        driver.get(server.url + "/")
-        driver.delete_all_cookies()
-        driver.get(server.url + "/")
-        wait.until(lambda d: _status(d) == "idle")
-        driver.find_element(By.ID, "message").send_keys("delete note taxes")
-        driver.find_element(By.ID, "send").click()
-        wait.until(lambda d: _status(d) == "waiting")
+        _open_fresh(driver, wait, server.url)
+        _send_until_waiting(driver, wait, "delete note taxes")
 
         # the same browser session from a script: a digest the call does not have is refused
         http = requests.Session()
@@ -167,21 +178,13 @@ def test_a_repeated_call_id_is_approved_each_time(browser: Any, kind: str,
                                                  tmp_path: Path) -> None:
     # the scripted model numbers its calls call_1, ... in every reply: each delete_note
     # call of the session has the id call_1, and each is a new call to approve
-    if kind == "django":
-        pytest.importorskip("django")
-    folder, app = APPS[kind]
-    env = {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"), "PIAGENT_CHAT_STEP_S": "0.05"}
+    folder, app, env = _app(kind, tmp_path)
     driver = browser
     wait = WebDriverWait(driver, PAGE_WAIT)
     with gunicorn_server(folder, app, env, workers=2) as server:
-        driver.get(server.url + "/")
-        driver.delete_all_cookies()
-        driver.get(server.url + "/")
-        wait.until(lambda d: _status(d) == "idle")
+        _open_fresh(driver, wait, server.url)
         for title in ("shopping", "taxes", "chores"):
-            driver.find_element(By.ID, "message").send_keys(f"delete note {title}")
-            driver.find_element(By.ID, "send").click()
-            wait.until(lambda d: _status(d) == "waiting")
+            _send_until_waiting(driver, wait, f"delete note {title}")
             if title == "taxes":  # a reload while it waits: the stored call, still waiting
                 driver.refresh()
                 wait.until(lambda d: _status(d) == "waiting")

@@ -15,7 +15,6 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,46 +30,26 @@ from piagent.messages import (
 )
 from piagent.models import Model
 from piagent.runs import LocalRunner
-from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from piagent.sessions import JsonlStore, MemoryStore, SessionStore, SQLiteStore
 from piagent.web import encode_sse, run_sse_events, sse_events
-from tests.conftest import ASTRAL_TEXT, WAIT, assert_utf8, every_prefix, js_sanitized
+from tests.conftest import ASTRAL_TEXT, WAIT, assert_utf8, every_prefix, js_sanitized, store_of
 from tests.providers.sse_script import Reply, ScriptedServer, completions_body
-from tests.sessions.pg import drop_schema, postgres_dsn, unique_schema
 
 ONCE = settings(max_examples=8, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@contextmanager
-def _opened(kind: str, tmp_path: Path) -> Iterator[SessionStore]:
-    if kind == "memory":
-        yield MemoryStore()
-    elif kind == "sqlite":
-        with SQLiteStore(tmp_path / "sessions.db") as sqlite:
-            yield sqlite
-    elif kind == "jsonl":
-        yield JsonlStore(tmp_path / "sessions")
-    else:
-        dsn, schema = postgres_dsn(), unique_schema()
-        postgres = PostgresStore(dsn, schema=schema)
-        try:
-            yield postgres
-        finally:
-            postgres.close()
-            drop_schema(dsn, schema)
-
-
 @pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Every store."""
-    with _opened(request.param, tmp_path) as opened:
+    with store_of(request.param, tmp_path) as opened:
         yield opened
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def run_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Every store that keeps runs (a JsonlStore keeps none)."""
-    with _opened(request.param, tmp_path) as opened:
+    with store_of(request.param, tmp_path) as opened:
         yield opened
 
 

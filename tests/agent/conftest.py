@@ -5,13 +5,28 @@ thread checks are the whole suite's, in ``tests/conftest.py``.
   ``release[call_id]`` (or, with ``until_abort=True``, for the run's signal).
 * ``summary(events)``: the whole event sequence as readable tuples, with each run of
   ``message_update`` events collapsed into one ``("message_update*", role)`` entry.
+* ``kill_child(tmp_path, script, args, read)``: runs ``script`` as a child Python process (this
+  checkout first on its path), reads its lines with ``read(proc)``, kills it with SIGKILL.
+  ``child_script(body)`` puts ``open_store`` and ``say`` before a child's body; the ``place``
+  fixture is where a session lives as a child is told it, ``open_store(*place)`` (or
+  ``with opened(place)``) opens it here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import os
+import signal as signals
+import subprocess
+import sys
+import textwrap
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from piagent import (
     AbortSignal,
@@ -24,8 +39,10 @@ from piagent import (
     TextContent,
     ToolResultMessage,
 )
+from piagent.sessions import JsonlStore, PostgresStore, SQLiteStore
 from piagent.testing import ScriptedResponse, ScriptedStreamFn
 from tests.conftest import WAIT
+from tests.sessions.pg import drop_schema, postgres_dsn, unique_schema
 from tests.tools.conftest import NO_PARAMS, make_tool, ok
 
 
@@ -152,3 +169,82 @@ def non_system(messages: Iterable[Any]) -> list[Any]:
 def texts(messages: list[Any]) -> list[str]:
     """The text of each message, as ``label`` gives it."""
     return [label(m)[1] for m in messages]
+
+
+# --- a child process killed with SIGKILL -------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+UNKNOWN = "The process stopped while tool"  # how a resumed call of unknown outcome begins
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+
+
+@pytest.fixture(params=["sqlite", "postgres", "jsonl"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Where a session lives, as a child process is told it: (kind, where). A test narrows
+    the kinds with ``@pytest.mark.parametrize("place", [...], indirect=True)``."""
+    if request.param == "sqlite":
+        yield "sqlite", str(tmp_path / "s.db")
+    elif request.param == "jsonl":
+        yield "jsonl", str(tmp_path / "jsonl")
+    else:
+        dsn, schema = postgres_dsn(), unique_schema()
+        try:
+            yield "postgres", f"{dsn}|{schema}"
+        finally:
+            drop_schema(dsn, schema)
+
+
+def open_store(kind: str, where: str) -> Any:
+    """The store at a ``place``; a child script has this function too (``child_script``)."""
+    if kind == "sqlite":
+        return SQLiteStore(where)
+    if kind == "jsonl":
+        return JsonlStore(where)
+    dsn, schema = where.split("|")
+    return PostgresStore(dsn, schema=schema)
+
+
+@contextlib.contextmanager
+def opened(place: tuple[str, str]) -> Iterator[Any]:
+    """``open_store(*place)``, closed after (the stores that have ``close``)."""
+    store = open_store(*place)
+    try:
+        yield store
+    finally:
+        if hasattr(store, "close"):
+            store.close()
+
+
+def say(line: str) -> None:
+    """A child's line to the test: one write, so lines arrive whole."""
+    os.write(1, (line + "\n").encode())
+
+
+def child_script(body: str) -> str:
+    """A child's script: its imports, ``open_store`` and ``say``, then ``body`` (dedented)."""
+    return "\n".join([
+        "from __future__ import annotations", "import os, sys",
+        "from piagent.sessions import JsonlStore, PostgresStore, SQLiteStore",
+        inspect.getsource(open_store), inspect.getsource(say), textwrap.dedent(body)])
+
+
+def kill_child(tmp_path: Path, script: str, args: Sequence[str],
+               read: Callable[[subprocess.Popen[bytes]], list[str]]) -> list[str]:
+    """Run ``script`` (written to ``tmp_path/child.py``) with ``args`` and this checkout first
+    on its path; when ``read(proc)`` has its lines, SIGKILL it; those lines. The child is
+    gone when this returns, whatever happened."""
+    path = tmp_path / "child.py"
+    path.write_text(script)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(path), *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        lines = read(proc)
+        os.kill(proc.pid, signals.SIGKILL)
+        assert proc.wait(WAIT) == -signals.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=WAIT)
+    return lines

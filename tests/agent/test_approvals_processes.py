@@ -5,43 +5,23 @@ call runs leaves it to ``resume()`` (unknown outcome), the held and denied resul
 
 from __future__ import annotations
 
-import os
-import signal as signals
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from piagent import Agent, AgentTool, AgentToolResult, TextContent, ToolResultMessage
-from piagent.sessions import PostgresStore, SQLiteStore
-from piagent.testing import ScriptedStreamFn, assistant_text
+from piagent import AgentTool, AgentToolResult, TextContent, ToolResultMessage
+from piagent.testing import assistant_text
 
 from ..conftest import WAIT, read_child_line
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from .conftest import UNKNOWN, child_script, kill_child, make_agent, opened, posix_only
 
-REPO = Path(__file__).resolve().parents[2]
-UNKNOWN = "The process stopped while tool"
-
-CHILD = textwrap.dedent('''
-    import os, sys
+CHILD = child_script('''
     from piagent import Agent, AgentTool, AgentToolResult, TextContent
     from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
     kind, where, counts, stage = sys.argv[1:5]
-    if kind == "sqlite":
-        from piagent.sessions import SQLiteStore
-        store = SQLiteStore(where)
-    else:
-        from piagent.sessions import PostgresStore
-        dsn, schema = where.split("|")
-        store = PostgresStore(dsn, schema=schema)
-
-    def say(line):
-        os.write(1, (line + "\\n").encode())  # one write: whole lines
+    store = open_store(kind, where)
 
     def tool(name, needs, hang):
         def execute(call_id, params, signal, on_update):
@@ -69,48 +49,17 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield "sqlite", str(tmp_path / "s.db")
-        return
-    dsn = postgres_dsn()
-    schema = unique_schema()
-    try:
-        yield "postgres", f"{dsn}|{schema}"
-    finally:
-        drop_schema(dsn, schema)
-
-
-def open_store(kind: str, where: str) -> Any:
-    if kind == "sqlite":
-        return SQLiteStore(where)
-    dsn, schema = where.split("|")
-    return PostgresStore(dsn, schema=schema)
-
-
 def run_child_until(tmp_path: Path, place: tuple[str, str], stage: str,
                     last: str) -> list[str]:
     """Run the child at ``stage`` until it prints a line starting with ``last``, then
     SIGKILL it; the lines it printed."""
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), *place, str(tmp_path / "counts"),
-                             stage], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
-    lines: list[str] = []
-    try:
+    def read(proc: Any) -> list[str]:
+        lines: list[str] = []
         while not (lines and lines[-1].startswith(last)):
             lines.append(read_child_line(proc))
-        os.kill(proc.pid, signals.SIGKILL)
-        assert proc.wait(WAIT) == -signals.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT)
-    return lines
+        return lines
+
+    return kill_child(tmp_path, CHILD, [*place, str(tmp_path / "counts"), stage], read)
 
 
 def counting_tools(counts: Path) -> list[AgentTool]:
@@ -135,20 +84,16 @@ def stored_results(store: Any) -> list[tuple[str, str]]:
             if isinstance(m, ToolResultMessage)]
 
 
-posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-
-
 @posix_only
+@pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_a_waiting_run_survives_sigkill_and_a_decision_elsewhere_resumes_it(
         tmp_path: Path, place: tuple[str, str]) -> None:
     lines = run_child_until(tmp_path, place, "prompt", "waiting")
     assert sorted(lines[:-1]) == ["started c1", "started c3"] and lines[-1] == "waiting c2 c4"
 
-    store = open_store(*place)
-    try:
-        fn = ScriptedStreamFn([assistant_text("finished")])
-        agent = Agent(model=fn.model, stream_fn=fn, tools=counting_tools(tmp_path / "counts"),
-                      store=store, session_id="wait")
+    with opened(place) as store:
+        agent, fn = make_agent([assistant_text("finished")], store=store, session_id="wait",
+                              tools=counting_tools(tmp_path / "counts"))
         assert [(p.tool_call_id, p.args) for p in agent.pending_approvals()] == [
             ("c2", {"n": 2}), ("c4", {"n": 4})]
         assert stored_results(store) == [("c1", "free c1 done")]  # c3's is held back
@@ -161,8 +106,6 @@ def test_a_waiting_run_survives_sigkill_and_a_decision_elsewhere_resumes_it(
             ("c4", "Tool call denied by the user: not that one")]
         assert agent.pending_approvals() == [] and store.approvals("wait") == []
         assert store.held_results("wait") == [] and len(fn.calls) == 1
-    finally:
-        store.close()
 
 
 @posix_only
@@ -172,11 +115,9 @@ def test_a_process_killed_while_an_approved_call_runs_leaves_one_result_each(
     run_child_until(tmp_path, place, "prompt", "waiting")
     lines = run_child_until(tmp_path, place, "decide", "started c2")
     assert lines == ["started c2"]
-    store = open_store(*place)
-    try:
-        fn = ScriptedStreamFn([assistant_text("recovered")])
-        agent = Agent(model=fn.model, stream_fn=fn, tools=counting_tools(tmp_path / "counts"),
-                      store=store, session_id="wait")
+    with opened(place) as store:
+        agent, _ = make_agent([assistant_text("recovered")], store=store, session_id="wait",
+                              tools=counting_tools(tmp_path / "counts"))
         assert [p.decision is not None for p in agent.pending_approvals()] == [True, True]
         assert agent.resume(timeout=WAIT).text == "recovered"
         assert executions(tmp_path / "counts") == {"c1": 1, "c2": 1, "c3": 1, "c4": 0}
@@ -185,5 +126,3 @@ def test_a_process_killed_while_an_approved_call_runs_leaves_one_result_each(
         assert results[1][1].startswith(UNKNOWN + " 'guarded' was running (call c2)")
         assert results[2:] == [("c3", "free c3 done"),
                                ("c4", "Tool call denied by the user: not that one")]
-    finally:
-        store.close()

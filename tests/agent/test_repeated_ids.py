@@ -5,11 +5,7 @@ this process and after SIGKILL of another (docs/sessions.md, docs/approvals.md).
 
 from __future__ import annotations
 
-import os
-import signal as signals
-import subprocess
-import sys
-import textwrap
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,44 +21,18 @@ from piagent import (
     ToolResultMessage,
     UserMessage,
 )
-from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SQLiteStore
+from piagent.sessions import MemoryStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
-from ..conftest import WAIT, read_child_line
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
-
-REPO = Path(__file__).resolve().parents[2]
-UNKNOWN = "The process stopped while tool"
-posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+from ..conftest import WAIT, read_child_line, store_of
+from .conftest import UNKNOWN, child_script, kill_child, make_agent, opened, posix_only
 
 
-@pytest.fixture(params=["sqlite", "postgres", "jsonl"])
-def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """Where a session lives, as the child process is told it: (kind, where)."""
-    if request.param == "sqlite":
-        yield "sqlite", str(tmp_path / "s.db")
-    elif request.param == "jsonl":
-        yield "jsonl", str(tmp_path / "jsonl")
-    else:
-        dsn, schema = postgres_dsn(), unique_schema()
-        try:
-            yield "postgres", f"{dsn}|{schema}"
-        finally:
-            drop_schema(dsn, schema)
-
-
-def open_store(kind: str, where: str) -> Any:
-    if kind == "sqlite":
-        return SQLiteStore(where)
-    if kind == "jsonl":
-        return JsonlStore(where)
-    dsn, schema = where.split("|")
-    return PostgresStore(dsn, schema=schema)
-
-
-def close(store: Any) -> None:
-    if hasattr(store, "close"):
-        store.close()
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A store of each kind this process opens itself, closed (its schema dropped) after."""
+    with store_of(request.param, tmp_path) as opened_store:
+        yield opened_store
 
 
 def counting_tool(name: str, counts: Path, *, replay: Any = None,
@@ -80,73 +50,57 @@ def runs_of(counts: Path) -> list[str]:
     return counts.read_text().split() if counts.exists() else []
 
 
+def resume_here(store: Any, counts: Path) -> None:
+    """Resume session "s" of ``store`` in this process, three calls at a time, with the
+    child's four replay-policy tools counting into ``counts``; the model answers
+    "recovered"."""
+    tools = [counting_tool("safe", counts, replay="safe"),
+             counting_tool("never", counts, replay="never"),
+             counting_tool("unset", counts),
+             counting_tool("later", counts, replay="never")]
+    agent, _ = make_agent([assistant_text("recovered")], store=store, session_id="s",
+                          tools=tools, max_parallel_tools=3)
+    assert agent.resume(timeout=WAIT).text == "recovered"
+
+
 # --- approvals in one process -------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
-def test_a_repeated_id_waits_and_is_approved_again(kind: str, tmp_path: Path) -> None:
-    if kind == "memory":
-        store: Any = MemoryStore()
-        schema = None
-    elif kind == "sqlite":
-        store = SQLiteStore(tmp_path / "s.db")
-        schema = None
-    else:
-        schema = unique_schema()
-        store = PostgresStore(postgres_dsn(), schema=schema)
+def test_a_repeated_id_waits_and_is_approved_again(store: Any, tmp_path: Path) -> None:
     counts = tmp_path / "counts"
-    try:
-        # every batch numbers its calls call_1, call_2, ...
-        fn = ScriptedStreamFn([
-            assistant_tool_calls(("write", {"n": 1})), assistant_text("first"),
-            assistant_tool_calls(("write", {"n": 2}), ("free", {"n": 3})),
-            assistant_text("second"), assistant_text("third")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      tools=[counting_tool("write", counts, needs_approval=True),
-                             counting_tool("free", counts)])
-        for n, text in ((1, "first"), (2, "second")):
-            run = agent.prompt(f"go {n}")
-            assert run.waiting
-            assert [(p.tool_call_id, p.args) for p in run.pending_approvals] == [
-                ("call_1", {"n": n})]
-            assert agent.pending_approvals() == run.pending_approvals
-            follow = agent.approve("call_1")
-            assert follow is not None and follow.wait(WAIT) and follow.text == text
-            assert agent.pending_approvals() == []
-        # the free call ran while call_1 waited; then the approved call_1
-        assert runs_of(counts) == ["write:call_1:1", "free:call_2:3", "write:call_1:2"]
-        assert agent.prompt("go 3").text == "third"
-        # the model never read "No result provided": every call has its own result
-        texts = [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)]
-        assert texts == ["write 1 done", "write 2 done", "free 3 done"]
-        assert not any("No result provided" in str(c.context.messages) for c in fn.calls)
-    finally:
-        close(store)
-        if schema is not None:
-            drop_schema(postgres_dsn(), schema)
+    # every batch numbers its calls call_1, call_2, ...
+    fn = ScriptedStreamFn([
+        assistant_tool_calls(("write", {"n": 1})), assistant_text("first"),
+        assistant_tool_calls(("write", {"n": 2}), ("free", {"n": 3})),
+        assistant_text("second"), assistant_text("third")])
+    agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
+                  tools=[counting_tool("write", counts, needs_approval=True),
+                         counting_tool("free", counts)])
+    for n, text in ((1, "first"), (2, "second")):
+        run = agent.prompt(f"go {n}")
+        assert run.waiting
+        assert [(p.tool_call_id, p.args) for p in run.pending_approvals] == [
+            ("call_1", {"n": n})]
+        assert agent.pending_approvals() == run.pending_approvals
+        follow = agent.approve("call_1")
+        assert follow is not None and follow.wait(WAIT) and follow.text == text
+        assert agent.pending_approvals() == []
+    # the free call ran while call_1 waited; then the approved call_1
+    assert runs_of(counts) == ["write:call_1:1", "free:call_2:3", "write:call_1:2"]
+    assert agent.prompt("go 3").text == "third"
+    # the model never read "No result provided": every call has its own result
+    texts = [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)]
+    assert texts == ["write 1 done", "write 2 done", "free 3 done"]
+    assert not any("No result provided" in str(c.context.messages) for c in fn.calls)
 
 
 # --- a child process killed with SIGKILL -------------------------------------------------
 
-CHILD = textwrap.dedent('''
-    import os, sys
+CHILD = child_script('''
     from piagent import Agent, AgentTool, AgentToolResult, TextContent
     from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
     kind, where, counts, stage = sys.argv[1:5]
-    if kind == "sqlite":
-        from piagent.sessions import SQLiteStore
-        store = SQLiteStore(where)
-    elif kind == "jsonl":
-        from piagent.sessions import JsonlStore
-        store = JsonlStore(where)
-    else:
-        from piagent.sessions import PostgresStore
-        dsn, schema = where.split("|")
-        store = PostgresStore(dsn, schema=schema)
-
-    def say(line):
-        os.write(1, (line + "\\n").encode())  # one write: whole lines
-
+    store = open_store(kind, where)
     hang = [False]
 
     def tool(name, replay, needs=False):
@@ -208,22 +162,23 @@ CHILD = textwrap.dedent('''
 def run_child_until(tmp_path: Path, place: tuple[str, str], stage: str, until: int
                     ) -> list[str]:
     """Run the child at ``stage`` until it printed ``until`` lines, then SIGKILL it."""
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), *place, str(tmp_path / "counts"),
-                             stage], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
-    try:
-        lines = [read_child_line(proc) for _ in range(until)]
-        os.kill(proc.pid, signals.SIGKILL)
-        assert proc.wait(WAIT) == -signals.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT)
-    return lines
+    return kill_child(tmp_path, CHILD, [*place, str(tmp_path / "counts"), stage],
+                      lambda proc: [read_child_line(proc) for _ in range(until)])
+
+
+@contextlib.contextmanager
+def deciding_after_sigkill(tmp_path: Path, place: tuple[str, str], stage: str,
+                           said: list[str], *names: str) -> Iterator[tuple[Any, Agent]]:
+    """The child at ``stage``, killed once it said ``said`` (checked); then (its store, an
+    agent here on its session "s" with the tools ``names`` counting into the child's file,
+    ``write`` needing approval, whose model answers "done")."""
+    assert run_child_until(tmp_path, place, stage, len(said)) == said
+    counts = tmp_path / "counts"
+    with opened(place) as store:
+        tools = [counting_tool(name, counts, needs_approval=name == "write") for name in names]
+        agent, _ = make_agent([assistant_text("done")], store=store, session_id="s",
+                              tools=tools)
+        yield store, agent
 
 
 @posix_only
@@ -233,19 +188,11 @@ def test_resume_after_sigkill_follows_replay_for_a_repeated_id(
     assert lines[4] == "answered"
     assert sorted(lines[5:]) == ["started never call_2", "started safe call_1",
                                  "started unset call_3"]
-    store = open_store(*place)
-    try:
+    with opened(place) as store:
         # the second batch's call_1..call_3 started; call_4 waited for a pool slot
         assert store.started("s") == {"call_1", "call_2", "call_3"}
         counts = tmp_path / "counts"
-        fn = ScriptedStreamFn([assistant_text("recovered")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      max_parallel_tools=3,
-                      tools=[counting_tool("safe", counts, replay="safe"),
-                             counting_tool("never", counts, replay="never"),
-                             counting_tool("unset", counts),
-                             counting_tool("later", counts, replay="never")])
-        assert agent.resume(timeout=WAIT).text == "recovered"
+        resume_here(store, counts)
         second = [r for r in runs_of(counts) if r.endswith(":2")]
         # safe runs again, never and unset do not, the never-started one runs once
         assert sorted(second) == ["later:call_4:2", "never:call_2:2", "safe:call_1:2",
@@ -256,77 +203,58 @@ def test_resume_after_sigkill_follows_replay_for_a_repeated_id(
         assert results[1].content[0].text.startswith(UNKNOWN + " 'never' was running")
         assert results[2].content[0].text.startswith(UNKNOWN + " 'unset' was running")
         assert store.started("s") == set()
-    finally:
-        close(store)
 
 
 @posix_only
 @pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_a_repeated_id_waiting_survives_sigkill_and_is_approved_elsewhere(
         tmp_path: Path, place: tuple[str, str]) -> None:
-    lines = run_child_until(tmp_path, place, "approve", 2)
-    assert lines == ["started write call_1", "waiting call_1"]
-    store = open_store(*place)
-    try:
-        counts = tmp_path / "counts"
-        fn = ScriptedStreamFn([assistant_text("done")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      tools=[counting_tool("write", counts, needs_approval=True)])
+    said = ["started write call_1", "waiting call_1"]
+    with deciding_after_sigkill(tmp_path, place, "approve", said, "write") as (store, agent):
         assert [(p.tool_call_id, p.args) for p in agent.pending_approvals()] == [
             ("call_1", {"n": 2})]
         run = agent.approve("call_1")
         assert run is not None and run.wait(WAIT) and run.text == "done"
-        assert runs_of(counts) == ["write:call_1:1", "write:call_1:2"]
+        assert runs_of(tmp_path / "counts") == ["write:call_1:1", "write:call_1:2"]
         assert [m.content[0].text for m in store.load("s")
                 if isinstance(m, ToolResultMessage)] == ["write done", "write 2 done"]
-    finally:
-        close(store)
 
 
 # --- two calls of one batch with one id ---------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
-def test_two_waiting_calls_of_one_batch_with_one_id_are_told_apart(kind: str,
+def test_two_waiting_calls_of_one_batch_with_one_id_are_told_apart(store: Any,
                                                                     tmp_path: Path) -> None:
-    schema = unique_schema() if kind == "postgres" else None
-    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db") \
-        if kind == "sqlite" else PostgresStore(postgres_dsn(), schema=schema)
     counts = tmp_path / "counts"
-    try:
-        fn = ScriptedStreamFn([assistant_tool_calls(
-            ("write", {"n": 1}, "c1"), ("free", {"n": 2}, "c1"), ("write", {"n": 3}, "c1")),
-            assistant_text("done")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      tools=[counting_tool("write", counts, needs_approval=True),
-                             counting_tool("free", counts)])
-        seen: list[Any] = []
-        agent.subscribe(lambda event, signal: seen.append(event)
-                        if event.type == "tool_approval_request" else None)
-        run = agent.prompt("go")
-        assert run.waiting and runs_of(counts) == ["free:c1:2"]  # its result held back
-        # the assistant message is the transcript's third (after the system message and the
-        # prompt): keys 2:0 and 2:2
-        assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
-            ("2:0", {"n": 1}), ("2:2", {"n": 3})]
-        assert [e.call_key for e in seen] == ["2:0", "2:2"]
-        with pytest.raises(ApprovalError, match=r"2 tool calls waiting for approval in session "
-                                                r"'s' have the id 'c1'; pass the call_key of "
-                                                r"the one meant: '2:0' .*, '2:2'"):
-            agent.approve("c1")
-        assert agent.deny("2:2", reason="not that one") is None
-        with pytest.raises(ApprovalError, match="'c1' .* was already denied"):
-            agent.approve("2:2")
-        follow = agent.approve("c1")  # now one waiting call has that id: it is meant
-        assert follow is not None and follow.wait(WAIT) and follow.text == "done"
-        assert runs_of(counts) == ["free:c1:2", "write:c1:1"]
-        texts = [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)]
-        assert texts == ["write 1 done", "free 2 done",
-                         "Tool call denied by the user: not that one"]
-        assert agent.pending_approvals() == []
-    finally:
-        close(store)
-        if schema is not None:
-            drop_schema(postgres_dsn(), schema)
+    fn = ScriptedStreamFn([assistant_tool_calls(
+        ("write", {"n": 1}, "c1"), ("free", {"n": 2}, "c1"), ("write", {"n": 3}, "c1")),
+        assistant_text("done")])
+    agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
+                  tools=[counting_tool("write", counts, needs_approval=True),
+                         counting_tool("free", counts)])
+    seen: list[Any] = []
+    agent.subscribe(lambda event, signal: seen.append(event)
+                    if event.type == "tool_approval_request" else None)
+    run = agent.prompt("go")
+    assert run.waiting and runs_of(counts) == ["free:c1:2"]  # its result held back
+    # the assistant message is the transcript's third (after the system message and the
+    # prompt): keys 2:0 and 2:2
+    assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
+        ("2:0", {"n": 1}), ("2:2", {"n": 3})]
+    assert [e.call_key for e in seen] == ["2:0", "2:2"]
+    with pytest.raises(ApprovalError, match=r"2 tool calls waiting for approval in session "
+                                            r"'s' have the id 'c1'; pass the call_key of "
+                                            r"the one meant: '2:0' .*, '2:2'"):
+        agent.approve("c1")
+    assert agent.deny("2:2", reason="not that one") is None
+    with pytest.raises(ApprovalError, match="'c1' .* was already denied"):
+        agent.approve("2:2")
+    follow = agent.approve("c1")  # now one waiting call has that id: it is meant
+    assert follow is not None and follow.wait(WAIT) and follow.text == "done"
+    assert runs_of(counts) == ["free:c1:2", "write:c1:1"]
+    texts = [m.content[0].text for m in store.load("s") if isinstance(m, ToolResultMessage)]
+    assert texts == ["write 1 done", "free 2 done",
+                     "Tool call denied by the user: not that one"]
+    assert agent.pending_approvals() == []
 
 
 def test_the_second_call_of_an_id_left_unanswered_is_resumed() -> None:
@@ -356,42 +284,26 @@ def test_resume_after_sigkill_tells_apart_calls_of_one_batch_sharing_an_id(
         tmp_path: Path, place: tuple[str, str]) -> None:
     lines = run_child_until(tmp_path, place, "shared", 3)
     assert sorted(lines) == ["started never d", "started safe d", "started unset d"]
-    store = open_store(*place)
-    try:
+    with opened(place) as store:
         # each call of the shared id is marked with its key (system 0, prompt 1, reply 2)
         assert store.started("s") == {"d @ 2:0", "d @ 2:1", "d @ 2:2"}
         counts = tmp_path / "counts"
-        fn = ScriptedStreamFn([assistant_text("recovered")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      max_parallel_tools=3,
-                      tools=[counting_tool("safe", counts, replay="safe"),
-                             counting_tool("never", counts, replay="never"),
-                             counting_tool("unset", counts),
-                             counting_tool("later", counts, replay="never")])
-        assert agent.resume(timeout=WAIT).text == "recovered"
+        resume_here(store, counts)
         assert sorted(runs_of(counts)) == ["later:d:4", "never:d:2", "safe:d:1", "safe:d:1",
                                            "unset:d:3"]
         results = [m for m in store.load("s") if isinstance(m, ToolResultMessage)]
         assert [(r.tool_name, r.is_error) for r in results] == [
             ("safe", False), ("never", True), ("unset", True), ("later", False)]
         assert results[1].content[0].text.startswith(UNKNOWN + " 'never' was running")
-    finally:
-        close(store)
 
 
 @posix_only
 @pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_waiting_calls_of_one_batch_sharing_an_id_are_decided_elsewhere(
         tmp_path: Path, place: tuple[str, str]) -> None:
-    lines = run_child_until(tmp_path, place, "approve_shared", 2)
-    assert lines == ["started unset w", "waiting 2:0 2:2"]
-    store = open_store(*place)
-    try:
-        counts = tmp_path / "counts"
-        fn = ScriptedStreamFn([assistant_text("done")])
-        agent = Agent(model=fn.model, stream_fn=fn, store=store, session_id="s",
-                      tools=[counting_tool("write", counts, needs_approval=True),
-                             counting_tool("unset", counts)])
+    said = ["started unset w", "waiting 2:0 2:2"]
+    with deciding_after_sigkill(tmp_path, place, "approve_shared", said,
+                                "write", "unset") as (store, agent):
         assert [(p.call_key, p.args) for p in agent.pending_approvals()] == [
             ("2:0", {"n": 1}), ("2:2", {"n": 3})]
         with pytest.raises(ApprovalError, match="have the id 'w'; pass the call_key"):
@@ -399,9 +311,8 @@ def test_waiting_calls_of_one_batch_sharing_an_id_are_decided_elsewhere(
         assert agent.approve("2:2") is None
         run = agent.deny("2:0", reason="no")
         assert run is not None and run.wait(WAIT) and run.text == "done"
-        assert runs_of(counts) == ["unset:w:2", "write:w:3"]  # the held result is used
+        # the held result is used
+        assert runs_of(tmp_path / "counts") == ["unset:w:2", "write:w:3"]
         assert [m.content[0].text for m in store.load("s")
                 if isinstance(m, ToolResultMessage)] == [
             "Tool call denied by the user: no", "unset done", "write 3 done"]
-    finally:
-        close(store)

@@ -10,10 +10,6 @@ SQLite session here.
 
 from __future__ import annotations
 
-import os
-import signal as signals
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -36,10 +32,7 @@ from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
 from piagent.testing import assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT, read_child_line
-from .conftest import GateTool, labels, make_agent, summary
-
-REPO = Path(__file__).resolve().parents[2]
-UNKNOWN = "The process stopped while tool"
+from .conftest import UNKNOWN, GateTool, kill_child, labels, make_agent, posix_only, summary
 
 
 def counting_tool(name: str, log: list[str], replay: Any = None) -> AgentTool:
@@ -257,29 +250,12 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def read_lines(proc: subprocess.Popen[bytes], count: int) -> list[str]:
-    """The child's next ``count`` stdout lines, each read within a bound."""
-    return [read_child_line(proc) for _ in range(count)]
-
-
 def kill_mid_batch(tmp_path: Path, mode: str, ready: int) -> tuple[Path, Path, list[str]]:
     """Run the child until ``ready`` tools have started, then SIGKILL it: (its SQLite file,
     the file counting executions, the start lines it printed)."""
     db, counts = tmp_path / "s.db", tmp_path / "counts.txt"
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), str(db), str(counts), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        started = read_lines(proc, ready)
-        os.kill(proc.pid, signals.SIGKILL)
-        assert proc.wait(WAIT) == -signals.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT)
+    started = kill_child(tmp_path, CHILD, [str(db), str(counts), mode],
+                         lambda proc: [read_child_line(proc) for _ in range(ready)])
     return db, counts, started
 
 
@@ -295,9 +271,6 @@ def recovering_tools(counts: Path) -> list[AgentTool]:
 
     return [tool("safe", "safe"), tool("never", "never"), tool("unset", None),
             tool("later", "never"), tool("quick", None)]
-
-
-posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
 
 @posix_only

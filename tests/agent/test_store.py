@@ -28,11 +28,10 @@ from piagent import (
     UserMessage,
     messages_to_json,
 )
-from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from piagent.sessions import MemoryStore, SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
-from ..conftest import WAIT
-from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+from ..conftest import WAIT, store_of
 from ..tools.conftest import NO_PARAMS, make_tool
 from .conftest import GateTool, labels, make_agent
 
@@ -40,21 +39,8 @@ from .conftest import GateTool, labels, make_agent
 @pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Each store the package has (PostgreSQL skips with its reason when unreachable)."""
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        with SQLiteStore(tmp_path / "sessions.db") as sqlite:
-            yield sqlite
-    elif request.param == "jsonl":
-        yield JsonlStore(tmp_path / "sessions")
-    else:
-        dsn, schema = postgres_dsn(), unique_schema()
-        postgres = PostgresStore(dsn, schema=schema)
-        try:
-            yield postgres
-        finally:
-            postgres.close()
-            drop_schema(dsn, schema)
+    with store_of(request.param, tmp_path) as opened:
+        yield opened
 
 
 def same(a: Sequence[AgentMessage], b: Sequence[AgentMessage]) -> bool:

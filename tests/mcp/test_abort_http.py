@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -25,6 +25,7 @@ from .conftest import HoldServer
 
 PROTOCOLS = ["2026-07-28", "2025-11-25"]
 CANCELLED = "The call was cancelled: the run was aborted (user pressed stop)."
+T = TypeVar("T")
 
 
 def started(server: HoldServer, tag: str) -> tuple[int, str]:
@@ -45,10 +46,11 @@ def assert_cancel_sent_and_late_answer_dropped(server: HoldServer, tag: str, lin
     assert server.output.wait_for(f"MARK answered {tag}\n", WAIT, since=line)
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_abort_ends_an_agents_http_call_within_a_second(hold_server: HoldServer,
-                                                        protocol: str) -> None:
-    tag = f"agent-{hold_server.kind}-{hold_server.mode}-{protocol}"
+def abort_a_held_call(server: MCPServer, args: dict[str, Any], held: Callable[[], T]
+                      ) -> tuple[Agent, list[AgentEvent], T]:
+    """An agent whose model asks for ``hold`` with ``args`` on ``server``; once ``held()``
+    returns (the server holds the call), the run is aborted and the tool's execution must
+    end within a second of that. The agent, its events and what ``held()`` returned."""
     ended_at: list[float] = []
     ended = threading.Event()
     events: list[AgentEvent] = []
@@ -59,19 +61,28 @@ def test_abort_ends_an_agents_http_call_within_a_second(hold_server: HoldServer,
             ended_at.append(time.monotonic())
             ended.set()
 
+    scripted = ScriptedStreamFn([assistant_tool_calls(("hold", args)),
+                                 assistant_text("stopped")])
+    agent = Agent(model=scripted.model, tools=server.tools(), stream_fn=scripted)
+    agent.subscribe(listen)
+    run = agent.prompt("hold on", block=False)
+    got = held()
+    agent.abort("user pressed stop")
+    aborted_at = time.monotonic()
+    assert ended.wait(WAIT)
+    assert ended_at[0] - aborted_at < 1.0
+    run.wait(WAIT)
+    return agent, events, got
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_abort_ends_an_agents_http_call_within_a_second(hold_server: HoldServer,
+                                                        protocol: str) -> None:
+    tag = f"agent-{hold_server.kind}-{hold_server.mode}-{protocol}"
     with MCPServer.http(hold_server.url, protocol=protocol) as server:
         assert server.protocol_version == protocol
-        scripted = ScriptedStreamFn([assistant_tool_calls(("hold", {"tag": tag})),
-                                     assistant_text("stopped")])
-        agent = Agent(model=scripted.model, tools=server.tools(), stream_fn=scripted)
-        agent.subscribe(listen)
-        run = agent.prompt("hold on", block=False)
-        line, request_id = started(hold_server, tag)
-        agent.abort("user pressed stop")
-        aborted_at = time.monotonic()
-        assert ended.wait(WAIT)
-        assert ended_at[0] - aborted_at < 1.0
-        run.wait(WAIT)
+        agent, events, (line, request_id) = abort_a_held_call(
+            server, {"tag": tag}, lambda: started(hold_server, tag))
 
         end = [e for e in events if e.type == "tool_execution_end"][0]
         assert end.is_error
@@ -202,28 +213,12 @@ def test_abort_reaches_a_json_body_that_stops_midway(slow_body: SlowBody) -> Non
     """The headers came, the body has not ended; the server never accepts the cancellation
     either: the call still ends within a second, and the late rest is never read."""
     url = f"http://127.0.0.1:{slow_body.server_address[1]}/mcp"
-    ended_at: list[float] = []
-    ended = threading.Event()
-    events: list[AgentEvent] = []
 
-    def listen(event: AgentEvent, signal: object) -> None:
-        events.append(event)
-        if event.type == "tool_execution_end":
-            ended_at.append(time.monotonic())
-            ended.set()
+    def held() -> None:
+        assert slow_body.started.wait(WAIT)
 
     with MCPServer.http(url, protocol="2025-11-25") as server:
-        scripted = ScriptedStreamFn([assistant_tool_calls(("hold", {})),
-                                     assistant_text("stopped")])
-        agent = Agent(model=scripted.model, tools=server.tools(), stream_fn=scripted)
-        agent.subscribe(listen)
-        run = agent.prompt("hold on", block=False)
-        assert slow_body.started.wait(WAIT)
-        agent.abort("user pressed stop")
-        aborted_at = time.monotonic()
-        assert ended.wait(WAIT)
-        assert ended_at[0] - aborted_at < 1.0
-        run.wait(WAIT)
+        agent, _, _ = abort_a_held_call(server, {}, held)
         assert slow_body.cancelled == [3]  # initialize 1, tools/list 2, tools/call 3
         slow_body.release.set()
         assert slow_body.late_written.wait(WAIT)

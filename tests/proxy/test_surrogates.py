@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -46,12 +46,30 @@ def upstream() -> Iterator[ScriptedServer]:
     scripted.close()
 
 
-def _to(upstream: ScriptedServer) -> Any:
-    """The proxy's stream function: the real adapter, sent to the local model server."""
+@pytest.fixture
+def proxy(serve: Any, upstream: ScriptedServer) -> Any:
+    """A proxy whose stream function is the real adapter, sent to the local model server."""
     def stream_fn(model: Model, context: Context, options: StreamOptions) -> Any:
         local = dataclasses.replace(model, base_url=upstream.url + "/v1")
         return stream_simple(local, context, dataclasses.replace(options, api_key="k"))
-    return stream_fn
+    return serve(stream_fn)
+
+
+def _upstream_answers(upstream: ScriptedServer, text: str) -> tuple[str, str]:
+    """The model server's next reply holds ``text`` split between chunks; what the user
+    types: every code-unit prefix of ``text`` joined, and that cleaned (``every_prefix``)."""
+    upstream.add(Reply(body=completions_body(text)))
+    return every_prefix(text)
+
+
+def _for_astral_texts(check: Callable[[str], None]) -> None:
+    """``check(text)`` for ``ONCE``'s examples of ``ASTRAL_TEXT``."""
+    @ONCE
+    @given(text=ASTRAL_TEXT)
+    def each(text: str) -> None:
+        check(text)
+
+    each()
 
 
 def _checked(stream: Any, text: str) -> list[Any]:
@@ -70,21 +88,12 @@ def _checked(stream: Any, text: str) -> list[Any]:
     return events
 
 
-def test_a_split_pair_behind_the_proxy_arrives_whole(serve: Any,
-                                                     upstream: ScriptedServer) -> None:
-    server = serve(_to(upstream))
-
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _round_trip(server, upstream, text)
-
-    check()
+def test_a_split_pair_behind_the_proxy_arrives_whole(proxy: Any, upstream: ScriptedServer) -> None:
+    _for_astral_texts(lambda text: _round_trip(proxy, upstream, text))
 
 
 def _round_trip(server: Any, upstream: ScriptedServer, text: str) -> None:
-    upstream.add(Reply(body=completions_body(text)))
-    typed, clean = every_prefix(text)
+    typed, clean = _upstream_answers(upstream, text)
     context = Context([UserMessage(typed)])
     stream = stream_proxy(MODEL, context,
                           ProxyStreamOptions(proxy_url=server.url, auth_token=TOKEN))
@@ -112,12 +121,7 @@ def test_stream_proxy_makes_a_servers_halves_whole(serve: Any) -> None:
 
     server = serve(app=app)
 
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _halves_from_the_server(server, answer, text)
-
-    check()
+    _for_astral_texts(lambda text: _halves_from_the_server(server, answer, text))
 
 
 def _halves_from_the_server(server: Any, answer: dict[str, list[bytes]], text: str) -> None:
@@ -155,21 +159,12 @@ def _halves_from_the_server(server: Any, answer: dict[str, list[bytes]], text: s
     assert [sent[0]["content"], sent[1]["content"][0]["text"]] == [clean, clean]
 
 
-def test_a_pi_clients_escaped_halves_leave_the_proxy_removed(serve: Any,
-                                                             upstream: ScriptedServer) -> None:
-    server = serve(_to(upstream))
-
-    @ONCE
-    @given(text=ASTRAL_TEXT)
-    def check(text: str) -> None:
-        _escaped_halves_to_the_server(server, upstream, text)
-
-    check()
+def test_a_pi_clients_escaped_halves_leave_the_proxy_removed(proxy: Any, upstream: ScriptedServer) -> None:
+    _for_astral_texts(lambda text: _escaped_halves_to_the_server(proxy, upstream, text))
 
 
 def _escaped_halves_to_the_server(server: Any, upstream: ScriptedServer, text: str) -> None:
-    upstream.add(Reply(body=completions_body(text)))
-    typed, clean = every_prefix(text)
+    typed, clean = _upstream_answers(upstream, text)
     envelope = {"model": model_to_dict(MODEL),
                 "context": context_to_dict(Context([UserMessage(typed)])),
                 "options": {}}

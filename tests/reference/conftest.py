@@ -1,5 +1,8 @@
 """Fixtures of the differential suite: the pinned pi-agent-core install and pi's outputs.
 
+``ThreadedServer(handler, name)``: an HTTP server on 127.0.0.1 run by one thread (the base of
+the suite's stand-in providers); ``url``; ``close()`` stops it and joins the thread.
+
 Without node/npm the suite is skipped with the reason, unless ``PIAGENT_REQUIRE_ALL=1``
 (CI), in which case it fails.
 """
@@ -8,12 +11,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import npm_installed, unavailable
+from tests.conftest import WAIT, npm_installed, unavailable
 
 HERE = Path(__file__).parent
 SCENARIOS = HERE / "scenarios"
@@ -21,6 +26,30 @@ DRIVER_TIMEOUT_S = 300
 
 
 _unavailable = unavailable
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: a client resets its connection (an aborted run; node's keep-alive
+        connections when its process exits)."""
+
+
+class ThreadedServer:
+    """Serves ``handler`` on 127.0.0.1 (a free port; ``url``) from a thread named ``name``,
+    one daemon thread a connection; ``close()`` stops it and joins the serving thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self._httpd = _QuietServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        name=name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(WAIT)
 
 
 def scenario_files() -> list[Path]:

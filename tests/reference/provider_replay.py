@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from tests.conftest import WAIT, StreamingHandler
+from tests.conftest import StreamingHandler
+from tests.reference.conftest import ThreadedServer
 
 DATA = Path(__file__).parent.parent / "providers" / "recorded" / "data"
 CHUNK = 7
@@ -41,32 +41,17 @@ def pieces(body: bytes, mode: str) -> list[bytes]:
     return [body[i:i + CHUNK] for i in range(0, len(body), CHUNK)]
 
 
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet: node's keep-alive connections are reset when its process exits."""
-
-
-class ReplayServer:
+class ReplayServer(ThreadedServer):
     """Serves the recordings; ``close()`` stops it and joins its threads."""
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[dict[str, Any], bytes]] = {}
         # guards _cache (handler threads)
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
-                                        name="ref-provider-replay", daemon=True)
-        self._thread.start()
+        super().__init__(self._handler_class(), "ref-provider-replay")
 
     def base_url(self, name: str, mode: str, api: str) -> str:
         return f"{self.url}/r/{name}/{mode}{_API_PATH[api]}"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(WAIT)
 
     def _recording(self, name: str) -> tuple[dict[str, Any], bytes]:
         with self._lock:

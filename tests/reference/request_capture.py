@@ -19,11 +19,11 @@ import json
 import select
 import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
 from tests.conftest import WAIT, StreamingHandler
+from tests.reference.conftest import ThreadedServer
 
 Reply = dict[str, Any]
 API_PATH = {"openai-completions": "/v1", "openai-responses": "/v1", "anthropic-messages": "",
@@ -191,12 +191,7 @@ ENCODERS = {"openai-completions": completions, "openai-responses": responses,
             "anthropic-messages": anthropic, "google-generative-ai": google}
 
 
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet: an aborted client resets its connection."""
-
-
-class CaptureServer:
+class CaptureServer(ThreadedServer):
     """Answers the runs' scripts and records their requests; ``close()`` joins its thread."""
 
     def __init__(self) -> None:
@@ -204,12 +199,7 @@ class CaptureServer:
         self._lock = threading.Lock()
         self._scripts: dict[str, tuple[str, list[Reply]]] = {}
         self._requests: dict[str, list[dict[str, Any]]] = {}
-        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
-                                        name="ref-request-capture", daemon=True)
-        self._thread.start()
+        super().__init__(self._handler_class(), "ref-request-capture")
 
     def add_run(self, run: str, api: str, script: list[Reply]) -> str:
         """Register a run; returns the base URL its model gets."""
@@ -221,11 +211,6 @@ class CaptureServer:
     def requests(self, run: str) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._requests[run])
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(WAIT)
 
     def _take(self, run: str, record: dict[str, Any]) -> tuple[str, Reply, int]:
         with self._lock:

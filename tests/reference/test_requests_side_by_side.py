@@ -13,6 +13,7 @@ side makes up (the tool-call ids the Google clients invent), or differ exactly a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -57,11 +58,8 @@ def _spec(server: CaptureServer, conv: dict[str, Any], api: str, side: str) -> d
 
 @pytest.fixture(scope="module")
 def capture() -> Iterator[CaptureServer]:
-    server = CaptureServer()
-    try:
+    with contextlib.closing(CaptureServer()) as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ many threads start exactly one run; wrong arguments fail naming the parameter.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -94,12 +96,34 @@ class Model:
         return answer(context, options)
 
 
-def local(store: SessionStore, tools: Tools, model: Model) -> LocalRunner:
+def agents(tools: Tools, model: Model) -> Callable[[str], Agent]:
+    """A runner's ``make_agent``: agents with ``tools`` on the scripted ``model``."""
     def make_agent(session_id: str) -> Agent:
         return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
                      system_prompt="test")
 
-    return LocalRunner(store, make_agent)
+    return make_agent
+
+
+def local(store: SessionStore, tools: Tools, model: Model) -> LocalRunner:
+    return LocalRunner(store, agents(tools, model))
+
+
+@contextlib.contextmanager
+def runner_of(kind: str, store: SessionStore, tools: Tools, model: Model
+              ) -> Iterator[Runner]:
+    """A ``LocalRunner`` (``kind`` "local") or a ``QueuedRunner`` ("queued") whose executor
+    threads are joined when the block ends."""
+    if kind == "local":
+        yield local(store, tools, model)
+        return
+    queue = Queue()
+    runner = QueuedRunner(store, agents(tools, model), queue.submit)
+    queue.runner = runner
+    try:
+        yield runner
+    finally:
+        queue.join()
 
 
 def wait_final(runner: Runner, run_id: str) -> str:
@@ -233,12 +257,7 @@ queued_store = store_fixture("sqlite", "postgres")
 def test_a_queued_runner_submits_the_run_that_goes_on(queued_store: SessionStore) -> None:
     tools, model = Tools(), Model()
     queue = Queue()
-
-    def make_agent(session_id: str) -> Agent:
-        return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
-                     system_prompt="test")
-
-    runner = QueuedRunner(queued_store, make_agent, queue.submit)
+    runner = QueuedRunner(queued_store, agents(tools, model), queue.submit)
     queue.runner = runner
     try:
         run_id = runner.start("q", "delete a")
@@ -352,17 +371,7 @@ def test_a_repeated_call_id_waits_again_and_is_decided(queued_store: SessionStor
                                                        kind: str) -> None:
     # "delete a" asks for call c-a each time: the second c-a is a new call that waits
     tools, model = Tools(), Model()
-    queue = Queue()
-
-    def make_agent(session_id: str) -> Agent:
-        return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
-                     system_prompt="test")
-
-    runner: Runner = local(queued_store, tools, model) if kind == "local" else \
-        QueuedRunner(queued_store, make_agent, queue.submit)
-    if kind == "queued":
-        queue.runner = runner  # type: ignore[assignment]
-    try:
+    with runner_of(kind, queued_store, tools, model) as runner:
         for round_ in (1, 2):
             run_id = runner.start("r", "delete a")
             assert wait_final(runner, run_id) == "waiting"
@@ -374,9 +383,6 @@ def test_a_repeated_call_id_waits_again_and_is_decided(queued_store: SessionStor
             assert tools.ran == ["look", "delete a"] * round_
         texts = [m.text for m in queued_store.load("r") if isinstance(m, ToolResultMessage)]
         assert texts == ["deleted a", "looked"] * 2
-    finally:
-        if kind == "queued":
-            queue.join()
 
 
 @pytest.mark.parametrize("kind", ["local", "queued"])
@@ -384,17 +390,7 @@ def test_two_waiting_calls_of_one_batch_with_one_id_are_decided_by_key(
         queued_store: SessionStore, kind: str) -> None:
     # "delete a a" asks for c-a, c-look, c-a: two waiting calls share the id c-a
     tools, model = Tools(), Model()
-    queue = Queue()
-
-    def make_agent(session_id: str) -> Agent:
-        return Agent(model=model.scripted.model, stream_fn=model.scripted, tools=tools.tools,
-                     system_prompt="test")
-
-    runner: Runner = local(queued_store, tools, model) if kind == "local" else \
-        QueuedRunner(queued_store, make_agent, queue.submit)
-    if kind == "queued":
-        queue.runner = runner  # type: ignore[assignment]
-    try:
+    with runner_of(kind, queued_store, tools, model) as runner:
         run_id = runner.start("k", "delete a a")
         assert wait_final(runner, run_id) == "waiting"
         first, second = runner.pending_approvals("k")
@@ -409,6 +405,3 @@ def test_two_waiting_calls_of_one_batch_with_one_id_are_decided_by_key(
         assert tools.ran == ["look", "delete a"]
         texts = [m.text for m in queued_store.load("k") if isinstance(m, ToolResultMessage)]
         assert texts == ["deleted a", "looked", "Tool call denied by the user."]
-    finally:
-        if kind == "queued":
-            queue.join()
