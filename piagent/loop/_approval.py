@@ -1,21 +1,23 @@
-"""Tool calls that wait for a person's decision, in a batch.
+"""The steps around a batch's phases: resume before (``ResumedCalls``), approval after
+(``wait_for_approval``).
 
-A call whose tool (``needs_approval``) or ``before_tool_call`` (``needs_approval=True``) asks
-for approval and has no decision yet is ``Waiting``: it does not run. The rest of the batch
-runs as usual; the results that come before the first waiting call (source order) are
-recorded, the later ones are held back, so that when the batch completes every result
-lands in source order. ``ResumedCalls`` is the decided batch ``run_agent_loop_resume``
-completes: held results are used as they are, denied calls get ``denied_result``, approved
-ones run (``before_tool_call`` sees the decision), calls that started before a crash follow
-their tool's ``replay``.
+A call whose tool (``needs_approval``) or ``before_tool_call`` asks for approval and has no
+decision yet is ``Waiting``: it does not run. The rest of the batch runs as usual; the
+results before the first waiting call (source order) are recorded, the later ones held
+back, so that when the batch completes every result lands in source order.
+``ResumedCalls`` is the decided batch ``run_agent_loop_resume`` completes: held results are
+used as they are, denied calls get ``denied_result``, approved ones run
+(``before_tool_call`` sees the decision), calls that started before a crash follow their
+tool's ``replay``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..messages import AssistantMessage, ToolCall, ToolResultMessage
+from ..events import AgentEvent, ToolApprovalRequestEvent
+from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
 from ..sessions import (
     HELD_KEY,
     ApprovalDecision,
@@ -25,30 +27,23 @@ from ..sessions import (
     held_key,
 )
 from ..tools import AgentToolResult
-from ._call import Finalized, error_result
+from ._call import Finalized, Waiting, error_result, tool_result_message, unknown_outcome_result
+from ._config import AgentLoopConfig
 
-__all__ = ["DENIED_TEXT", "ResumedCalls", "batch_keys", "denied_result", "held_done",
-           "keep_key", "pending_of", "start_mark"]
+__all__ = ["DENIED_TEXT", "NOTHING_RESUMED", "ResumedCalls", "batch_keys", "denied_result",
+           "start_mark", "wait_for_approval"]
 
 DENIED_TEXT = "Tool call denied by the user"
 
 
 def denied_result(reason: str | None) -> AgentToolResult:
-    """The error result of a denied call: ``Tool call denied by the user: <reason>`` (or
-    ``...user.`` without a reason), so the model can act on it."""
+    """``Tool call denied by the user: <reason>`` (``...user.`` without one), an error."""
     return error_result(f"{DENIED_TEXT}: {reason}" if reason else f"{DENIED_TEXT}.")
 
 
-def pending_of(call: ToolCall, key: str) -> PendingApproval:
-    """The ``PendingApproval`` of a waiting call (no decision yet), named by ``key``."""
-    return PendingApproval(call.id, call.name, call.arguments,
-                           approval_digest(call.name, call.arguments), None, key)
-
-
 def batch_keys(messages: Sequence[object], message: AssistantMessage) -> dict[int, str]:
-    """Each tool call of ``message`` (by object identity) to its ``call_key``: the
-    message's position in ``messages`` and the call's index (``""`` when the message is not
-    there)."""
+    """Each tool call of ``message`` (by object identity) to its ``call_key``: the message's
+    position in ``messages`` and the call's index (``""`` when the message is not there)."""
     position = next((i for i in range(len(messages) - 1, -1, -1) if messages[i] is message),
                     None)
     return {id(call): "" if position is None else call_key(position, index)
@@ -56,25 +51,11 @@ def batch_keys(messages: Sequence[object], message: AssistantMessage) -> dict[in
 
 
 def start_mark(call: ToolCall, message: AssistantMessage, key: str) -> str:
-    """What a session store's start mark names for ``call`` of ``message``: its id, or,
-    when another call of the message has the same id, ``"<id> @ <call_key>"`` (such a mark
-    is never answered by a result; it goes with its batch)."""
+    """What a session store's start mark names for ``call`` of ``message``: its id, or, when
+    another call of the message has the same id, ``"<id> @ <call_key>"`` (such a mark is
+    never answered by a result; it goes with its batch)."""
     shared = sum(1 for c in message.tool_calls if c.id == call.id) > 1
     return f"{call.id} @ {key}" if shared and key else call.id
-
-
-def keep_key(result: ToolResultMessage, key: str) -> ToolResultMessage:
-    """A held result marked with its call's key (kept in the store, never in the
-    transcript: the batch's run makes the call's result anew from it)."""
-    if key:
-        result.extra[HELD_KEY] = key
-    return result
-
-
-def held_done(call: ToolCall, held: ToolResultMessage) -> Finalized:
-    """A held result as a finished call (its events were sent when it ran)."""
-    return Finalized(call, AgentToolResult(content=list(held.content), details=held.details,
-                                           usage=held.usage), held.is_error, held.duration_ms)
 
 
 @dataclass(slots=True)
@@ -117,5 +98,51 @@ class ResumedCalls:
                          and start_mark(c, message, keys.get(id(c), "")) in unknown)
         return cls(held_of, decision_of, late, frozenset(held_of) | frozenset(decision_of) | late)
 
+    def held_done(self, call: ToolCall) -> Finalized | None:
+        """The call's held result as a finished call (its events were sent when it ran)."""
+        held = self.held.get(id(call))
+        if held is None:
+            return None
+        return Finalized(call, AgentToolResult(content=list(held.content), details=held.details,
+                                               usage=held.usage), held.is_error, held.duration_ms)
+
+    def settled(self, call: ToolCall) -> Finalized | ApprovalDecision | None:
+        """The resume step before ``prepare_tool_call``: the call's result if it does not run
+        (an unknown outcome, a denial), else its decision (``None``: none)."""
+        decision = self.decisions.get(id(call))
+        if id(call) in self.unknown:
+            return Finalized(call, unknown_outcome_result(call), True)
+        if decision is not None and not decision.approved:
+            return Finalized(call, denied_result(decision.reason), True)
+        return decision
+
 
 NOTHING_RESUMED = ResumedCalls({}, {}, frozenset(), frozenset())
+
+
+def wait_for_approval(rest: Sequence[Finalized | Waiting], keys: Mapping[int, str],
+                      config: AgentLoopConfig, emit: Callable[[AgentEvent], None]
+                      ) -> list[PendingApproval]:
+    """The approval step after a batch with waiting calls: ``rest`` (from the first waiting
+    call on) goes to ``on_approval_wait`` (the Agent's store keeps it before anyone is
+    asked): the waiting calls as ``PendingApproval``s, the finished ones as held results
+    marked with their call's key (never in the transcript: the resumed batch makes each
+    result anew). Then each waiting call is reported (``tool_approval_request``)."""
+    timestamp = now_ms()
+    held: list[ToolResultMessage] = []
+    pending: list[PendingApproval] = []
+    for slot in rest:
+        call, key = slot.tool_call, keys.get(id(slot.tool_call), "")
+        if isinstance(slot, Waiting):
+            pending.append(PendingApproval(call.id, call.name, call.arguments,
+                                           approval_digest(call.name, call.arguments), None, key))
+            continue
+        held.append(message := tool_result_message(slot, timestamp))
+        if key:
+            message.extra[HELD_KEY] = key
+    if config.on_approval_wait is not None:
+        config.on_approval_wait(list(pending), held)
+    for entry in pending:
+        emit(ToolApprovalRequestEvent(entry.tool_call_id, entry.tool_name, entry.args,
+                                      entry.digest, entry.call_key))
+    return pending

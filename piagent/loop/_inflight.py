@@ -1,7 +1,6 @@
-"""One parallel execution of a tool batch: the records a batch's inbox carries to the run's
-worker thread (``Update``, ``Done``, ``AbortNoticed``), what calls are handed to (an
-executor: the run's pool or the caller's), and ``InFlight``, which submits the
-calls, takes what comes back and emits each call's updates and end.
+"""The execute phase of a batch on the pool: the records an execution's inbox carries to the
+run's worker thread (``Update``, ``Done``, ``AbortNoticed``) and ``InFlight``, which submits
+the prepared calls, takes what comes back and emits each call's updates and end.
 """
 
 from __future__ import annotations
@@ -30,11 +29,9 @@ ABORT_GRACE_S = 2.0
 not (once, as a warning on the ``piagent.loop`` logger)."""
 
 
-# --- what a batch's inbox carries to the run's worker thread --------------------------------
-
 @dataclass(slots=True)
 class Update:
-    """Call ``index`` of the batch reported progress (its ``on_update``)."""
+    """Call ``index`` reported progress (its ``on_update``)."""
 
     index: int
     partial: Any
@@ -42,8 +39,8 @@ class Update:
 
 @dataclass(slots=True)
 class Done:
-    """Call ``index`` finished. ``failure``: the ``on_tool_execute`` hook raised, so the call
-    did not run and the run fails once the batch is recorded."""
+    """Call ``index`` finished. ``failure``: ``on_tool_execute`` raised, so the call did not
+    run and the run fails once the batch is recorded."""
 
     index: int
     done: Finalized
@@ -60,73 +57,61 @@ class AbortNoticed:
 Inbox = queue.SimpleQueue[Update | Done | AbortNoticed]
 
 
-# --- one parallel execution: the pool side of a batch ----------------------------------------
-
 class Submitter(Protocol):
-    """What a batch hands its calls to: the run's pool or the caller's ``Executor``."""
+    """What calls are handed to: the run's pool or the caller's ``Executor``."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> object:
         """Run ``fn(*args)``; ``RuntimeError`` once shut down."""
 
 
 class InFlight:
-    """The calls of one batch handed to the pool, and what came back.
+    """Prepared calls handed to the pool, and what came back; made per execution and used
+    only on the run's worker thread.
 
     Submits at most ``ahead`` calls beyond those finished (a caller's executor may have more
-    workers than ``max_parallel_tools``); records each result and emits its updates and end
-    as they arrive, also after a failure; keeps the first failure (a listener's or
-    ``on_tool_execute``'s). If the executor refuses a call (it was shut down), every call not
-    yet submitted gets an error result and the refusal becomes the batch's failure. Used
-    only on the run's worker thread.
+    workers than ``max_parallel_tools``), each in a copy of the worker's contextvars; emits
+    each call's updates and end as they arrive, also after a failure; keeps the first
+    failure (a listener's or ``on_tool_execute``'s). If the executor refuses a call (it was
+    shut down), every call not yet submitted gets an error result and the refusal is kept.
     """
 
-    __slots__ = ("_emit", "_pool", "_task", "_prepared", "_inbox", "_submitted", "results",
+    __slots__ = ("emit", "pool", "task", "prepared", "inbox", "submitted", "results",
                  "remaining", "failure", "refusal")
 
     def __init__(self, emit: Emit, pool: Submitter,
                  task: Callable[[Prepared, int, Inbox], None],
-                 prepared: list[Prepared], inbox: Inbox, ahead: int,
-                 start: bool = True) -> None:
-        self._emit = emit
-        self._pool = pool
-        self._task = task
-        self._prepared = prepared
-        self._inbox = inbox
-        self._submitted = 0
+                 prepared: list[Prepared], inbox: Inbox, ahead: int) -> None:
+        self.emit, self.pool, self.task, self.inbox = emit, pool, task, inbox
+        self.prepared = prepared
+        self.submitted = 0
         self.results: list[Finalized | None] = [None] * len(prepared)
         self.remaining = len(prepared)
         self.failure: BaseException | None = None  # the first listener/hook failure
         self.refusal: BaseException | None = None  # the executor refused a call
-        if start:
-            self.start(ahead)
+        for _ in range(min(ahead, len(prepared))):
+            self.submit_next()
 
-    def start(self, ahead: int) -> None:
-        """Submit the first ``ahead`` calls."""
-        for _ in range(min(ahead, len(self._prepared))):
-            self._submit_next()
-
-    def _submit_next(self) -> None:
-        index = self._submitted
-        if index >= len(self._prepared) or self.refusal is not None:
+    def submit_next(self) -> None:
+        index = self.submitted
+        if index >= len(self.prepared) or self.refusal is not None:
             return
-        self._submitted += 1
+        self.submitted += 1
         try:
-            # in a copy of this (the run's worker) thread's contextvars context
-            self._pool.submit(contextvars.copy_context().run, self._task,
-                              self._prepared[index], index, self._inbox)
+            self.pool.submit(contextvars.copy_context().run, self.task, self.prepared[index],
+                             index, self.inbox)
         except RuntimeError as exc:
             error = RuntimeError(f"The tool executor refused a tool call ({exc}); a "
                                  "caller-owned tool_executor must stay open while runs use it.")
             error.__cause__ = exc
             self.refusal = error
-            for late in range(index, len(self._prepared)):
-                self._inbox.put(Done(late, Finalized(self._prepared[late].tool_call,
-                                                      error_result(str(error)), True)))
+            for late in range(index, len(self.prepared)):
+                self.inbox.put(Done(late, Finalized(self.prepared[late].tool_call,
+                                                    error_result(str(error)), True)))
 
-    def drain(self, signal: AbortSignal) -> None:
-        """Take what the pool threads send until every call has finished. After an abort,
-        names the calls that have not returned within ``ABORT_GRACE_S`` (once)."""
-        inbox = self._inbox
+    def drain(self, signal: AbortSignal) -> list[Finalized]:
+        """Take what the pool threads send until every call has finished; the results in
+        source order. After an abort, names the calls not returned within ``ABORT_GRACE_S``."""
+        inbox = self.inbox
         unregister = signal.on_abort(lambda: inbox.put(AbortNoticed(time.monotonic())))
         noticed_at: float | None = None  # when the abort was seen; None again once reported
         try:
@@ -138,54 +123,54 @@ class InFlight:
                         item = inbox.get(timeout=max(
                             noticed_at + ABORT_GRACE_S - time.monotonic(), 0.0))
                     except queue.Empty:
-                        _log.warning("%s", self._not_returned_text())
+                        _log.warning("%s", self.not_returned_text())
                         noticed_at = None
                         continue
                 kind = type(item)
                 if kind is Update:
                     self.updated(item)  # type: ignore[arg-type]  # checked by class
                 elif kind is Done:
-                    self._finished(item)  # type: ignore[arg-type]  # checked by class
+                    self.finished(item)  # type: ignore[arg-type]  # checked by class
                 else:
                     noticed_at = item.at  # type: ignore[union-attr]  # AbortNoticed
         finally:
             unregister()
+        return self.results  # type: ignore[return-value]  # every call finished
 
     def updated(self, item: Update) -> None:
-        if self.results[item.index] is not None:
-            return  # it came after the call's completion: dropped
-        call = self._prepared[item.index].tool_call
-        self._send(ToolExecutionUpdateEvent(call.id, call.name, call.arguments, item.partial))
+        if self.results[item.index] is None:  # else: it came after the completion, dropped
+            call = self.prepared[item.index].tool_call
+            self.send(ToolExecutionUpdateEvent(call.id, call.name, call.arguments,
+                                               item.partial))
 
-    def _finished(self, item: Done) -> None:
-        self.results[item.index] = item.done
-        done = item.done
-        self._send(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
-                                         done.is_error, done.duration_ms))
+    def finished(self, item: Done) -> None:
+        self.results[item.index] = done = item.done
+        self.send(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                                        done.is_error, done.duration_ms))
         if self.failure is None:
             self.failure = item.failure
         self.remaining -= 1
-        self._submit_next()
+        self.submit_next()
 
-    def _send(self, event: AgentEvent) -> None:
-        """Emit; the first listener failure is kept (raised once every tool has finished)
-        and the running tools' events still go out, as pi's do; a later failure is logged."""
+    def send(self, event: AgentEvent) -> None:
+        """Emit; the first listener failure is kept (raised once every tool has finished) and
+        the running tools' events still go out, as pi's do; a later failure is logged."""
         if self.failure is None:
             try:
-                self._emit(event)
+                self.emit(event)
             except BaseException as exc:
                 self.failure = exc
             return
         try:
-            self._emit(event)
+            self.emit(event)
         except Exception:
             _log.exception("A listener raised again at %s after an earlier failure", event.type)
 
-    def _not_returned_text(self) -> str:
-        waiting = [p.tool_call for p, r in zip(self._prepared, self.results, strict=True)
-                   if r is None]
-        names = ", ".join(f"{c.name!r} (call {c.id})" for c in waiting)
-        verb = "has" if len(waiting) == 1 else "have"
-        return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} {verb} not "
-                f"returned yet; the run ends when it returns. A long-running tool should watch "
-                f"its signal (signal.aborted, signal.wait(timeout), signal.on_abort).")
+    def not_returned_text(self) -> str:
+        late = [p.tool_call for p, r in zip(self.prepared, self.results, strict=True)
+                if r is None]
+        names = ", ".join(f"{c.name!r} (call {c.id})" for c in late)
+        return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} "
+                f"{'has' if len(late) == 1 else 'have'} not returned yet; the run ends when "
+                f"it returns. A long-running tool should watch its signal (signal.aborted, "
+                f"signal.wait(timeout), signal.on_abort).")

@@ -1,16 +1,16 @@
-"""Tool batches: sequential and parallel, on the caller's executor or the run's own pool.
+"""Tool batches (pi's ``executeToolCalls``): a ``Batch`` made per batch runs its calls
+through the phases of ``_call.py``, sequentially or in parallel, with the resume step before
+and the approval step after (``_approval.py``); ``ToolRunner`` owns the run's pool.
 
-Each call is prepared on the run's worker thread in source order (``_call.py``).
-``execute`` and ``after_tool_call`` run on the pool, a batch of one call too, so the worker
-stays free to emit a call's updates live whatever thread sends them. Progress updates and completions travel back to the worker
-thread through one FIFO inbox per batch, as typed records (``Update``, ``Done``,
-``AbortNoticed``), and only the worker emits events: a tool's updates come before its end,
-ends come in completion order, and result messages in source order.
+Each call is prepared on the run's worker thread in source order; ``execute`` and
+``after_tool_call`` run on the pool (``_inflight.py``), a batch of one call too, so the
+worker stays free to emit a call's updates live whatever thread sends them. Only the worker
+emits events: a tool's updates come before its end, ends in completion order, result
+messages in source order.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import queue
 from collections.abc import Sequence
@@ -22,73 +22,36 @@ from ..abort import AbortSignal
 from ..events import (
     MessageEndEvent,
     MessageStartEvent,
-    ToolApprovalRequestEvent,
     ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
+    ToolExecutionStartEvent as _Start,
 )
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
-from ..sessions import PendingApproval
-from ..tools import AgentTool
-from ._approval import (
-    NOTHING_RESUMED,
-    ResumedCalls,
-    batch_keys,
-    denied_result,
-    held_done,
-    keep_key,
-    pending_of,
-)
+from ..sessions import ApprovalDecision, PendingApproval
+from ._approval import NOTHING_RESUMED, ResumedCalls, batch_keys, wait_for_approval
 from ._call import (
     ABORTED_TEXT,
     Finalized,
-    Immediate,
     Prepared,
     Waiting,
     error_result,
     exception_text,
-    execute_prepared,
+    execute_prepared_tool_call,
     failure_text,
-    finalize,
+    finalize_executed_tool_call,
     prepare_tool_call,
     tool_failure_result,
     tool_result_message,
     tools_by_name,
     truncated_result,
-    unknown_outcome_result,
 )
 from ._config import AgentContext, AgentLoopConfig
-from ._inflight import (
-    Done,
-    Emit,
-    Inbox,
-    InFlight,
-    Submitter,
-    Update,
-)
+from ._inflight import Done, Emit, Inbox, InFlight, Submitter, Update
 from ._trace import UNTRACED, RunTrace
 
-__all__ = ["ToolBatch", "ToolRunner", "emit_message", "emit_messages",
+__all__ = ["Batch", "ToolBatch", "ToolRunner", "emit_message", "emit_messages",
            "record_despite_failure", "tool_failure_result"]
 
 _log = logging.getLogger("piagent.loop")
-
-
-
-@dataclass(slots=True)
-class ToolBatch:
-    """The result messages of one batch (source order) and whether it asked to stop;
-    ``waiting``: the calls waiting for approval (the run ends), else ``None``."""
-
-    messages: list[ToolResultMessage]
-    terminate: bool
-    waiting: list[PendingApproval] | None = None
-
-
-# --- emitting -------------------------------------------------------------------------------
-
-def _emit_end(emit: Emit, done: Finalized) -> None:
-    emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
-                               done.is_error, done.duration_ms))
 
 
 def emit_message(emit: Emit, message: AgentMessage) -> None:
@@ -97,11 +60,7 @@ def emit_message(emit: Emit, message: AgentMessage) -> None:
     try:
         emit(MessageStartEvent(message))
     except BaseException:
-        try:
-            emit(MessageEndEvent(message))
-        except Exception:
-            _log.exception("A listener raised again while %s was being recorded after "
-                           "an earlier failure", getattr(message, "role", "a message"))
+        record_despite_failure(emit, [message], start=False)
         raise
     emit(MessageEndEvent(message))
 
@@ -117,12 +76,14 @@ def emit_messages(emit: Emit, messages: Sequence[AgentMessage]) -> None:
             raise
 
 
-def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage]) -> None:
-    """After a listener failed: still send each message's start and end (every event on its
-    own), so the transcript keeps the user's input and every executed call's result. The
-    first failure is what the run reports; a failure here is logged."""
+def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage],
+                           start: bool = True) -> None:
+    """After a listener failed: still send each message's start (unless ``start`` is false)
+    and end, every event on its own, so the transcript keeps the user's input and every
+    executed call's result. The first failure is what the run reports; one here is logged."""
     for message in messages:
-        for event in (MessageStartEvent(message), MessageEndEvent(message)):
+        events = (MessageStartEvent(message), MessageEndEvent(message))
+        for event in events if start else events[1:]:
             try:
                 emit(event)
             except Exception:
@@ -130,247 +91,191 @@ def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage]) -> None
                                "an earlier failure", getattr(message, "role", "a message"))
 
 
-def _emit_results(emit: Emit, finished: Sequence[Finalized],
-                  failure: BaseException | None = None) -> list[ToolResultMessage]:
-    """The result messages of ``finished`` in source order; if a listener fails (here or,
-    as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
-    timestamp = now_ms()  # created together, so one time for all
-    messages = [tool_result_message(done, timestamp) for done in finished]
-    if failure is not None:
-        record_despite_failure(emit, messages)
-        raise failure
-    emit_messages(emit, messages)
-    return messages
+@dataclass(slots=True)
+class ToolBatch:
+    """The result messages of one batch (source order) and whether it asked to stop;
+    ``waiting``: the calls waiting for approval (the run ends), else ``None``."""
 
-
-def _should_terminate(done: Sequence[Finalized]) -> bool:
-    for finished in done:  # a loop, not all(<generator>): this runs after every batch
-        if finished.result.terminate is not True:
-            return False
-    return bool(done)
+    messages: list[ToolResultMessage]
+    terminate: bool
+    waiting: list[PendingApproval] | None = None
 
 
 class ToolRunner:
-    """Executes one run's tool batches on the caller's executor or the run's own pool.
-
-    Without ``config.tool_executor`` the run's pool is created at the first batch and shut
-    down by ``close()`` when the run ends, so no pool thread outlives its run. A caller's
-    executor is only submitted to, never shut down. Used only from the run's worker thread.
-    """
+    """Runs one run's tool batches: each on a new ``Batch``, on the caller's executor
+    (``config.tool_executor``: only submitted to, never shut down) or the run's own pool,
+    created at the first batch and shut down by ``close()`` when the run ends, so no pool
+    thread outlives its run. Used only from the run's worker thread."""
 
     def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit,
                  trace: RunTrace = UNTRACED) -> None:
-        self._config = config
-        self._tool_scope = trace.tool_scope
-        self._signal = signal
-        self._emit = emit
-        self._pool: ThreadPoolExecutor | None = None
-        # a resumed batch's held results, decisions and unknown-outcome calls; ``_special``
-        # their calls' object ids (empty for any other batch: one set lookup per call)
-        self._resumed = NOTHING_RESUMED
-        self._special: frozenset[int] = frozenset()
-        self._waits = 0  # calls of the current batch waiting for approval
+        self.signal, self.emit, self.trace = signal, emit, trace
+        self.cap = config.max_parallel_tools
+        self.executor = config.tool_executor
+        self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
+
+    def pool(self) -> Submitter:
+        if self.executor is not None:
+            return self.executor  # the caller's: it outlives the run and caps nothing itself
+        if self.own is None:
+            self.own = ThreadPoolExecutor(max_workers=self.cap or 1024,
+                                          thread_name_prefix="piagent-tool")
+        return self.own
 
     def close(self) -> None:
         """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-    def _get_pool(self) -> Submitter:
-        executor = self._config.tool_executor
-        if executor is not None:
-            return executor  # the caller's: it outlives the run and caps nothing itself
-        if self._pool is None:
-            cap = self._config.max_parallel_tools
-            # owned by this run: runs execute/after_tool_call; shut down by close()
-            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
-                                            thread_name_prefix="piagent-tool")
-        return self._pool
+        if self.own is not None:
+            self.own.shutdown(wait=True)
+            self.own = None
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
                   unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
-        """Execute the tool calls of ``message`` (or ``calls``, some of them).
-
-        The calls whose start marks (``start_mark``) are in ``unknown_outcome`` do not run
-        (unless a held result answers them): each gets
-        ``unknown_outcome_result`` with the usual start and end events. Given ``calls`` (a
-        resumed batch), ``config.held_results`` and ``config.approvals`` apply to them.
-        """
-        self._config = config
-        self._waits = 0
+        """Execute the tool calls of ``message``, or ``calls`` (a resumed batch, some of
+        them: ``config.held_results`` and ``config.approvals`` apply to them, and those whose
+        start marks are in ``unknown_outcome`` get ``unknown_outcome_result`` unless a held
+        result answers them)."""
+        resumed = NOTHING_RESUMED
         if calls is None:
             calls = message.tool_calls
-            if self._special:
-                self._resumed, self._special = NOTHING_RESUMED, frozenset()
         else:
-            self._resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
-                                            config.approvals, config.held_results,
-                                            unknown_outcome)
-            self._special = self._resumed.ids
-        if message.stop_reason == "length":
-            return self._fail_truncated(calls)
-        by_name = tools_by_name(context.tools)
-        sequential = config.tool_execution == "sequential" or any(
-            getattr(by_name.get(call.name), "execution_mode", None) == "sequential"
-            for call in calls)
-        if sequential:
-            return self._run_sequential(context, message, calls, by_name)
-        return self._run_parallel(context, message, calls, by_name)
+            resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
+                                      config.approvals, config.held_results, unknown_outcome)
+        return Batch(self, context, message, config, calls, resumed).run()
 
-    def _fail_truncated(self, calls: list[ToolCall]) -> ToolBatch:
-        messages = []
-        for call in calls:
-            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-            done = Finalized(call, truncated_result(call), True)
-            _emit_end(self._emit, done)
-            result_message = tool_result_message(done)
-            emit_message(self._emit, result_message)
-            messages.append(result_message)
-        return ToolBatch(messages, terminate=False)
 
-    def _preflight(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                   by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
-        """``tool_execution_start``, then the call prepared to run, waiting for approval, or
-        already finished (unknown tool, invalid arguments, blocked) with its
-        ``tool_execution_end`` sent."""
-        if id(call) in self._special:
-            return self._resumed_slot(context, message, call, by_name)
-        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        prepared = prepare_tool_call(context, message, call, self._config, self._signal,
-                                     by_name.get(call.name))
-        if isinstance(prepared, Prepared):
-            return prepared
-        return self._not_running(call, prepared)
+class Batch:
+    """One batch of tool calls, made for it and dropped after: its inputs, the results
+    recorded so far, and ``rest``, from the first waiting call on (held back)."""
 
-    def _not_running(self, call: ToolCall, prepared: Immediate | Waiting
-                     ) -> Finalized | Waiting:
-        if isinstance(prepared, Waiting):
-            self._waits += 1
-            return prepared
-        done = Finalized(call, prepared.result, True)
-        _emit_end(self._emit, done)
-        return done
+    __slots__ = ("runner", "emit", "signal", "context", "message", "config", "calls",
+                 "resumed", "tools", "messages", "rest", "terminate")
 
-    def _resumed_slot(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                      by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
-        """A call of a resumed batch: its held result (no events: they were sent when it
-        ran), an unknown outcome, a denial, or the approved call prepared to run."""
-        resumed = self._resumed
-        held = resumed.held.get(id(call))
-        if held is not None:
-            return held_done(call, held)
-        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        decision = resumed.decisions.get(id(call))
-        if id(call) in resumed.unknown:
-            prepared: Immediate | Waiting = Immediate(unknown_outcome_result(call))
-        elif decision is not None and not decision.approved:
-            prepared = Immediate(denied_result(decision.reason))
+    def __init__(self, runner: ToolRunner, context: AgentContext, message: AssistantMessage,
+                 config: AgentLoopConfig, calls: list[ToolCall], resumed: ResumedCalls) -> None:
+        self.runner, self.emit, self.signal = runner, runner.emit, runner.signal
+        self.context, self.message, self.config = context, message, config
+        self.calls, self.resumed = calls, resumed
+        self.tools = tools_by_name(context.tools)
+        self.messages: list[ToolResultMessage] = []
+        self.rest: list[Finalized | Waiting] = []
+        self.terminate = True  # until a recorded call does not ask to
+
+    def run(self) -> ToolBatch:
+        if self.message.stop_reason == "length":  # arguments may be cut: nothing runs
+            for call in self.calls:
+                self.emit(_Start(call.id, call.name, call.arguments))
+                self.end(done := Finalized(call, truncated_result(call), True))
+                self.record([done])
+            return ToolBatch(self.messages, terminate=False)
+        if self.config.tool_execution == "sequential" or any(
+                getattr(self.tools.get(call.name), "execution_mode", None) == "sequential"
+                for call in self.calls):
+            for call in self.calls:  # each call prepared, executed, finalized and recorded
+                slot = self.prepare(call)
+                failure = None
+                if type(slot) is Prepared:
+                    (slot,), failure = self.execute([slot])
+                self.record([slot], failure)  # type: ignore[list-item]  # executed
+                if self.signal.is_set() and type(slot) is not Waiting:
+                    break
         else:
-            ready = prepare_tool_call(context, message, call, self._config, self._signal,
-                                      by_name.get(call.name), decision)
-            if isinstance(ready, Prepared):
-                return ready
-            prepared = ready
-        return self._not_running(call, prepared)
+            self.run_parallel()
+        if self.rest:
+            return self.stop_waiting()
+        return ToolBatch(self.messages, self.terminate and bool(self.messages))
 
-    def _run_sequential(self, context: AgentContext, message: AssistantMessage,
-                        calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
-        finished: list[Finalized] = []
-        messages: list[ToolResultMessage] = []
-        rest: list[Finalized | Waiting] = []  # from the first waiting call on: held back
-        for call in calls:
-            slot = self._preflight(context, message, call, by_name)
-            failure = None
-            if isinstance(slot, Finalized):
-                done = slot
-            elif isinstance(slot, Waiting):
-                rest.append(slot)
-                continue
-            else:
-                results, failure = self._execute_all(context, message, [slot])
-                done = results[0]
-            if self._waits and failure is None:
-                rest.append(done)
-            else:
-                messages.extend(_emit_results(self._emit, [done], failure))
-            finished.append(done)
-            if self._signal.is_set():
-                break
-        if self._waits:
-            return self._stop_waiting(context, message, rest, messages)
-        return ToolBatch(messages, _should_terminate(finished))
-
-    def _run_parallel(self, context: AgentContext, message: AssistantMessage,
-                      calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
+    def run_parallel(self) -> None:
+        """Every call prepared in source order, then the prepared ones executed together."""
         slots: list[Finalized | Prepared | Waiting] = []
-        for call in calls:  # phase 1: preflight in source order
-            slots.append(self._preflight(context, message, call, by_name))
-            if self._signal.is_set():
+        for call in self.calls:
+            slots.append(self.prepare(call))
+            if self.signal.is_set():
                 break
-        deferred = [slot for slot in slots if isinstance(slot, Prepared)]
-        results, failure = self._execute_all(context, message, deferred)  # phase 2
-        executed = iter(results)
-        if self._waits:
-            ordered = [next(executed) if isinstance(s, Prepared) else s for s in slots]
-            first = next(i for i, s in enumerate(ordered) if isinstance(s, Waiting))
-            prefix: list[Finalized] = ordered[:first]  # type: ignore[assignment]  # no Waiting
-            return self._stop_waiting(context, message, ordered[first:],
-                                      _emit_results(self._emit, prefix, failure))
-        finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
-        messages = _emit_results(self._emit, finished, failure)  # phase 3, in source order
-        return ToolBatch(messages, _should_terminate(finished))
+        prepared = [slot for slot in slots if type(slot) is Prepared]
+        failure = None
+        if prepared:
+            results, failure = self.execute(prepared)
+            executed = iter(results)
+            slots = [next(executed) if type(slot) is Prepared else slot for slot in slots]
+        self.record(slots, failure)  # type: ignore[arg-type]  # none Prepared now
 
-    def _stop_waiting(self, context: AgentContext, message: AssistantMessage,
-                      rest: Sequence[Finalized | Waiting],
-                      messages: list[ToolResultMessage]) -> ToolBatch:
-        """The batch ends with calls waiting: ``rest`` (from the first waiting call on) is
-        held back and handed to ``on_approval_wait``, then each waiting call is reported
-        (``tool_approval_request``). An aborted run waits for nothing: its waiting calls
-        end as aborted and every result is recorded."""
-        if self._signal.is_set():
-            finished: list[Finalized] = []
-            for slot in rest:
-                if isinstance(slot, Waiting):
-                    slot = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
-                    _emit_end(self._emit, slot)
-                finished.append(slot)
-            messages.extend(_emit_results(self._emit, finished))
-            return ToolBatch(messages, terminate=False)
+    def end(self, done: Finalized) -> None:
+        self.emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                                        done.is_error, done.duration_ms))
+
+    def prepare(self, call: ToolCall) -> Finalized | Prepared | Waiting:
+        """``tool_execution_start`` and phase 1 (after the resume step for a resumed call):
+        the call ready to run, waiting, or finished (its ``tool_execution_end`` sent)."""
+        decision: ApprovalDecision | None = None
+        if id(call) in self.resumed.ids:
+            done = self.resumed.held_done(call)
+            if done is not None:
+                return done  # no events: they were sent when it ran
+            self.emit(_Start(call.id, call.name, call.arguments))
+            settled = self.resumed.settled(call)
+            if isinstance(settled, Finalized):
+                self.end(settled)
+                return settled
+            decision = settled
+        else:
+            self.emit(_Start(call.id, call.name, call.arguments))
+        slot = prepare_tool_call(self.context, self.message, call, self.config, self.signal,
+                                 self.tools.get(call.name), decision)
+        if type(slot) is Finalized:
+            self.end(slot)
+        return slot
+
+    def record(self, slots: Sequence[Finalized | Waiting],
+               failure: BaseException | None = None) -> None:
+        """The result messages of ``slots`` in source order (one timestamp): sent, or held
+        back from the first waiting call of the batch on. With a ``failure`` (a listener's
+        or a hook's, earlier in the batch) those before a waiting call are still recorded,
+        then it is raised."""
         timestamp = now_ms()
-        keys = batch_keys(context.messages, message)
-        held = [keep_key(tool_result_message(s, timestamp), keys.get(id(s.tool_call), ""))
-                for s in rest if isinstance(s, Finalized)]
-        pending = [pending_of(s.tool_call, keys.get(id(s.tool_call), ""))
-                   for s in rest if isinstance(s, Waiting)]
-        hook = self._config.on_approval_wait
-        if hook is not None:
-            hook(list(pending), list(held))  # kept (the Agent's store) before anyone is asked
-        for entry in pending:
-            self._emit(ToolApprovalRequestEvent(entry.tool_call_id, entry.tool_name,
-                                                entry.args, entry.digest, entry.call_key))
-        return ToolBatch(messages, terminate=False, waiting=pending)
+        if failure is not None:
+            cut = next((i for i, s in enumerate(slots) if type(s) is Waiting), len(slots))
+            record_despite_failure(self.emit, [tool_result_message(s, timestamp)  # type: ignore[arg-type]
+                                               for s in slots[:cut]])
+            raise failure
+        now: list[ToolResultMessage] = []
+        for slot in slots:
+            if self.rest or isinstance(slot, Waiting):
+                self.rest.append(slot)
+                continue
+            now.append(tool_result_message(slot, timestamp))
+            if slot.result.terminate is not True:
+                self.terminate = False
+        emit_messages(self.emit, now)
+        self.messages.extend(now)
 
-    def _execute_all(self, context: AgentContext, message: AssistantMessage,
-                     prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
-        """Run the calls on the pool; emit updates and ends here, as they arrive. Returns
-        every result and the first failure (the caller records, then raises it)."""
-        if not prepared:
-            return [], None
-        inbox: Inbox = queue.SimpleQueue()
-        cap = self._config.max_parallel_tools
-        ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
-        # every call on the pool, the worker free to emit updates live whatever thread
-        # sends them (a tool's own threads, an MCP server's reader)
-        task = functools.partial(self._execute_one, context, message)  # no Python frame
-        flight = InFlight(self._emit, self._get_pool(), task, prepared, inbox, ahead)
-        flight.drain(self._signal)
-        return [r for r in flight.results if r is not None], flight.failure or flight.refusal
+    def stop_waiting(self) -> ToolBatch:
+        """The batch ends with calls waiting: the approval step (``wait_for_approval``). An
+        aborted run waits for nothing: its waiting calls end as aborted, all is recorded."""
+        rest, self.rest = self.rest, []
+        if not self.signal.is_set():
+            waiting = wait_for_approval(rest, batch_keys(self.context.messages, self.message),
+                                        self.config, self.emit)
+            return ToolBatch(self.messages, terminate=False, waiting=waiting)
+        for index, slot in enumerate(rest):
+            if type(slot) is Waiting:
+                rest[index] = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
+                self.end(rest[index])  # type: ignore[arg-type]  # just set
+        self.record(rest)
+        return ToolBatch(self.messages, terminate=False)
 
-    def _execute_one(self, context: AgentContext, message: AssistantMessage,
-                     prepared: Prepared, index: int, inbox: Inbox) -> None:
-        """Pool thread: execute and finalize one call, always posting its completion."""
+    def execute(self, prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
+        """Phases 2 and 3 of ``prepared`` on the pool; updates and ends emitted here as they
+        arrive. Every result, and the first failure (the caller records, then raises it)."""
+        cap = self.runner.cap
+        ahead = len(prepared) if not cap or self.runner.executor is None else cap
+        flight = InFlight(self.emit, self.runner.pool(), self.execute_one, prepared,
+                          queue.SimpleQueue(), ahead)
+        return flight.drain(self.signal), flight.failure or flight.refusal
+
+    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
+        """Pool thread: ``on_tool_execute``, execute and finalize one call, always posting
+        its completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
         # the completion, and InFlight drops an update whose call has its result already.
         accepting = True
@@ -379,36 +284,36 @@ class ToolRunner:
             if accepting:
                 inbox.put(Update(index, partial))
 
+        call, signal = prepared.tool_call, self.signal
         done: Finalized | None = None
         failure: Exception | None = None  # on_tool_execute's, if it raised
         try:
-            if self._signal.is_set():
-                done = Finalized(prepared.tool_call, error_result(ABORTED_TEXT), True)
-            elif (failure := self._mark_started(prepared.tool_call)) is not None:
-                done = Finalized(prepared.tool_call, error_result(
-                    f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
-                    f"failed ({failure_text(failure)})."), True)
+            if signal.is_set():
+                done = Finalized(call, error_result(ABORTED_TEXT), True)
+            elif (failure := self.mark_started(call)) is not None:
+                done = Finalized(call, error_result(
+                    f"Tool {call.name!r} was not executed: recording its start failed "
+                    f"({failure_text(failure)})."), True)
             else:
-                with self._tool_scope(prepared.tool_call):  # the call's span, if traced
-                    done = execute_prepared(prepared, self._signal, on_update)
+                with self.runner.trace.tool_scope(call):  # the call's span, if traced
+                    done = execute_prepared_tool_call(prepared, signal, on_update)
                     accepting = False
-                    done = finalize(context, message, prepared, done, self._config,
-                                    self._signal)
+                    done = finalize_executed_tool_call(self.context, self.message, prepared,
+                                                       done, self.config, signal)
         except BaseException as exc:
-            _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
-            done = Finalized(prepared.tool_call, error_result(exception_text(exc)), True)
+            _log.exception("Tool %r failed outside execute()", call.name)
+            done = Finalized(call, error_result(exception_text(exc)), True)
             raise
         finally:
             accepting = False
             inbox.put(Done(index, done, failure))  # type: ignore[arg-type]  # set above
 
-    def _mark_started(self, call: ToolCall) -> Exception | None:
-        """``on_tool_execute(call)``; the exception it raised, if any (the run then fails)."""
-        hook = self._config.on_tool_execute
-        if hook is None:
-            return None
-        try:
-            hook(call)
-        except Exception as exc:  # reported by the worker thread as the run's failure
-            return exc
+    def mark_started(self, call: ToolCall) -> Exception | None:
+        """``on_tool_execute(call)`` (the durable start mark); what it raised (the run fails)."""
+        hook = self.config.on_tool_execute
+        if hook is not None:
+            try:
+                hook(call)
+            except Exception as exc:  # reported by the worker thread as the run's failure
+                return exc
         return None
