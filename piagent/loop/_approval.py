@@ -1,14 +1,7 @@
-"""The steps around a batch's phases: resume before (``ResumedCalls``), approval after
-(``wait_for_approval``).
-
-A call whose tool (``needs_approval``) or ``before_tool_call`` asks for approval and has no
-decision yet is ``Waiting``: it does not run. The rest of the batch runs as usual; the
-results before the first waiting call (source order) are recorded, the later ones held
-back, so that when the batch completes every result lands in source order.
-``ResumedCalls`` is the decided batch ``run_agent_loop_resume`` completes: held results are
-used as they are, denied calls get ``denied_result``, approved ones run
-(``before_tool_call`` sees the decision), calls that started before a crash follow their
-tool's ``replay``.
+"""The steps around a batch's phases: resume before (``ResumedCalls``: what a resumed
+batch knows of each call), approval after (``wait_for_approval``). docs/approvals.md tells
+the whole story: calls from the first waiting one on are held back, so that when the
+batch completes every result lands in source order.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ DENIED_TEXT = "Tool call denied by the user"
 
 
 def denied_result(reason: str | None) -> AgentToolResult:
-    """``Tool call denied by the user: <reason>`` (``...user.`` without one), an error."""
+    """``Tool call denied by the user: <reason>`` (``...user.`` without one)."""
     return error_result(f"{DENIED_TEXT}: {reason}" if reason else f"{DENIED_TEXT}.")
 
 
@@ -60,9 +53,8 @@ def start_mark(call: ToolCall, message: AssistantMessage, key: str) -> str:
 
 @dataclass(slots=True)
 class ResumedCalls:
-    """What a resumed batch knows about each of its calls (by object identity): its held
-    result, its decision, whether it gets an unknown-outcome result. ``ids``: every call
-    named by any of them."""
+    """Each call of a resumed batch (by object identity): its held result, its decision,
+    whether it gets an unknown-outcome result; ``ids``: every call named by any of them."""
 
     held: dict[int, ToolResultMessage]
     decisions: dict[int, ApprovalDecision]
@@ -123,11 +115,10 @@ NOTHING_RESUMED = ResumedCalls({}, {}, frozenset(), frozenset())
 def wait_for_approval(rest: Sequence[Finalized | Waiting], keys: Mapping[int, str],
                       config: AgentLoopConfig, emit: Callable[[AgentEvent], None]
                       ) -> list[PendingApproval]:
-    """The approval step after a batch with waiting calls: ``rest`` (from the first waiting
-    call on) goes to ``on_approval_wait`` (the Agent's store keeps it before anyone is
-    asked): the waiting calls as ``PendingApproval``s, the finished ones as held results
-    marked with their call's key (never in the transcript: the resumed batch makes each
-    result anew). Then each waiting call is reported (``tool_approval_request``)."""
+    """The approval step: ``rest`` (from the first waiting call on) goes to
+    ``on_approval_wait`` before anyone is asked: the waiting calls as ``PendingApproval``s,
+    the finished ones as held results marked with their call's key (kept in the store, not
+    the transcript). Then each waiting call is reported (``tool_approval_request``)."""
     timestamp = now_ms()
     held: list[ToolResultMessage] = []
     pending: list[PendingApproval] = []

@@ -1,7 +1,6 @@
-"""One tool call in pi's three phases: ``prepare_tool_call`` → ``execute_prepared_tool_call``
-→ ``finalize_executed_tool_call``, the results the loop makes itself, and ``run_tool_call``
-(the phases chained for a tool that calls other tools). The batches (``_tools.py``) run the
-same phases with events around them.
+"""One tool call in pi's three phases (``prepare_tool_call`` → ``execute_prepared_tool_call``
+→ ``finalize_executed_tool_call``), the results the loop makes itself, and ``run_tool_call``:
+the phases chained, without events, for a tool that calls other tools.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from ._config import (
 _log = logging.getLogger("piagent.loop")
 
 ABORTED_TEXT = "Operation aborted"
+_OVERRIDES = ("content", "details", "structured_content", "usage", "terminate")
 
 
 def error_result(text: str) -> AgentToolResult:
@@ -55,8 +55,7 @@ def failure_text(exc: BaseException) -> str:
 
 
 def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
-    """The error result of a tool that raised; ``details["error"]`` keeps its ``type``,
-    ``message`` and ``traceback`` (text) for a listener, the transcript or a test."""
+    """A raising tool's result; ``details["error"]`` keeps ``type``, ``message``, ``traceback``."""
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     _log.debug("Tool %r raised %s", tool_name, failure_text(exc), exc_info=exc)
     result = error_result(failure_text(exc))
@@ -108,19 +107,13 @@ class Finalized:
     duration_ms: int | None = None
 
 
-def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
-    """Each name to the first tool of ``tools`` with that name."""
-    return {tool.name: tool for tool in reversed(tools)}
-
-
 def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
                       tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
                       tool: AgentTool | None, approval: ApprovalDecision | None = None
                       ) -> Prepared | Finalized | Waiting:
-    """Phase 1: find the tool (``None``: not found), prepare and validate the arguments, run
-    ``before_tool_call``. A failure, a block or an abort is a finished call (an error
-    result); a call the tool or the hook wants approved, without ``approval`` (the decision
-    of a call that waited), is ``Waiting``."""
+    """Phase 1: the tool (``None``: not found), its arguments prepared and validated, then
+    ``before_tool_call``. A failure, a block or an abort finishes the call with an error
+    result; a call the tool or the hook wants approved waits unless it has its ``approval``."""
     if tool is None:
         return Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
     if signal.is_set():  # an aborted run prepares nothing and runs no hook
@@ -151,38 +144,32 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
     return Prepared(tool_call, tool, args)
 
 
-def _coerce_result(value: Any) -> AgentToolResult:
-    if isinstance(value, AgentToolResult):
-        return value
-    if value is None:
-        return AgentToolResult(content=[])
-    if isinstance(value, str):
-        return AgentToolResult(content=[TextContent(value)])
-    msg = (f"Tool execute() returned {type(value).__name__}; return an AgentToolResult "
-           "(or use the @tool decorator, which converts return values).")
-    raise TypeError(msg)
-
-
 def clean_result(result: AgentToolResult) -> AgentToolResult:
-    """``result`` without lone surrogates in its text content (pi-ai's ``sanitizeSurrogates``;
-    ``details`` is cleaned where it is serialized); ``result`` itself when it holds none."""
+    """``result`` without lone surrogates in its text (pi-ai's ``sanitizeSurrogates``;
+    ``details`` is cleaned where it is serialized); ``result`` itself when it has none."""
     for block in result.content:
         if (type(block) is TextContent and not block.text.isascii()
                 and _clean(block.text) is not block.text):
-                return dataclasses.replace(result, content=[
-                    dataclasses.replace(b, text=_clean(b.text))
-                    if isinstance(b, TextContent) else b for b in result.content])
+            return dataclasses.replace(result, content=[
+                dataclasses.replace(b, text=_clean(b.text))
+                if isinstance(b, TextContent) else b for b in result.content])
     return result
 
 
 def execute_prepared_tool_call(prepared: Prepared, signal: AbortSignal,
                                on_update: Callable[[Any], None]) -> Finalized:
-    """Phase 2: run ``execute`` and time it; an exception becomes an error result."""
+    """Phase 2: ``execute``, timed; an exception becomes an error result, a ``str`` or
+    ``None`` a result's content."""
     call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
-                                                      on_update))
+        result = prepared.tool.execute(call.id, prepared.args, signal, on_update)
+        if not isinstance(result, AgentToolResult):
+            if result is not None and not isinstance(result, str):
+                raise TypeError(f"Tool execute() returned {type(result).__name__}; return an "
+                                "AgentToolResult (or use the @tool decorator, which converts "
+                                "return values).")
+            result = AgentToolResult([] if result is None else [TextContent(result)])
     except Exception as exc:  # a failing tool is a result the model can read
         return Finalized(call, clean_result(tool_failure_result(call.name, exc)), True,
                          round((time.monotonic() - started) * 1000))
@@ -198,8 +185,8 @@ def finalize_executed_tool_call(context: AgentContext, assistant_message: Assist
                                 prepared: Prepared, executed: Finalized,
                                 config: AgentLoopConfig | None,
                                 signal: AbortSignal) -> Finalized:
-    """Phase 3: ``after_tool_call``'s override, field by field; a raising hook makes the
-    result an error. Without the hook, ``executed`` itself is the final form."""
+    """Phase 3: ``after_tool_call``, each field it sets replacing the result's; a raising
+    hook makes the result an error. Without the hook, ``executed`` is the final form."""
     after_tool_call = config.after_tool_call if config is not None else None
     if after_tool_call is None:
         return executed
@@ -209,18 +196,11 @@ def finalize_executed_tool_call(context: AgentContext, assistant_message: Assist
             assistant_message, prepared.tool_call, prepared.args, result, is_error, context),
             signal)
         if override is not None:
-            # structured content not replaced along with the content may no longer match it
-            structured = override.structured_content
-            if structured is None and override.content is None:
-                structured = result.structured_content
-            result = AgentToolResult(
-                content=override.content if override.content is not None else result.content,
-                details=override.details if override.details is not None else result.details,
-                structured_content=structured,
-                usage=override.usage if override.usage is not None else result.usage,
-                is_error=result.is_error,
-                terminate=(override.terminate if override.terminate is not None
-                           else result.terminate))
+            changes = {name: value for name in _OVERRIDES
+                       if (value := getattr(override, name)) is not None}
+            if override.content is not None and override.structured_content is None:
+                changes["structured_content"] = None  # it may no longer match the content
+            result = dataclasses.replace(result, **changes)
             if override.is_error is not None:
                 is_error = override.is_error
     except Exception as exc:  # the hook's failure becomes this call's error result
@@ -239,8 +219,8 @@ def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
     raises for tool failures (they come back with ``is_error=True``).
     """
     signal = signal if signal is not None else AbortSignal()
-    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal,
-                                 tools_by_name(tools).get(tool_call.name))
+    tool = next((t for t in tools if t.name == tool_call.name), None)
+    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal, tool)
     if isinstance(prepared, Waiting):
         return AgentToolCallOutcome(tool_call, error_result(
             f"Tool {tool_call.name!r} needs approval, which a call made by another tool "

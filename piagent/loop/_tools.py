@@ -1,29 +1,33 @@
-"""Tool batches (pi's ``executeToolCalls``): a ``Batch`` made per batch runs its calls
+"""Tool batches (pi's ``executeToolCalls``): a ``Batch``, made per batch, runs its calls
 through the phases of ``_call.py``, sequentially or in parallel, with the resume step before
 and the approval step after (``_approval.py``); ``ToolRunner`` owns the run's pool.
 
-Each call is prepared on the run's worker thread in source order; ``execute`` and
-``after_tool_call`` run on the pool (``_inflight.py``), a batch of one call too, so the
-worker stays free to emit a call's updates live whatever thread sends them. Only the worker
-emits events: a tool's updates come before its end, ends in completion order, result
-messages in source order.
+Calls are prepared on the run's worker thread in source order; ``execute`` and
+``after_tool_call`` run on the pool, a one-call batch too, so the worker stays free to emit
+updates live whatever thread sends them. Pool threads report through one FIFO inbox per
+execution; only the worker emits: a tool's updates before its end, ends in completion
+order, result messages in source order.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
 from ..events import (
+    AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent as _Start,
+    ToolExecutionUpdateEvent,
 )
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
 from ..sessions import ApprovalDecision, PendingApproval
@@ -39,39 +43,34 @@ from ._call import (
     failure_text,
     finalize_executed_tool_call,
     prepare_tool_call,
-    tool_failure_result,
     tool_result_message,
-    tools_by_name,
     truncated_result,
 )
 from ._config import AgentContext, AgentLoopConfig
-from ._inflight import Done, Emit, Inbox, InFlight, Submitter, Update
 from ._trace import UNTRACED, RunTrace
 
-__all__ = ["Batch", "ToolBatch", "ToolRunner", "emit_message", "emit_messages",
-           "record_despite_failure", "tool_failure_result"]
+__all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messages",
+           "record_despite_failure"]
 
 _log = logging.getLogger("piagent.loop")
+Emit = Callable[[AgentEvent], None]
 
-
-def emit_message(emit: Emit, message: AgentMessage) -> None:
-    """``message_start`` then ``message_end``; if a listener fails at the start, the end is
-    still sent (so the message is recorded), then the failure is raised."""
-    try:
-        emit(MessageStartEvent(message))
-    except BaseException:
-        record_despite_failure(emit, [message], start=False)
-        raise
-    emit(MessageEndEvent(message))
+ABORT_GRACE_S = 2.0
+"""After an abort, how long tools may take to return before the run names the ones that have
+not (once, as a warning on the ``piagent.loop`` logger)."""
 
 
 def emit_messages(emit: Emit, messages: Sequence[AgentMessage]) -> None:
-    """``emit_message`` for each; after a listener failure the rest are still recorded
-    (``record_despite_failure``), then the failure is raised."""
+    """``message_start`` then ``message_end`` for each; after a listener failure the rest is
+    still recorded (``record_despite_failure``), then the failure is raised."""
     for index, message in enumerate(messages):
+        event: AgentEvent = MessageStartEvent(message)
         try:
-            emit_message(emit, message)
+            emit(event)
+            emit(event := MessageEndEvent(message))
         except BaseException:
+            if type(event) is MessageStartEvent:  # its end still goes out
+                record_despite_failure(emit, [message], start=False)
             record_despite_failure(emit, messages[index + 1:])
             raise
 
@@ -92,34 +91,42 @@ def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage],
 
 
 @dataclass(slots=True)
-class ToolBatch:
-    """The result messages of one batch (source order) and whether it asked to stop;
-    ``waiting``: the calls waiting for approval (the run ends), else ``None``."""
+class Update:
+    """Call ``index`` of an execution reported progress (its ``on_update``)."""
 
-    messages: list[ToolResultMessage]
-    terminate: bool
-    waiting: list[PendingApproval] | None = None
+    index: int
+    partial: Any
+
+
+@dataclass(slots=True)
+class Done:
+    """Call ``index`` finished; ``failure``: ``on_tool_execute`` raised (it did not run)."""
+
+    index: int
+    done: Finalized
+    failure: BaseException | None = None
+
+
+Inbox = queue.SimpleQueue[Update | Done | None]  # None: the run was aborted
 
 
 class ToolRunner:
-    """Runs one run's tool batches: each on a new ``Batch``, on the caller's executor
-    (``config.tool_executor``: only submitted to, never shut down) or the run's own pool,
-    created at the first batch and shut down by ``close()`` when the run ends, so no pool
-    thread outlives its run. Used only from the run's worker thread."""
+    """Runs one run's tool batches, each on a new ``Batch``, on the caller's executor
+    (``config.tool_executor``: only submitted to) or the run's own pool, made at the first
+    batch and shut down by ``close()``, so no pool thread outlives its run. Used only from
+    the run's worker thread."""
 
     def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit,
                  trace: RunTrace = UNTRACED) -> None:
         self.signal, self.emit, self.trace = signal, emit, trace
-        self.cap = config.max_parallel_tools
-        self.executor = config.tool_executor
+        self.cap, self.executor = config.max_parallel_tools, config.tool_executor
         self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
 
-    def pool(self) -> Submitter:
+    def pool(self) -> Executor:
         if self.executor is not None:
             return self.executor  # the caller's: it outlives the run and caps nothing itself
         if self.own is None:
-            self.own = ThreadPoolExecutor(max_workers=self.cap or 1024,
-                                          thread_name_prefix="piagent-tool")
+            self.own = ThreadPoolExecutor(self.cap or 1024, thread_name_prefix="piagent-tool")
         return self.own
 
     def close(self) -> None:
@@ -130,11 +137,11 @@ class ToolRunner:
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
-                  unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
+                  unknown_outcome: frozenset[str] = frozenset()) -> Batch:
         """Execute the tool calls of ``message``, or ``calls`` (a resumed batch, some of
-        them: ``config.held_results`` and ``config.approvals`` apply to them, and those whose
-        start marks are in ``unknown_outcome`` get ``unknown_outcome_result`` unless a held
-        result answers them)."""
+        them: ``config.held_results`` and ``config.approvals`` apply, and those whose start
+        marks are in ``unknown_outcome`` get ``unknown_outcome_result`` unless a held result
+        answers them)."""
         resumed = NOTHING_RESUMED
         if calls is None:
             calls = message.tool_calls
@@ -145,30 +152,31 @@ class ToolRunner:
 
 
 class Batch:
-    """One batch of tool calls, made for it and dropped after: its inputs, the results
-    recorded so far, and ``rest``, from the first waiting call on (held back)."""
+    """One batch of tool calls, made for it: its inputs, ``rest`` (from the first waiting
+    call on, held back) and, once run, its result messages (source order), whether it asks
+    to stop (``terminate``) and the calls ``waiting`` for approval (the run ends), if any."""
 
     __slots__ = ("runner", "emit", "signal", "context", "message", "config", "calls",
-                 "resumed", "tools", "messages", "rest", "terminate")
+                 "resumed", "tools", "messages", "rest", "terminate", "waiting")
 
     def __init__(self, runner: ToolRunner, context: AgentContext, message: AssistantMessage,
                  config: AgentLoopConfig, calls: list[ToolCall], resumed: ResumedCalls) -> None:
         self.runner, self.emit, self.signal = runner, runner.emit, runner.signal
         self.context, self.message, self.config = context, message, config
         self.calls, self.resumed = calls, resumed
-        self.tools = tools_by_name(context.tools)
+        self.tools = {tool.name: tool for tool in reversed(context.tools)}  # the first of a name
         self.messages: list[ToolResultMessage] = []
         self.rest: list[Finalized | Waiting] = []
         self.terminate = True  # until a recorded call does not ask to
+        self.waiting: list[PendingApproval] | None = None
 
-    def run(self) -> ToolBatch:
+    def run(self) -> Batch:
         if self.message.stop_reason == "length":  # arguments may be cut: nothing runs
             for call in self.calls:
                 self.emit(_Start(call.id, call.name, call.arguments))
                 self.end(done := Finalized(call, truncated_result(call), True))
                 self.record([done])
-            return ToolBatch(self.messages, terminate=False)
-        if self.config.tool_execution == "sequential" or any(
+        elif self.config.tool_execution == "sequential" or any(
                 getattr(self.tools.get(call.name), "execution_mode", None) == "sequential"
                 for call in self.calls):
             for call in self.calls:  # each call prepared, executed, finalized and recorded
@@ -179,26 +187,23 @@ class Batch:
                 self.record([slot], failure)  # type: ignore[list-item]  # executed
                 if self.signal.is_set() and type(slot) is not Waiting:
                     break
-        else:
-            self.run_parallel()
+        else:  # every call prepared in source order, then the prepared ones run together
+            slots: list[Finalized | Prepared | Waiting] = []
+            for call in self.calls:
+                slots.append(self.prepare(call))
+                if self.signal.is_set():
+                    break
+            prepared = [slot for slot in slots if type(slot) is Prepared]
+            failure = None
+            if prepared:
+                results, failure = self.execute(prepared)
+                executed = iter(results)
+                slots = [next(executed) if type(slot) is Prepared else slot for slot in slots]
+            self.record(slots, failure)  # type: ignore[arg-type]  # none Prepared now
         if self.rest:
-            return self.stop_waiting()
-        return ToolBatch(self.messages, self.terminate and bool(self.messages))
-
-    def run_parallel(self) -> None:
-        """Every call prepared in source order, then the prepared ones executed together."""
-        slots: list[Finalized | Prepared | Waiting] = []
-        for call in self.calls:
-            slots.append(self.prepare(call))
-            if self.signal.is_set():
-                break
-        prepared = [slot for slot in slots if type(slot) is Prepared]
-        failure = None
-        if prepared:
-            results, failure = self.execute(prepared)
-            executed = iter(results)
-            slots = [next(executed) if type(slot) is Prepared else slot for slot in slots]
-        self.record(slots, failure)  # type: ignore[arg-type]  # none Prepared now
+            self.stop_waiting()
+        self.terminate = self.terminate and bool(self.messages) and not self.rest
+        return self
 
     def end(self, done: Finalized) -> None:
         self.emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
@@ -229,9 +234,8 @@ class Batch:
     def record(self, slots: Sequence[Finalized | Waiting],
                failure: BaseException | None = None) -> None:
         """The result messages of ``slots`` in source order (one timestamp): sent, or held
-        back from the first waiting call of the batch on. With a ``failure`` (a listener's
-        or a hook's, earlier in the batch) those before a waiting call are still recorded,
-        then it is raised."""
+        back from the batch's first waiting call on. With a ``failure`` (a listener's or a
+        hook's) those before a waiting call are still recorded, then it is raised."""
         timestamp = now_ms()
         if failure is not None:
             cut = next((i for i, s in enumerate(slots) if type(s) is Waiting), len(slots))
@@ -249,35 +253,91 @@ class Batch:
         emit_messages(self.emit, now)
         self.messages.extend(now)
 
-    def stop_waiting(self) -> ToolBatch:
+    def stop_waiting(self) -> None:
         """The batch ends with calls waiting: the approval step (``wait_for_approval``). An
         aborted run waits for nothing: its waiting calls end as aborted, all is recorded."""
-        rest, self.rest = self.rest, []
         if not self.signal.is_set():
-            waiting = wait_for_approval(rest, batch_keys(self.context.messages, self.message),
-                                        self.config, self.emit)
-            return ToolBatch(self.messages, terminate=False, waiting=waiting)
+            self.waiting = wait_for_approval(
+                self.rest, batch_keys(self.context.messages, self.message), self.config,
+                self.emit)
+            return
+        rest, self.rest = self.rest, []
         for index, slot in enumerate(rest):
             if type(slot) is Waiting:
-                rest[index] = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
-                self.end(rest[index])  # type: ignore[arg-type]  # just set
+                rest[index] = done = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
+                self.end(done)
         self.record(rest)
-        return ToolBatch(self.messages, terminate=False)
+        self.terminate = False
 
     def execute(self, prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
-        """Phases 2 and 3 of ``prepared`` on the pool; updates and ends emitted here as they
-        arrive. Every result, and the first failure (the caller records, then raises it)."""
-        cap = self.runner.cap
-        ahead = len(prepared) if not cap or self.runner.executor is None else cap
-        flight = InFlight(self.emit, self.runner.pool(), self.execute_one, prepared,
-                          queue.SimpleQueue(), ahead)
-        return flight.drain(self.signal), flight.failure or flight.refusal
+        """Phases 2 and 3 of ``prepared`` on the pool, each in a copy of the worker's
+        contextvars, at most ``ahead`` beyond those finished (a caller's executor may have
+        more workers than ``max_parallel_tools``); updates and ends emitted as they arrive.
+        The results and the first failure (a listener's, ``on_tool_execute``'s, or the
+        executor's refusal). After an abort, calls not back in ``ABORT_GRACE_S`` are named."""
+        runner, inbox, count = self.runner, Inbox(), len(prepared)
+        ahead = count if not runner.cap or runner.executor is None else runner.cap
+        results: list[Finalized | None] = [None] * count
+        pool, submitted, finished = runner.pool(), 0, 0
+        failure: BaseException | None = None  # the first listener or hook failure
+        refusal: BaseException | None = None  # the executor refused a call
+        noticed_at: float | None = None  # when the abort was seen; None again once named
+        unregister = self.signal.on_abort(lambda: inbox.put(None))  # wakes the worker
+        try:
+            while finished < count:
+                while submitted < count and submitted - finished < ahead:
+                    try:
+                        pool.submit(contextvars.copy_context().run, self.execute_one,
+                                    prepared[submitted], submitted, inbox)
+                        submitted += 1
+                    except RuntimeError as exc:
+                        refusal = _refused(exc, prepared, submitted, inbox)
+                        submitted = count
+                if noticed_at is None:  # not aborted, or the laggards were named already
+                    item = inbox.get()
+                else:
+                    try:
+                        item = inbox.get(timeout=max(
+                            noticed_at + ABORT_GRACE_S - time.monotonic(), 0.0))
+                    except queue.Empty:
+                        _log.warning("%s", _not_returned_text(prepared, results))
+                        noticed_at = None
+                        continue
+                if type(item) is Done:
+                    results[item.index] = done = item.done
+                    failure = self.send(ToolExecutionEndEvent(
+                        done.tool_call.id, done.tool_call.name, done.result, done.is_error,
+                        done.duration_ms), failure) or item.failure
+                    finished += 1
+                elif type(item) is Update:
+                    if results[item.index] is None:  # else: after the completion, dropped
+                        call = prepared[item.index].tool_call
+                        failure = self.send(ToolExecutionUpdateEvent(
+                            call.id, call.name, call.arguments, item.partial), failure)
+                else:
+                    noticed_at = time.monotonic()
+        finally:
+            unregister()
+        return results, failure or refusal  # type: ignore[return-value]  # all finished
+
+    def send(self, event: AgentEvent, failure: BaseException | None) -> BaseException | None:
+        """Emit; the first listener failure is kept (raised once every tool has finished)
+        and the running tools' events still go out, as pi's do; a later one is logged."""
+        try:
+            self.emit(event)
+        except BaseException as exc:
+            if failure is None:
+                return exc
+            if not isinstance(exc, Exception):
+                raise
+            _log.exception("A listener raised again at %s after an earlier failure", event.type)
+        return failure
 
     def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
         """Pool thread: ``on_tool_execute``, execute and finalize one call, always posting
         its completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
-        # the completion, and InFlight drops an update whose call has its result already.
+        # the completion, and the worker drops an update whose call has its result already.
         accepting = True
 
         def on_update(partial: Any) -> None:
@@ -317,3 +377,23 @@ class Batch:
             except Exception as exc:  # reported by the worker thread as the run's failure
                 return exc
         return None
+
+
+def _refused(exc: RuntimeError, prepared: list[Prepared], index: int,
+             inbox: Inbox) -> RuntimeError:
+    """The executor refused call ``index`` (shut down): it and the later ones get an error."""
+    error = RuntimeError(f"The tool executor refused a tool call ({exc}); a caller-owned "
+                         "tool_executor must stay open while runs use it.")
+    error.__cause__ = exc
+    for late in range(index, len(prepared)):
+        inbox.put(Done(late, Finalized(prepared[late].tool_call, error_result(str(error)), True)))
+    return error
+
+
+def _not_returned_text(prepared: list[Prepared], results: list[Finalized | None]) -> str:
+    late = [p.tool_call for p, r in zip(prepared, results, strict=True) if r is None]
+    names = ", ".join(f"{c.name!r} (call {c.id})" for c in late)
+    return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} "
+            f"{'has' if len(late) == 1 else 'have'} not returned yet; the run ends when it "
+            f"returns. A long-running tool should watch its signal (signal.aborted, "
+            f"signal.wait(timeout), signal.on_abort).")
