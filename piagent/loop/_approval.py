@@ -1,13 +1,12 @@
-"""The steps around a batch's phases: resume before (``ResumedCalls``: what a resumed
+"""The steps around a batch's phases: resume before (``resumed_answers``: what a resumed
 batch knows of each call), approval after (``wait_for_approval``). docs/approvals.md tells
-the whole story: calls from the first waiting one on are held back, so that when the
-batch completes every result lands in source order.
+the whole story: calls from the first waiting one on are held back, so that when the batch
+completes every result lands in source order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from ..events import AgentEvent, ToolApprovalRequestEvent
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
@@ -19,19 +18,15 @@ from ..sessions import (
     call_key,
     held_key,
 )
-from ..tools import AgentToolResult
-from ._call import Finalized, Waiting, error_result, tool_result_message, unknown_outcome_result
+from ._call import Finalized, Waiting, tool_result_message
 from ._config import AgentLoopConfig
+from ._results import denied_result, unknown_outcome_result
 
-__all__ = ["DENIED_TEXT", "NOTHING_RESUMED", "ResumedCalls", "batch_keys", "denied_result",
-           "start_mark", "wait_for_approval"]
+__all__ = ["Answer", "batch_keys", "resumed_answers", "start_mark", "wait_for_approval"]
 
-DENIED_TEXT = "Tool call denied by the user"
-
-
-def denied_result(reason: str | None) -> AgentToolResult:
-    """``Tool call denied by the user: <reason>`` (``...user.`` without one)."""
-    return error_result(f"{DENIED_TEXT}: {reason}" if reason else f"{DENIED_TEXT}.")
+Answer = ToolResultMessage | Finalized | ApprovalDecision
+"""What a resumed batch knows of a call: its held result (its events were sent when it
+ran), its result without running (an unknown outcome, a denial), or its approval."""
 
 
 def batch_keys(messages: Sequence[object], message: AssistantMessage) -> dict[int, str]:
@@ -51,65 +46,35 @@ def start_mark(call: ToolCall, message: AssistantMessage, key: str) -> str:
     return f"{call.id} @ {key}" if shared and key else call.id
 
 
-@dataclass(slots=True)
-class ResumedCalls:
-    """Each call of a resumed batch (by object identity): its held result, its decision,
-    whether it gets an unknown-outcome result; ``ids``: every call named by any of them."""
-
-    held: dict[int, ToolResultMessage]
-    decisions: dict[int, ApprovalDecision]
-    unknown: frozenset[int]
-    ids: frozenset[int]
-
-    @classmethod
-    def of(cls, message: AssistantMessage, calls: Sequence[ToolCall], keys: Mapping[int, str],
-           decisions: Mapping[str, ApprovalDecision] | None,
-           held: Sequence[ToolResultMessage], unknown: Collection[str]) -> ResumedCalls:
-        """``decisions`` by ``call_key`` (or by tool-call id, for entries an older piagent
-        stored), ``held`` results (each with its call's key, or matched to the next call of
-        its id that has no decision), ``unknown``: the start marks (``start_mark``) of the
-        calls that get an unknown-outcome result unless a held result answers them."""
-        decided = dict(decisions or {})
-        by_key = {held_key(m): m for m in held if held_key(m)}
-        unkeyed: dict[str, list[ToolResultMessage]] = {}
-        for m in held:
-            if not held_key(m):
-                unkeyed.setdefault(m.tool_call_id, []).append(m)
-        held_of: dict[int, ToolResultMessage] = {}
-        decision_of: dict[int, ApprovalDecision] = {}
-        for call in calls:
-            key = keys.get(id(call), "")
-            decision = decided.get(key) if key in decided else decided.get(call.id)
-            if decision is not None:
-                decision_of[id(call)] = decision
-            elif key in by_key:
-                held_of[id(call)] = by_key[key]
-            elif unkeyed.get(call.id):
-                held_of[id(call)] = unkeyed[call.id].pop(0)
-        late = frozenset(id(c) for c in calls if id(c) not in held_of
-                         and start_mark(c, message, keys.get(id(c), "")) in unknown)
-        return cls(held_of, decision_of, late, frozenset(held_of) | frozenset(decision_of) | late)
-
-    def held_done(self, call: ToolCall) -> Finalized | None:
-        """The call's held result as a finished call (its events were sent when it ran)."""
-        held = self.held.get(id(call))
-        if held is None:
-            return None
-        return Finalized(call, AgentToolResult(content=list(held.content), details=held.details,
-                                               usage=held.usage), held.is_error, held.duration_ms)
-
-    def settled(self, call: ToolCall) -> Finalized | ApprovalDecision | None:
-        """The resume step before ``prepare_tool_call``: the call's result if it does not run
-        (an unknown outcome, a denial), else its decision (``None``: none)."""
-        decision = self.decisions.get(id(call))
-        if id(call) in self.unknown:
-            return Finalized(call, unknown_outcome_result(call), True)
-        if decision is not None and not decision.approved:
-            return Finalized(call, denied_result(decision.reason), True)
-        return decision
-
-
-NOTHING_RESUMED = ResumedCalls({}, {}, frozenset(), frozenset())
+def resumed_answers(message: AssistantMessage, calls: Sequence[ToolCall],
+                    keys: Mapping[int, str], decisions: Mapping[str, ApprovalDecision] | None,
+                    held: Sequence[ToolResultMessage], unknown: Collection[str]
+                    ) -> dict[int, Answer]:
+    """The resume step: each call's ``Answer`` (by object identity), from ``decisions`` by
+    ``call_key`` (or by tool-call id, as an older piagent stored them), ``held`` results
+    (each with its call's key, or matched to the next call of its id without a decision),
+    and ``unknown``: the start marks (``start_mark``) of calls that were running when the
+    process stopped (unless a held result answers them)."""
+    decided = dict(decisions or {})
+    by_key = {held_key(m): m for m in held if held_key(m)}
+    unkeyed: dict[str, list[ToolResultMessage]] = {}
+    for m in held:
+        if not held_key(m):
+            unkeyed.setdefault(m.tool_call_id, []).append(m)
+    answers: dict[int, Answer] = {}
+    for call in calls:
+        key = keys.get(id(call), "")
+        decision = decided.get(key) if key in decided else decided.get(call.id)
+        if decision is None and key in by_key:
+            answers[id(call)] = by_key[key]
+        elif decision is None and unkeyed.get(call.id):
+            answers[id(call)] = unkeyed[call.id].pop(0)
+        elif start_mark(call, message, key) in unknown:
+            answers[id(call)] = Finalized(call, unknown_outcome_result(call), True)
+        elif decision is not None:
+            answers[id(call)] = (decision if decision.approved else
+                                 Finalized(call, denied_result(decision.reason), True))
+    return answers
 
 
 def wait_for_approval(rest: Sequence[Finalized | Waiting], keys: Mapping[int, str],

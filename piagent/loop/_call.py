@@ -1,15 +1,13 @@
-"""One tool call in pi's three phases (``prepare_tool_call`` → ``execute_prepared_tool_call``
-→ ``finalize_executed_tool_call``), the results the loop makes itself, and ``run_tool_call``:
-the phases chained, without events, for a tool that calls other tools.
-"""
+"""One tool call in pi's three phases: ``prepare_tool_call`` → ``execute_prepared_tool_call``
+→ ``finalize_executed_tool_call``, each returning what the next takes (``Prepared``,
+``Finalized``; ``Waiting`` for a call that needs approval). ``run_tool_call`` chains them,
+without events, for a tool that calls other tools."""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,53 +30,9 @@ from ._config import (
     AgentToolCallOutcome,
     BeforeToolCallContext,
 )
+from ._results import ABORTED_TEXT, error_result, exception_text, tool_failure_result
 
-_log = logging.getLogger("piagent.loop")
-
-ABORTED_TEXT = "Operation aborted"
 _OVERRIDES = ("content", "details", "structured_content", "usage", "terminate")
-
-
-def error_result(text: str) -> AgentToolResult:
-    """A failed result carrying ``text`` for the model (pi's ``createErrorToolResult``); the
-    failure itself is the call's ``is_error``, not a field of this result."""
-    return AgentToolResult(content=[TextContent(text)], details={})
-
-
-def exception_text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def failure_text(exc: BaseException) -> str:
-    """What the model reads when a tool raised: ``KeyError: 'file'``, the type first."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
-    """A raising tool's result; ``details["error"]`` keeps ``type``, ``message``, ``traceback``."""
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    _log.debug("Tool %r raised %s", tool_name, failure_text(exc), exc_info=exc)
-    result = error_result(failure_text(exc))
-    # a message can hold a lone surrogate (a file name os.fsdecode made): removed here too
-    result.details = {"error": {"type": type(exc).__name__, "message": _clean(str(exc)),
-                                "traceback": _clean(trace)}}
-    return result
-
-
-def unknown_outcome_result(call: ToolCall) -> AgentToolResult:
-    """The result of a call that was running when its process stopped and is not replayed."""
-    return error_result(
-        f"The process stopped while tool {call.name!r} was running (call {call.id}), so its "
-        f"outcome is unknown; it was not run again. Check whether it took effect before "
-        f"calling it again, or ask the user.")
-
-
-def truncated_result(call: ToolCall) -> AgentToolResult:
-    """The result of a call in a response cut off by the output token limit (not executed)."""
-    return error_result(
-        f'Tool call "{call.name}" was not executed: the response hit the output token '
-        "limit, so its arguments may be truncated. Re-issue the tool call with complete "
-        "arguments.")
 
 
 @dataclass(slots=True)

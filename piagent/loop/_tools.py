@@ -15,7 +15,7 @@ import contextvars
 import logging
 import queue
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,71 +23,36 @@ from typing import Any
 from ..abort import AbortSignal
 from ..events import (
     AgentEvent,
-    MessageEndEvent,
-    MessageStartEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent as _Start,
     ToolExecutionUpdateEvent,
 )
-from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
-from ..sessions import ApprovalDecision, PendingApproval
-from ._approval import NOTHING_RESUMED, ResumedCalls, batch_keys, wait_for_approval
+from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
+from ..sessions import PendingApproval
+from ..tools import AgentToolResult
+from ._approval import Answer, batch_keys, resumed_answers, wait_for_approval
 from ._call import (
-    ABORTED_TEXT,
     Finalized,
     Prepared,
     Waiting,
-    error_result,
-    exception_text,
     execute_prepared_tool_call,
-    failure_text,
     finalize_executed_tool_call,
     prepare_tool_call,
     tool_result_message,
-    truncated_result,
 )
 from ._config import AgentContext, AgentLoopConfig
+from ._emit import Emit, emit_messages, record_despite_failure
+from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
 from ._trace import UNTRACED, RunTrace
 
 __all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messages",
            "record_despite_failure"]
 
 _log = logging.getLogger("piagent.loop")
-Emit = Callable[[AgentEvent], None]
 
 ABORT_GRACE_S = 2.0
 """After an abort, how long tools may take to return before the run names the ones that have
 not (once, as a warning on the ``piagent.loop`` logger)."""
-
-
-def emit_messages(emit: Emit, messages: Sequence[AgentMessage]) -> None:
-    """``message_start`` then ``message_end`` for each; after a listener failure the rest is
-    still recorded (``record_despite_failure``), then the failure is raised."""
-    for index, message in enumerate(messages):
-        event: AgentEvent = MessageStartEvent(message)
-        try:
-            emit(event)
-            emit(event := MessageEndEvent(message))
-        except BaseException:
-            if type(event) is MessageStartEvent:  # its end still goes out
-                record_despite_failure(emit, [message], start=False)
-            record_despite_failure(emit, messages[index + 1:])
-            raise
-
-
-def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage],
-                           start: bool = True) -> None:
-    """After a listener failed: still send each message's start (unless ``start`` is false)
-    and end, every event on its own, so the transcript keeps the user's input and every
-    executed call's result. The first failure is what the run reports; one here is logged."""
-    for message in messages:
-        events = (MessageStartEvent(message), MessageEndEvent(message))
-        for event in events if start else events[1:]:
-            try:
-                emit(event)
-            except Exception:
-                _log.exception("A listener raised again while %s was being recorded after "
-                               "an earlier failure", getattr(message, "role", "a message"))
 
 
 @dataclass(slots=True)
@@ -138,17 +103,16 @@ class ToolRunner:
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
                   unknown_outcome: frozenset[str] = frozenset()) -> Batch:
-        """Execute the tool calls of ``message``, or ``calls`` (a resumed batch, some of
-        them: ``config.held_results`` and ``config.approvals`` apply, and those whose start
-        marks are in ``unknown_outcome`` get ``unknown_outcome_result`` unless a held result
-        answers them)."""
-        resumed = NOTHING_RESUMED
+        """Execute the tool calls of ``message``, or ``calls``: a resumed batch, some of
+        them, answered by ``config.held_results`` and ``config.approvals``, and those whose
+        start marks are in ``unknown_outcome`` (``resumed_answers``)."""
+        answers: dict[int, Answer] = {}
         if calls is None:
             calls = message.tool_calls
         else:
-            resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
+            answers = resumed_answers(message, calls, batch_keys(context.messages, message),
                                       config.approvals, config.held_results, unknown_outcome)
-        return Batch(self, context, message, config, calls, resumed).run()
+        return Batch(self, context, message, config, calls, answers).run()
 
 
 class Batch:
@@ -157,14 +121,15 @@ class Batch:
     to stop (``terminate``) and the calls ``waiting`` for approval (the run ends), if any."""
 
     __slots__ = ("runner", "emit", "signal", "context", "message", "config", "calls",
-                 "resumed", "tools", "messages", "rest", "terminate", "waiting")
+                 "answers", "tools", "messages", "rest", "terminate", "waiting")
 
     def __init__(self, runner: ToolRunner, context: AgentContext, message: AssistantMessage,
-                 config: AgentLoopConfig, calls: list[ToolCall], resumed: ResumedCalls) -> None:
+                 config: AgentLoopConfig, calls: list[ToolCall], answers: dict[int, Answer]
+                 ) -> None:
         self.runner, self.emit, self.signal = runner, runner.emit, runner.signal
         self.context, self.message, self.config = context, message, config
-        self.calls, self.resumed = calls, resumed
-        self.tools = {tool.name: tool for tool in reversed(context.tools)}  # the first of a name
+        self.calls, self.answers = calls, answers
+        self.tools = {tool.name: tool for tool in reversed(context.tools)}  # first of a name
         self.messages: list[ToolResultMessage] = []
         self.rest: list[Finalized | Waiting] = []
         self.terminate = True  # until a recorded call does not ask to
@@ -210,23 +175,17 @@ class Batch:
                                         done.is_error, done.duration_ms))
 
     def prepare(self, call: ToolCall) -> Finalized | Prepared | Waiting:
-        """``tool_execution_start`` and phase 1 (after the resume step for a resumed call):
-        the call ready to run, waiting, or finished (its ``tool_execution_end`` sent)."""
-        decision: ApprovalDecision | None = None
-        if id(call) in self.resumed.ids:
-            done = self.resumed.held_done(call)
-            if done is not None:
-                return done  # no events: they were sent when it ran
-            self.emit(_Start(call.id, call.name, call.arguments))
-            settled = self.resumed.settled(call)
-            if isinstance(settled, Finalized):
-                self.end(settled)
-                return settled
-            decision = settled
-        else:
-            self.emit(_Start(call.id, call.name, call.arguments))
-        slot = prepare_tool_call(self.context, self.message, call, self.config, self.signal,
-                                 self.tools.get(call.name), decision)
+        """``tool_execution_start`` and phase 1, after the resume step: the call ready to
+        run, waiting, or finished (with its ``tool_execution_end``)."""
+        answer = self.answers.get(id(call)) if self.answers else None
+        if type(answer) is ToolResultMessage:  # held: its events were sent when it ran
+            return Finalized(call, AgentToolResult(list(answer.content), answer.details,
+                                                   usage=answer.usage),
+                             answer.is_error, answer.duration_ms)
+        self.emit(_Start(call.id, call.name, call.arguments))
+        slot = answer if type(answer) is Finalized else prepare_tool_call(
+            self.context, self.message, call, self.config, self.signal,
+            self.tools.get(call.name), answer)  # type: ignore[arg-type]  # a decision
         if type(slot) is Finalized:
             self.end(slot)
         return slot
@@ -267,7 +226,6 @@ class Batch:
                 rest[index] = done = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
                 self.end(done)
         self.record(rest)
-        self.terminate = False
 
     def execute(self, prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
         """Phases 2 and 3 of ``prepared`` on the pool, each in a copy of the worker's
@@ -334,8 +292,8 @@ class Batch:
         return failure
 
     def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
-        """Pool thread: ``on_tool_execute``, execute and finalize one call, always posting
-        its completion."""
+        """Pool thread: ``on_tool_execute`` (the durable start mark), then phases 2 and 3;
+        always posts the call's completion."""
         # No lock: an update that slips past `accepting` as execute() returns is queued after
         # the completion, and the worker drops an update whose call has its result already.
         accepting = True
@@ -344,22 +302,27 @@ class Batch:
             if accepting:
                 inbox.put(Update(index, partial))
 
-        call, signal = prepared.tool_call, self.signal
+        call, signal, hook = prepared.tool_call, self.signal, self.config.on_tool_execute
         done: Finalized | None = None
-        failure: Exception | None = None  # on_tool_execute's, if it raised
+        failure: Exception | None = None  # on_tool_execute's: the run fails
         try:
             if signal.is_set():
                 done = Finalized(call, error_result(ABORTED_TEXT), True)
-            elif (failure := self.mark_started(call)) is not None:
+                return
+            try:
+                if hook is not None:
+                    hook(call)
+            except Exception as exc:
+                failure = exc
                 done = Finalized(call, error_result(
                     f"Tool {call.name!r} was not executed: recording its start failed "
-                    f"({failure_text(failure)})."), True)
-            else:
-                with self.runner.trace.tool_scope(call):  # the call's span, if traced
-                    done = execute_prepared_tool_call(prepared, signal, on_update)
-                    accepting = False
-                    done = finalize_executed_tool_call(self.context, self.message, prepared,
-                                                       done, self.config, signal)
+                    f"({failure_text(exc)})."), True)
+                return
+            with self.runner.trace.tool_scope(call):  # the call's span, if traced
+                done = execute_prepared_tool_call(prepared, signal, on_update)
+                accepting = False
+                done = finalize_executed_tool_call(self.context, self.message, prepared, done,
+                                                   self.config, signal)
         except BaseException as exc:
             _log.exception("Tool %r failed outside execute()", call.name)
             done = Finalized(call, error_result(exception_text(exc)), True)
@@ -367,16 +330,6 @@ class Batch:
         finally:
             accepting = False
             inbox.put(Done(index, done, failure))  # type: ignore[arg-type]  # set above
-
-    def mark_started(self, call: ToolCall) -> Exception | None:
-        """``on_tool_execute(call)`` (the durable start mark); what it raised (the run fails)."""
-        hook = self.config.on_tool_execute
-        if hook is not None:
-            try:
-                hook(call)
-            except Exception as exc:  # reported by the worker thread as the run's failure
-                return exc
-        return None
 
 
 def _refused(exc: RuntimeError, prepared: list[Prepared], index: int,
