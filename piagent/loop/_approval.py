@@ -1,8 +1,6 @@
-"""The steps around a batch's phases: resume before (``resumed_answers``: what a resumed
-batch knows of each call), approval after (``wait_for_approval``). docs/approvals.md tells
-the whole story: calls from the first waiting one on are held back, so that when the batch
-completes every result lands in source order.
-"""
+"""The steps around a batch's phases: resume before (``resumed_answers``), approval after
+(``wait_for_approval``); docs/approvals.md tells why calls from the first waiting one on are
+held back (when the batch completes, every result lands in source order)."""
 
 from __future__ import annotations
 
@@ -18,15 +16,16 @@ from ..sessions import (
     call_key,
     held_key,
 )
+from ..tools import AgentToolResult
 from ._call import Finalized, Waiting, tool_result_message
 from ._config import AgentLoopConfig
 from ._results import denied_result, unknown_outcome_result
 
 __all__ = ["Answer", "batch_keys", "resumed_answers", "start_mark", "wait_for_approval"]
 
-Answer = ToolResultMessage | Finalized | ApprovalDecision
-"""What a resumed batch knows of a call: its held result (its events were sent when it
-ran), its result without running (an unknown outcome, a denial), or its approval."""
+# of a resumed call: its held result, its result without running (an unknown outcome, a
+# denial), or its approval
+Answer = Finalized | AgentToolResult | ApprovalDecision
 
 
 def batch_keys(messages: Sequence[object], message: AssistantMessage) -> dict[int, str]:
@@ -50,11 +49,9 @@ def resumed_answers(message: AssistantMessage, calls: Sequence[ToolCall],
                     keys: Mapping[int, str], decisions: Mapping[str, ApprovalDecision] | None,
                     held: Sequence[ToolResultMessage], unknown: Collection[str]
                     ) -> dict[int, Answer]:
-    """The resume step: each call's ``Answer`` (by object identity), from ``decisions`` by
-    ``call_key`` (or by tool-call id, as an older piagent stored them), ``held`` results
-    (each with its call's key, or matched to the next call of its id without a decision),
-    and ``unknown``: the start marks (``start_mark``) of calls that were running when the
-    process stopped (unless a held result answers them)."""
+    """The resume step: each call's ``Answer`` (by object identity) from ``decisions`` (by
+    ``call_key``, or by id as an older piagent stored them), ``held`` results and
+    ``unknown``: the start marks of calls running when the process stopped."""
     decided = dict(decisions or {})
     by_key = {held_key(m): m for m in held if held_key(m)}
     unkeyed: dict[str, list[ToolResultMessage]] = {}
@@ -65,25 +62,26 @@ def resumed_answers(message: AssistantMessage, calls: Sequence[ToolCall],
     for call in calls:
         key = keys.get(id(call), "")
         decision = decided.get(key) if key in decided else decided.get(call.id)
-        if decision is None and key in by_key:
-            answers[id(call)] = by_key[key]
-        elif decision is None and unkeyed.get(call.id):
-            answers[id(call)] = unkeyed[call.id].pop(0)
+        kept = None
+        if decision is None:  # a held result: by its key, else the next of its id
+            kept = by_key.get(key) or (unkeyed[call.id].pop(0) if unkeyed.get(call.id) else None)
+        if kept is not None:
+            answers[id(call)] = Finalized(call, AgentToolResult(
+                list(kept.content), kept.details, usage=kept.usage), kept.is_error,
+                kept.duration_ms)
         elif start_mark(call, message, key) in unknown:
-            answers[id(call)] = Finalized(call, unknown_outcome_result(call), True)
+            answers[id(call)] = unknown_outcome_result(call)
         elif decision is not None:
-            answers[id(call)] = (decision if decision.approved else
-                                 Finalized(call, denied_result(decision.reason), True))
+            answers[id(call)] = decision if decision.approved else denied_result(decision.reason)
     return answers
 
 
 def wait_for_approval(rest: Sequence[Finalized | Waiting], keys: Mapping[int, str],
                       config: AgentLoopConfig, emit: Callable[[AgentEvent], None]
                       ) -> list[PendingApproval]:
-    """The approval step: ``rest`` (from the first waiting call on) goes to
-    ``on_approval_wait`` before anyone is asked: the waiting calls as ``PendingApproval``s,
-    the finished ones as held results marked with their call's key (kept in the store, not
-    the transcript). Then each waiting call is reported (``tool_approval_request``)."""
+    """The approval step: ``rest`` (from the first waiting call on) to ``on_approval_wait``
+    (pending calls, and held results marked with their key), then ``tool_approval_request``
+    for each waiting call."""
     timestamp = now_ms()
     held: list[ToolResultMessage] = []
     pending: list[PendingApproval] = []

@@ -1,14 +1,13 @@
 """One tool call in pi's three phases: ``prepare_tool_call`` → ``execute_prepared_tool_call``
 → ``finalize_executed_tool_call``, each returning what the next takes (``Prepared``,
-``Finalized``; ``Waiting`` for a call that needs approval). ``run_tool_call`` chains them,
-without events, for a tool that calls other tools."""
+``Finalized``; ``Waiting`` for a call that needs approval), and the result message of a
+finished call. The batches (``_tools.py``) and ``run_tool_call`` (``_nested.py``) run them."""
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     now_ms,
-    sanitize_surrogates as _clean,
 )
 from ..sessions import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
@@ -27,10 +25,9 @@ from ._config import (
     AfterToolCallContext,
     AgentContext,
     AgentLoopConfig,
-    AgentToolCallOutcome,
     BeforeToolCallContext,
 )
-from ._results import ABORTED_TEXT, error_result, exception_text, tool_failure_result
+from ._results import ABORTED_TEXT, clean_result, error_result, exception_text, tool_failure_result
 
 _OVERRIDES = ("content", "details", "structured_content", "usage", "terminate")
 
@@ -98,18 +95,6 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
     return Prepared(tool_call, tool, args)
 
 
-def clean_result(result: AgentToolResult) -> AgentToolResult:
-    """``result`` without lone surrogates in its text (pi-ai's ``sanitizeSurrogates``;
-    ``details`` is cleaned where it is serialized); ``result`` itself when it has none."""
-    for block in result.content:
-        if (type(block) is TextContent and not block.text.isascii()
-                and _clean(block.text) is not block.text):
-            return dataclasses.replace(result, content=[
-                dataclasses.replace(b, text=_clean(b.text))
-                if isinstance(b, TextContent) else b for b in result.content])
-    return result
-
-
 def execute_prepared_tool_call(prepared: Prepared, signal: AbortSignal,
                                on_update: Callable[[Any], None]) -> Finalized:
     """Phase 2: ``execute``, timed; an exception becomes an error result, a ``str`` or
@@ -160,41 +145,6 @@ def finalize_executed_tool_call(context: AgentContext, assistant_message: Assist
     except Exception as exc:  # the hook's failure becomes this call's error result
         result, is_error = error_result(exception_text(exc)), True
     return Finalized(prepared.tool_call, clean_result(result), is_error, executed.duration_ms)
-
-
-def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
-                  assistant_message: AssistantMessage, context: AgentContext,
-                  config: AgentLoopConfig | None = None, signal: AbortSignal | None = None,
-                  on_update: Callable[[Any], None] | None = None) -> AgentToolCallOutcome:
-    """Run one call through the same prepare → execute → finalize phases as a model's call.
-
-    For tools that call other tools: the hooks (permission checks, say) apply to the nested
-    call too. Runs on the calling thread, emits no events, adds no messages, and never
-    raises for tool failures (they come back with ``is_error=True``).
-    """
-    signal = signal if signal is not None else AbortSignal()
-    tool = next((t for t in tools if t.name == tool_call.name), None)
-    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal, tool)
-    if isinstance(prepared, Waiting):
-        return AgentToolCallOutcome(tool_call, error_result(
-            f"Tool {tool_call.name!r} needs approval, which a call made by another tool "
-            f"cannot wait for; it was not run."), True)
-    if isinstance(prepared, Finalized):
-        return AgentToolCallOutcome(tool_call, prepared.result, True)
-    gate = threading.Lock()  # guards `accepting`: updates sent after execute() are ignored
-    accepting = True
-
-    def forward(partial: Any) -> None:
-        with gate:
-            if accepting and on_update is not None:
-                on_update(partial)
-
-    executed = execute_prepared_tool_call(prepared, signal, forward)
-    with gate:
-        accepting = False
-    done = finalize_executed_tool_call(context, assistant_message, prepared, executed, config,
-                                       signal)
-    return AgentToolCallOutcome(tool_call, done.result, done.is_error)
 
 
 def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolResultMessage:

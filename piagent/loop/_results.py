@@ -1,18 +1,21 @@
 """The results the loop makes itself, for calls it answers without their tool's own result:
 not found, aborted, blocked, failed, denied, never run or cut off. Each is an error the model
 reads (pi's ``createErrorToolResult``): content and empty details; the failure is the
-call's ``is_error``, not a field of the result."""
+call's ``is_error``, not a field of the result. ``clean_result``: any result without lone
+surrogates."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 
-from ..messages import TextContent, ToolCall, sanitize_surrogates
+from ..messages import TextContent, ToolCall, sanitize_surrogates as _clean
 from ..tools import AgentToolResult
 
-__all__ = ["ABORTED_TEXT", "DENIED_TEXT", "denied_result", "error_result", "exception_text",
-           "failure_text", "tool_failure_result", "truncated_result", "unknown_outcome_result"]
+__all__ = ["ABORTED_TEXT", "DENIED_TEXT", "clean_result", "denied_result", "error_result",
+           "exception_text", "failure_text", "tool_failure_result", "truncated_result",
+           "unknown_outcome_result"]
 
 _log = logging.getLogger("piagent.loop")
 
@@ -40,8 +43,8 @@ def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
     result = error_result(failure_text(exc))
     # a message can hold a lone surrogate (a file name os.fsdecode made): removed here too
     result.details = {"error": {"type": type(exc).__name__,
-                                "message": sanitize_surrogates(str(exc)),
-                                "traceback": sanitize_surrogates(trace)}}
+                                "message": _clean(str(exc)),
+                                "traceback": _clean(trace)}}
     return result
 
 
@@ -64,3 +67,15 @@ def truncated_result(call: ToolCall) -> AgentToolResult:
         f'Tool call "{call.name}" was not executed: the response hit the output token '
         "limit, so its arguments may be truncated. Re-issue the tool call with complete "
         "arguments.")
+
+
+def clean_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` without lone surrogates in its text (pi-ai's ``sanitizeSurrogates``;
+    ``details`` is cleaned where it is serialized); ``result`` itself when it has none."""
+    for block in result.content:
+        if (type(block) is TextContent and not block.text.isascii()
+                and _clean(block.text) is not block.text):
+            return dataclasses.replace(result, content=[
+                dataclasses.replace(b, text=_clean(b.text))
+                if isinstance(b, TextContent) else b for b in result.content])
+    return result

@@ -1,13 +1,9 @@
 """Tool batches (pi's ``executeToolCalls``): a ``Batch``, made per batch, runs its calls
 through the phases of ``_call.py``, sequentially or in parallel, with the resume step before
-and the approval step after (``_approval.py``); ``ToolRunner`` owns the run's pool.
-
-Calls are prepared on the run's worker thread in source order; ``execute`` and
-``after_tool_call`` run on the pool, a one-call batch too, so the worker stays free to emit
-updates live whatever thread sends them. Pool threads report through one FIFO inbox per
-execution; only the worker emits: a tool's updates before its end, ends in completion
-order, result messages in source order.
-"""
+and the approval step after (``_approval.py``). Calls are prepared on the run's worker
+thread; ``execute`` and ``after_tool_call`` run on the pool (a one-call batch too, so the
+worker stays free to emit updates live) and report through one inbox per execution: a
+tool's updates before its end, ends in completion order, result messages in source order."""
 
 from __future__ import annotations
 
@@ -50,9 +46,7 @@ __all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messa
 
 _log = logging.getLogger("piagent.loop")
 
-ABORT_GRACE_S = 2.0
-"""After an abort, how long tools may take to return before the run names the ones that have
-not (once, as a warning on the ``piagent.loop`` logger)."""
+ABORT_GRACE_S = 2.0  # after an abort, the tools not back this long after are named (once)
 
 
 @dataclass(slots=True)
@@ -76,10 +70,9 @@ Inbox = queue.SimpleQueue[Update | Done | None]  # None: the run was aborted
 
 
 class ToolRunner:
-    """Runs one run's tool batches, each on a new ``Batch``, on the caller's executor
-    (``config.tool_executor``: only submitted to) or the run's own pool, made at the first
-    batch and shut down by ``close()``, so no pool thread outlives its run. Used only from
-    the run's worker thread."""
+    """One run's tool batches, each on a new ``Batch``, on the caller's executor (only
+    submitted to) or the run's own pool: made at the first batch, shut down by ``close()``
+    (no pool thread outlives its run). Used only from the run's worker thread."""
 
     def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit,
                  trace: RunTrace = UNTRACED) -> None:
@@ -103,9 +96,7 @@ class ToolRunner:
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
                   unknown_outcome: frozenset[str] = frozenset()) -> Batch:
-        """Execute the tool calls of ``message``, or ``calls``: a resumed batch, some of
-        them, answered by ``config.held_results`` and ``config.approvals``, and those whose
-        start marks are in ``unknown_outcome`` (``resumed_answers``)."""
+        """The calls of ``message``, or ``calls``: a resumed batch (``resumed_answers``)."""
         answers: dict[int, Answer] = {}
         if calls is None:
             calls = message.tool_calls
@@ -116,9 +107,8 @@ class ToolRunner:
 
 
 class Batch:
-    """One batch of tool calls, made for it: its inputs, ``rest`` (from the first waiting
-    call on, held back) and, once run, its result messages (source order), whether it asks
-    to stop (``terminate``) and the calls ``waiting`` for approval (the run ends), if any."""
+    """One batch, made for it: its inputs, ``rest`` (held back from the first waiting call
+    on) and, once run, its result ``messages``, ``terminate`` and ``waiting`` (or None)."""
 
     __slots__ = ("runner", "emit", "signal", "context", "message", "config", "calls",
                  "answers", "tools", "messages", "rest", "terminate", "waiting")
@@ -175,26 +165,23 @@ class Batch:
                                         done.is_error, done.duration_ms))
 
     def prepare(self, call: ToolCall) -> Finalized | Prepared | Waiting:
-        """``tool_execution_start`` and phase 1, after the resume step: the call ready to
-        run, waiting, or finished (with its ``tool_execution_end``)."""
+        """``tool_execution_start``, the resume step and phase 1 (a finished call's end)."""
         answer = self.answers.get(id(call)) if self.answers else None
-        if type(answer) is ToolResultMessage:  # held: its events were sent when it ran
-            return Finalized(call, AgentToolResult(list(answer.content), answer.details,
-                                                   usage=answer.usage),
-                             answer.is_error, answer.duration_ms)
+        if type(answer) is Finalized:
+            return answer  # held: its events were sent when it ran
         self.emit(_Start(call.id, call.name, call.arguments))
-        slot = answer if type(answer) is Finalized else prepare_tool_call(
-            self.context, self.message, call, self.config, self.signal,
-            self.tools.get(call.name), answer)  # type: ignore[arg-type]  # a decision
+        slot = Finalized(call, answer, True) if type(answer) is AgentToolResult else (
+            prepare_tool_call(self.context, self.message, call, self.config, self.signal,
+                              self.tools.get(call.name), answer))  # type: ignore[arg-type]
         if type(slot) is Finalized:
             self.end(slot)
         return slot
 
     def record(self, slots: Sequence[Finalized | Waiting],
                failure: BaseException | None = None) -> None:
-        """The result messages of ``slots`` in source order (one timestamp): sent, or held
-        back from the batch's first waiting call on. With a ``failure`` (a listener's or a
-        hook's) those before a waiting call are still recorded, then it is raised."""
+        """The result messages of ``slots`` (one timestamp), sent or, from the batch's first
+        waiting call on, held back; with a ``failure``, those before a waiting call are
+        recorded, then it is raised."""
         timestamp = now_ms()
         if failure is not None:
             cut = next((i for i, s in enumerate(slots) if type(s) is Waiting), len(slots))
@@ -213,8 +200,8 @@ class Batch:
         self.messages.extend(now)
 
     def stop_waiting(self) -> None:
-        """The batch ends with calls waiting: the approval step (``wait_for_approval``). An
-        aborted run waits for nothing: its waiting calls end as aborted, all is recorded."""
+        """The approval step; an aborted run waits for nothing: its waiting calls end as
+        aborted and every result is recorded."""
         if not self.signal.is_set():
             self.waiting = wait_for_approval(
                 self.rest, batch_keys(self.context.messages, self.message), self.config,
@@ -228,11 +215,10 @@ class Batch:
         self.record(rest)
 
     def execute(self, prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
-        """Phases 2 and 3 of ``prepared`` on the pool, each in a copy of the worker's
-        contextvars, at most ``ahead`` beyond those finished (a caller's executor may have
-        more workers than ``max_parallel_tools``); updates and ends emitted as they arrive.
-        The results and the first failure (a listener's, ``on_tool_execute``'s, or the
-        executor's refusal). After an abort, calls not back in ``ABORT_GRACE_S`` are named."""
+        """Phases 2 and 3 on the pool, each call in a copy of the worker's contextvars, at
+        most ``ahead`` beyond those finished (a caller's executor may have more workers than
+        ``max_parallel_tools``); updates and ends emitted as they arrive. The results and the
+        first failure (a listener's, ``on_tool_execute``'s, or the executor's refusal)."""
         runner, inbox, count = self.runner, Inbox(), len(prepared)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
@@ -279,8 +265,8 @@ class Batch:
         return results, failure or refusal  # type: ignore[return-value]  # all finished
 
     def send(self, event: AgentEvent, failure: BaseException | None) -> BaseException | None:
-        """Emit; the first listener failure is kept (raised once every tool has finished)
-        and the running tools' events still go out, as pi's do; a later one is logged."""
+        """Emit; the first listener failure is kept (raised once every tool has finished,
+        the running tools' events still going out, as pi's do), a later one logged."""
         try:
             self.emit(event)
         except BaseException as exc:
@@ -292,10 +278,8 @@ class Batch:
         return failure
 
     def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
-        """Pool thread: ``on_tool_execute`` (the durable start mark), then phases 2 and 3;
-        always posts the call's completion."""
-        # No lock: an update that slips past `accepting` as execute() returns is queued after
-        # the completion, and the worker drops an update whose call has its result already.
+        """Pool thread: ``on_tool_execute`` (the durable start mark), phases 2 and 3; always
+        posts the completion. No lock: an update slipping past ``accepting`` is dropped."""
         accepting = True
 
         def on_update(partial: Any) -> None:
