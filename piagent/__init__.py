@@ -71,14 +71,10 @@ from .loop import (
     AgentLoopTurnUpdate,
     AgentToolCallOutcome,
     AgentTurnContext,
-    ApprovalDecision,
     BeforeToolCallContext,
     BeforeToolCallResult,
-    Budget,
-    BudgetStore,
     LimitHit,
     Limits,
-    PendingApproval,
     PrepareNextTurnContext,
     PrepareRequestContext,
     RequestUpdate,
@@ -118,6 +114,7 @@ from .models import (
     ModelCost,
     calculate_cost,
 )
+from .policy import ApprovalDecision, Budget, BudgetStore, PendingApproval
 from .stream import (
     AssistantMessageEvent,
     AssistantMessageEventStream,

@@ -60,6 +60,10 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+# Every request the suite builds is built twice, with the request caches and without, and a
+# difference fails the test (piagent/providers/_keep.py); the variable reaches subprocesses.
+os.environ.setdefault("PIAGENT_REQUEST_CACHES", "check")
+
 from piagent import (
     AbortSignal,
     Agent,

@@ -21,8 +21,8 @@ from tests.conftest import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# raised and caught inside one private module for control flow; never reach a caller
-INTERNAL = {"Aborted", "Unsupported", "_BadRequest", "_Fail"}
+# raised and caught inside one package for control flow; never reach a caller
+INTERNAL = {"Aborted", "Unsupported", "_BadRequest", "_Fail", "RefusedModel"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

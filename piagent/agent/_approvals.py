@@ -18,14 +18,8 @@ from typing import Any, Protocol
 from ..errors import AgentBusyError, ApprovalError, ApprovalPendingError
 from ..loop import open_calls
 from ..messages import ToolCall, ToolResultMessage, messages_to_json
-from ..sessions import (
-    ApprovalDecision,
-    ApprovalStore,
-    MemoryStore,
-    PendingApproval,
-    approval_digest,
-    find_entry,
-)
+from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, find_entry
+from ..sessions import MemoryStore
 from ._input import RunInput
 from ._persistence import StoreLink
 from ._queues import Takings

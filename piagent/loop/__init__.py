@@ -10,7 +10,7 @@ provider: it calls whatever stream function it is given.
 
 from __future__ import annotations
 
-from ..sessions import ApprovalDecision, PendingApproval
+from ..policy import ApprovalDecision, Budget, BudgetStore, PendingApproval
 from ._checks import check_tools
 from ._config import (
     AfterToolCallContext,
@@ -28,7 +28,7 @@ from ._config import (
     TurnDecision,
 )
 from ._guard import RunGuard, make_guard
-from ._limits import Budget, BudgetStore, LimitHit, Limits
+from ._limits import LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from ._nested import run_tool_call
 from ._resume import (

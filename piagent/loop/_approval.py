@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ..events import AgentEvent, ToolApprovalRequestEvent
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
-from ..sessions import (
+from ..policy import (
     HELD_KEY,
     ApprovalDecision,
     PendingApproval,

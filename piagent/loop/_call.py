@@ -19,7 +19,7 @@ from ..messages import (
     ToolResultMessage,
     now_ms,
 )
-from ..sessions import ApprovalDecision
+from ..policy import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
 from ._config import (
     AfterToolCallContext,

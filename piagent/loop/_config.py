@@ -21,7 +21,7 @@ from ..messages import (
     ToolResultMessage,
     Usage,
 )
-from ..sessions import ApprovalDecision, PendingApproval
+from ..policy import ApprovalDecision, PendingApproval
 from ..stream import StreamOptions
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from typing import Any
 from ..abort import AbortSignal
 from ..messages import AssistantMessage, TextContent, UserMessage
 from ..models import Model, calculate_cost
+from ..policy import Budget
 from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamFn, StreamOptions
 from ..tools import AgentTool, OutputSchema
 from ._config import (
@@ -37,7 +38,7 @@ from ._config import (
     BeforeToolCallResult,
     TurnDecision,
 )
-from ._limits import Budget, LimitHit, Limits, input_tokens, total_tokens
+from ._limits import LimitHit, Limits, input_tokens, total_tokens
 
 __all__ = ["RunGuard", "make_guard"]
 

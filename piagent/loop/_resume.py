@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 
 from ..abort import AbortSignal
 from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
-from ..sessions import call_key
+from ..policy import call_key
 from ..stream import StreamFn
 from ._approval import batch_keys, start_mark
 from ._config import AgentContext, AgentLoopConfig

@@ -24,7 +24,7 @@ from ..events import (
     ToolExecutionUpdateEvent,
 )
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
-from ..sessions import PendingApproval
+from ..policy import PendingApproval
 from ..tools import AgentToolResult
 from ._approval import Answer, batch_keys, resumed_answers, wait_for_approval
 from ._call import (

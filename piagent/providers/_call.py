@@ -7,6 +7,8 @@ live in ``_errors``.
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import random
 import time
@@ -120,7 +122,9 @@ class ProviderCall:
         options = self.options
         data: Any = body
         if options.on_payload is not None:
-            data = self._payload(options.on_payload, body, replaced)
+            # the hook gets a copy: what it edits in place must not reach the request
+            # caches' shared wire forms (nor a message's own dicts they hold)
+            data = self._payload(options.on_payload, _copy_body(body), replaced)
         elif encoder is not None:
             # the conversation's entry lives as long as its first message
             messages = self.messages
@@ -448,3 +452,11 @@ class SSEResponse:
                  tb: TracebackType | None) -> None:
         self.close(reuse=exc_type is None)
 
+
+
+def _copy_body(body: Any) -> Any:
+    """A deep copy of a JSON-ready request body (through JSON, in C; else ``deepcopy``)."""
+    try:
+        return json.loads(json_dumps(body))
+    except (TypeError, ValueError, RecursionError):
+        return copy.deepcopy(body)

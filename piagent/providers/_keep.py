@@ -1,4 +1,5 @@
-"""``ByOwner``: one value per live object, dropped when that object is collected.
+"""``ByOwner``: one value per live object, dropped when that object is collected; the
+request caches' mode (``PIAGENT_REQUEST_CACHES``) and the check mode's comparison.
 
 The request caches (``SegmentCache``, ``PrefixEncoder``) keep one entry per conversation,
 found by an object the conversation holds for its whole life (its first message). A fixed
@@ -12,11 +13,61 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
+import os
 import threading
 import weakref
 from typing import Any, Generic, TypeVar
 
-__all__ = ["ByOwner"]
+from ..errors import PiAgentError
+
+__all__ = ["ByOwner", "RequestCacheMismatch", "cache_mode", "check_same", "set_cache_mode"]
+
+_MODES = ("on", "off", "check")
+# "on": the request caches are used; "off": every request is built without them (for
+# measuring); "check": each request is built both ways and a difference raises (the test
+# suite runs so, tests/conftest.py). Read once, when the providers are imported.
+_mode = os.environ.get("PIAGENT_REQUEST_CACHES") or "on"
+if _mode not in _MODES:
+    raise ValueError(f"PIAGENT_REQUEST_CACHES must be one of {_MODES}, got {_mode!r}")
+
+
+class RequestCacheMismatch(PiAgentError, AssertionError):
+    """In check mode: a request cache gave what building the request afresh does not."""
+
+
+def cache_mode() -> str:
+    """``"on"``, ``"off"`` or ``"check"`` (see ``_mode``)."""
+    return _mode
+
+
+def set_cache_mode(mode: str) -> str:
+    """Switch the mode (tests only); returns the previous one."""
+    global _mode
+    if mode not in _MODES:
+        msg = f"mode must be one of {_MODES}, got {mode!r}"
+        raise ValueError(msg)
+    previous, _mode = _mode, mode
+    return previous
+
+
+def check_same(cached: Any, fresh: Any, what: str) -> None:
+    """Raise ``RequestCacheMismatch`` unless ``cached`` encodes as ``fresh`` does."""
+    if isinstance(cached, bytes) and isinstance(fresh, bytes):
+        same = cached == fresh
+        cached_text, fresh_text = cached.decode("utf-8", "replace"), fresh.decode(
+            "utf-8", "replace")
+    else:
+        cached_text = json.dumps(cached, ensure_ascii=False, default=repr)
+        fresh_text = json.dumps(fresh, ensure_ascii=False, default=repr)
+        same = cached_text == fresh_text
+    if not same:
+        at = next((i for i, (a, b) in enumerate(zip(cached_text, fresh_text, strict=False))
+                   if a != b), min(len(cached_text), len(fresh_text)))
+        msg = (f"{what}: the cached request differs from the one built afresh at character "
+               f"{at}: cached {cached_text[max(0, at - 80):at + 80]!r}, fresh "
+               f"{fresh_text[max(0, at - 80):at + 80]!r}")
+        raise RequestCacheMismatch(msg)
 
 V = TypeVar("V")
 

@@ -8,8 +8,6 @@ system-message helpers the adapters share (leading prompt vs in-place updates).
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +28,8 @@ from ..transcript import (
     get_system_message_text,
     render_system_message_update,
 )
-from ._keep import ByOwner
+from ._keep import ByOwner, cache_mode, check_same
+from ._snapshot import Snapshot
 from ._wire import shared_prefix
 
 __all__ = [
@@ -212,14 +211,15 @@ def system_update_text(message: SystemMessage) -> str:
 
 
 class WireCache:
-    """Converted (wire) forms of transcript messages, reused across requests by identity.
+    """Converted (wire) forms of single transcript messages, reused across requests.
 
     A conversation re-sends its whole history every turn; converting each old message again
     makes a turn's cost grow with the transcript. An entry is reused only for the same
-    message object whose content list, blocks and their fields are still the same objects
-    (so replacing a block or assigning ``block.text`` is seen; mutating a tool call's
-    ``arguments`` dict in place is not — replace the dict instead). Entries go away with
-    their messages. Cached values are shared: callers must not mutate them.
+    message object, converted for the same ``variant``, whose ``Snapshot`` shows it holding
+    what it held then at every depth: an in-place edit anywhere converts it again. A
+    message no snapshot covers (an application type) is converted every time. Entries go
+    away with their messages. Cached values are shared: callers must not mutate them (the
+    adapters never do; ``on_payload`` is given a copy of the body).
 
     Thread safety: every method may be called from any thread (``ByOwner``'s; an entry
     goes when its message is collected, without taking a lock, so a collection that starts
@@ -227,52 +227,26 @@ class WireCache:
     """
 
     def __init__(self) -> None:
-        # message -> (its stamp with the variant, its wire form)
-        self._entries: ByOwner[tuple[tuple[Any, ...], Any]] = ByOwner()
+        # message -> (the variant, its snapshot, its wire form)
+        self._entries: ByOwner[tuple[Any, Snapshot, Any]] = ByOwner()
 
     def get(self, message: Any, variant: Any, build: Callable[[Any], Any]) -> Any:
-        """``build(message)``, or the value built earlier for this message and ``variant``."""
-        stamp = (variant, *_stamp(message))
+        """``build(message)``, or the value built earlier for this message and ``variant``
+        if the message is unchanged since."""
+        mode = cache_mode()
+        if mode == "off":
+            return build(message)
         entry = self._entries.get(message)
-        if entry is not None and entry[0] == stamp:
-            return entry[1]
+        if entry is not None and entry[0] == variant and entry[1].unchanged((message,), 1):
+            if mode == "check":
+                check_same(entry[2], build(message), "WireCache")
+            return entry[2]
+        snapshot = Snapshot()  # taken first: an edit racing the build cannot be missed
+        covered = snapshot.extend((message,))
         value = build(message)
-        self._entries.put(message, (stamp, value))
+        if covered:
+            self._entries.put(message, (variant, snapshot, value))
         return value
-
-
-def _stamp(message: Any) -> tuple[Any, ...]:
-    content = getattr(message, "content", None)
-    if not isinstance(content, list):
-        return (id(content),)
-    parts: list[Any] = [id(content), len(content)]
-    for block in content:
-        parts.append(id(block))
-        parts.extend(map(id, _field_values(block)))
-    return tuple(parts)
-
-
-# block type -> its dataclass fields' values as a tuple (filled on first sight; a racing
-# fill stores the same getter)
-_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-
-
-def _field_values(block: Any) -> tuple[Any, ...]:
-    """A content block's field values. Read through the fields, not ``block.__dict__``:
-    CPython keeps an instance's attributes without a dict until ``__dict__`` is read, and
-    then for good (one more object per tool call for the collector to walk)."""
-    getter = _FIELD_VALUES.get(type(block))
-    if getter is None:
-        if not dataclasses.is_dataclass(block):
-            return tuple(vars(block).values())
-        names = [f.name for f in dataclasses.fields(block)]
-        if len(names) == 1:
-            name = names[0]
-            getter = lambda b: (getattr(b, name),)  # noqa: E731 - attrgetter(one) is no tuple
-        else:
-            getter = operator.attrgetter(*names)
-        _FIELD_VALUES[type(block)] = getter
-    return getter(block)
 
 
 class SegmentCache:
@@ -285,9 +259,10 @@ class SegmentCache:
     wire messages as converting the whole. The cache keeps the last few conversions with
     the very message objects they came from; a request that starts with the same objects
     reuses the output up to the last segment start inside that prefix and converts only the
-    rest: a turn then costs what its new messages cost. Messages are treated as immutable
-    once they are in a transcript (replace one to change it; an in-place edit of an
-    already-sent message may not reach the model).
+    rest: a turn then costs what its new messages cost. A kept message is reused only while
+    the conversion's ``Snapshot`` shows it holding what it held, at every depth: an in-place
+    edit of any message converts the transcript again from that message's segment on (the
+    edit is in the very next request). A message no snapshot covers ends the reusable part.
 
     Thread safety: every method may be called from any thread (``ByOwner``'s). Bounded by
     the conversations alive: each conversation's latest conversion is found by its first
@@ -315,6 +290,9 @@ class SegmentCache:
         a reused prefix: the new messages of a conversation whose conversion is kept here,
         so it need not keep per-message conversions for a later miss (``WireCache``).
         """
+        mode = cache_mode()
+        if mode == "off":
+            return (convert_new or convert)(messages)
         messages = tuple(messages)
         starts: list[int] = [0]  # segment starts converted so far (the last: where to go on)
         ends: list[int] = [0]  # len(out) at each start
@@ -323,10 +301,14 @@ class SegmentCache:
         rest = messages[1:]  # what an entry keeps (its key, the first message, it does not)
         base = self._best_prefix(messages, rest, variant)
         if base is not None:
-            starts, ends, flags, out = base
+            starts, ends, flags, out, snapshot = base
             convert_segment = convert if convert_new is None else convert_new
         else:
+            snapshot = Snapshot()
             convert_segment = convert
+        # the new messages' snapshot before they are converted (an edit racing the
+        # conversion then shows as a change next time)
+        snapshot.extend(messages[len(snapshot):])
         position = starts[-1]
         count = len(messages)
         for index in range(position + 1, count + 1):
@@ -340,20 +322,28 @@ class SegmentCache:
             ends.append(len(out))
             flags.append(flags[-1] or renames(segment))
             position = index
+        if mode == "check":
+            check_same(out, (convert_new or convert)(messages), "SegmentCache")
         if messages:
             self._kept.put(messages[0], _Conversion(variant, rest, starts, ends, flags,
-                                                    list(out)))
+                                                    list(out), snapshot))
         return out
 
     def _best_prefix(self, messages: tuple[Any, ...], rest: tuple[Any, ...], variant: Any
-                     ) -> tuple[list[int], list[int], list[bool], list[Any]] | None:
-        """The longest reusable start: segment starts, output ends, flags and output."""
+                     ) -> tuple[list[int], list[int], list[bool], list[Any], Snapshot] | None:
+        """The longest reusable start: segment starts, output ends, flags, output, and the
+        snapshot of the messages verified unchanged."""
         if not messages:
             return None
         kept = self._kept.get(messages[0])  # the same first object, not an equal one
         if kept is None or kept.variant != variant:
             return None
+        snapshot = kept.take_snapshot()
+        if snapshot is None:  # another request of this conversation is using it
+            return None
         shared = 1 + shared_prefix(kept.rest, rest)
+        # of those very objects, the ones that still hold what they held when converted
+        shared = snapshot.unchanged(messages, shared)
         # the last segment start within the shared prefix that also starts a segment of
         # this request (the old list's end may be followed by more of its last segment)
         k = bisect.bisect_right(kept.starts, shared) - 1
@@ -362,25 +352,39 @@ class SegmentCache:
             k -= 1
         if k <= 0:
             return None
+        snapshot.truncate(shared)
         return (kept.starts[:k + 1], kept.ends[:k + 1], kept.flags[:k + 1],
-                kept.output[:kept.ends[k]])
+                kept.output[:kept.ends[k]], snapshot)
 
 
 class _Conversion:
     """One converted transcript: ``rest`` its messages after the first (the key, not held
     here), ``starts[i]`` a segment start, ``ends[i]`` the output length before it,
-    ``flags[i]`` whether anything before it renamed tool-call ids."""
+    ``flags[i]`` whether anything before it renamed tool-call ids; ``snapshot`` what its
+    leading messages held when converted (it ends at the first it cannot cover), taken
+    by the next request of the conversation, which extends it in place: one request owns
+    it at a time (``list.pop`` hands it over atomically; a request that finds it taken
+    converts afresh)."""
 
-    __slots__ = ("ends", "flags", "output", "rest", "starts", "variant")
+    __slots__ = ("_snapshot", "ends", "flags", "output", "rest", "starts", "variant")
 
     def __init__(self, variant: Any, rest: tuple[Any, ...], starts: list[int],
-                 ends: list[int], flags: list[bool], output: list[Any]) -> None:
+                 ends: list[int], flags: list[bool], output: list[Any],
+                 snapshot: Snapshot) -> None:
+        self._snapshot = [snapshot]
         self.variant = variant
         self.rest = rest
         self.starts = starts
         self.ends = ends
         self.flags = flags
         self.output = output
+
+    def take_snapshot(self) -> Snapshot | None:
+        """The snapshot, now the caller's alone; ``None`` if another request took it."""
+        try:
+            return self._snapshot.pop()
+        except IndexError:
+            return None
 
 
 def _starts_segment(message: Any) -> bool:

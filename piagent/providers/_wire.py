@@ -20,7 +20,7 @@ from ..errors import ProviderResponseError
 from ..messages import sanitize_surrogates
 from ..stream import ProviderResponse
 from ._errors import clip
-from ._keep import ByOwner
+from ._keep import ByOwner, cache_mode, check_same
 
 __all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
            "arguments_json", "json_dumps", "parse_event_json", "shared_prefix"]
@@ -156,9 +156,10 @@ class PrefixEncoder:
     the items of ``body[field]`` encoded, per conversation (found by the list's first item),
     in runs: the items new in one request are encoded together (one encoder call), and a
     later request reuses the runs within its leading items that are the very objects
-    encoded before: a turn encodes its new messages only. Items must not be mutated once
-    encoded (the adapters' converted messages never are: the conversion caches share them
-    too).
+    encoded before: a turn encodes its new messages only. The items are the adapters'
+    converted messages, which nothing mutates once built: the conversion caches give an
+    old object again only while its source message is unchanged (``Snapshot``), and
+    ``on_payload`` is given a copy of the body (``ProviderCall.request``).
 
     Thread safety: every method may be called from any thread (``ByOwner``'s). Bounded by
     the conversations alive: given an ``owner`` (an object the conversation keeps for its
@@ -175,8 +176,16 @@ class PrefixEncoder:
     def encode(self, body: Mapping[str, Any], field: str, owner: object = None) -> bytes:
         """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list. ``owner``:
         what the conversation's entry is kept by (see the class)."""
-        if field not in body:
+        mode = cache_mode()
+        if field not in body or mode == "off":
             return json_dumps(body)
+        if mode == "check":
+            encoded = self._encode(body, field, owner)
+            check_same(encoded, json_dumps(body), "PrefixEncoder")
+            return encoded
+        return self._encode(body, field, owner)
+
+    def _encode(self, body: Mapping[str, Any], field: str, owner: object) -> bytes:
         before: dict[Any, Any] = {}
         after: dict[Any, Any] = {}
         side = before

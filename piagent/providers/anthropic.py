@@ -159,7 +159,7 @@ def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
     return out
 
 
-_ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks (never mutated later)
+_ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it is unchanged
 
 
 def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True

@@ -19,15 +19,8 @@ import time
 
 from ..errors import ApprovalError, ApprovalPendingError
 from ..loop import open_calls
-from ..sessions import (
-    ApprovalDecision,
-    ApprovalStore,
-    PendingApproval,
-    SessionStore,
-    approval_digest,
-    check_session_id,
-    find_entry,
-)
+from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, find_entry
+from ..sessions import SessionStore, check_session_id
 from ._backend import SessionBusy
 
 __all__ = ["CONTINUE_WAIT_S", "ApprovalMethods", "approval_store"]

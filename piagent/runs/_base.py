@@ -25,7 +25,8 @@ from ..messages import (
     message_to_dict,
     sanitize_surrogates,
 )
-from ..sessions import PendingApproval, SessionStore, check_session_id
+from ..policy import PendingApproval
+from ..sessions import SessionStore, check_session_id
 from ._approvals import ApprovalMethods
 from ._backend import ControlKind, RunBackend, SessionBusy
 from ._registry import backend_for

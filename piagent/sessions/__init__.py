@@ -2,22 +2,25 @@
 
 ``SessionStore`` is the protocol; ``SQLiteStore`` (stdlib ``sqlite3``, WAL) is the embedded
 default, ``JsonlStore`` keeps one readable ``<id>.jsonl`` per session, ``MemoryStore`` keeps
-them in memory. ``Agent(store=..., session_id=...)`` loads and appends through one.
+them in memory. ``Agent(store=..., session_id=...)`` loads and appends through one. Each
+store also keeps a session's calls waiting for approval and spending under a budget key
+(the ``ApprovalStore`` and ``BudgetStore`` protocols of ``piagent.policy``, whose types
+are re-exported here as well).
 """
 
 from __future__ import annotations
 
-from ._approvals import (
+from ..policy import (
     HELD_KEY,
     ApprovalDecision,
     ApprovalStore,
+    BudgetSpend,
     PendingApproval,
     approval_digest,
     call_key,
     find_entry,
     held_key,
 )
-from ._budgets import BudgetSpend
 from ._jsonl import JsonlStore
 from ._memory import MemoryStore
 from ._postgres import PostgresStore

@@ -8,8 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
-from ._approvals import ApprovalDecision, PendingApproval, check_decision, live_rows
-from ._budgets import BudgetSpend, check_budget_key, check_charge, memory_charge
+from ..policy import (
+    ApprovalDecision,
+    BudgetSpend,
+    PendingApproval,
+    check_budget_key,
+    check_charge,
+    check_decision,
+)
+from ._approvals import live_rows
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -46,10 +53,11 @@ class MemoryStore:
     """
 
     def __init__(self) -> None:
-        # guards _sessions: every method reads or writes it under this lock, from any thread
+        # guards _sessions and _budgets: every method reads or writes them under this lock,
+        # from any thread
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
-        self._budgets: dict[str, BudgetSpend] = {}  # charge_budget's totals, also under _lock
+        self._budgets: dict[str, BudgetSpend] = {}  # charge_budget's totals, by key
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -124,7 +132,7 @@ class MemoryStore:
             session = self._sessions.get(session_id)
             return set(session.marks) if session else set()
 
-    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+    # --- approvals (piagent.policy.ApprovalStore) ------------------------------------------
 
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
@@ -179,11 +187,17 @@ class MemoryStore:
             if session is not None:
                 session.batch = []
 
-    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+    # --- budgets (piagent.policy.BudgetStore) -----------------------------------------------
 
     def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
                       requests: int = 0) -> BudgetSpend:
         """Add to what has been spent under ``key`` and return the new totals, atomically
         (every process sees the other's charges); a charge of nothing reads the totals."""
-        amounts = check_charge(cost, tokens, requests)
-        return memory_charge(self, check_budget_key(key), *amounts)
+        add_cost, add_tokens, add_requests = check_charge(cost, tokens, requests)
+        key = check_budget_key(key)
+        with self._lock:
+            spent = self._budgets.get(key, BudgetSpend())
+            spent = BudgetSpend(spent.cost + add_cost, spent.tokens + add_tokens,
+                                spent.requests + add_requests)
+            self._budgets[key] = spent
+        return spent

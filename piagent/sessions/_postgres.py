@@ -24,20 +24,21 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
-from ._approvals import (
+from ..policy import (
     ApprovalDecision,
+    BudgetSpend,
     PendingApproval,
+    check_budget_key,
+    check_charge,
     check_decision,
-    decision_to_json,
-    live_rows,
-    pending_from_json,
-    pending_to_json,
 )
-from ._budgets import BudgetSpend, check_budget_key, check_charge, postgres_charge
+from ._approvals import decision_to_json, live_rows, pending_from_json, pending_to_json
+from ._budgets import BUDGETS_SCHEMA_VERSION, PG_CHARGE, PG_CREATE, PG_SET_VERSION, PG_VERSION
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -140,6 +141,9 @@ class PostgresStore:
         # guards _ready: the schema is created once per store, by the first call that needs it
         self._schema_lock = threading.Lock()
         self._ready = False
+        # the budgets table is known to exist (charge_budget); set once, without the lock:
+        # two threads that both see False only run the idempotent creation twice
+        self._budgets_ready = False
 
     # --- the SessionStore protocol -------------------------------------------------------
 
@@ -362,7 +366,7 @@ class PostgresStore:
         return [(m.tool_call_id if isinstance(m, ToolResultMessage) else None, encode_message(m))
                 for m in check_messages(messages)]
 
-    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+    # --- approvals (piagent.policy.ApprovalStore) ------------------------------------------
 
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
@@ -441,11 +445,34 @@ class PostgresStore:
         live = live_rows([r[2] for r in rows], answered)
         return [(int(rows[i][0]), rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
-    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+    # --- budgets (piagent.policy.BudgetStore) -----------------------------------------------
 
     def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
                       requests: int = 0) -> BudgetSpend:
         """Add to what has been spent under ``key`` and return the new totals, atomically
         (every process sees the other's charges); a charge of nothing reads the totals."""
         amounts = check_charge(cost, tokens, requests)
-        return postgres_charge(self, to_column(check_budget_key(key)), *amounts)
+        column = to_column(check_budget_key(key))
+        create = not self._budgets_ready
+
+        def work(cur: Any) -> tuple[Any, ...]:
+            if create:
+                self._create_budgets(cur)
+            cur.execute(self._sql(PG_CHARGE), (column, *amounts, time.time()))
+            row: tuple[Any, ...] = cur.fetchone()
+            return row
+        total = self._run(work)
+        self._budgets_ready = True
+        return BudgetSpend(float(total[0]), int(total[1]), int(total[2]))
+
+    def _create_budgets(self, cur: Any) -> None:
+        """The budgets table, under the schema's advisory lock, at its recorded version."""
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"piagent:{self.schema}",))
+        cur.execute(self._sql(PG_CREATE))
+        cur.execute(self._sql(PG_VERSION))
+        row = cur.fetchone()
+        if row is not None and row[0] != str(BUDGETS_SCHEMA_VERSION):
+            msg = (f"schema {self.schema!r} holds piagent budget tables of version {row[0]}; "
+                   f"this piagent reads version {BUDGETS_SCHEMA_VERSION}")
+            raise RuntimeError(msg)
+        cur.execute(self._sql(PG_SET_VERSION), (str(BUDGETS_SCHEMA_VERSION),))

@@ -17,16 +17,16 @@ from contextlib import contextmanager
 from typing import Literal
 
 from ..messages import AgentMessage, AssistantMessage, ToolResultMessage
-from ._approvals import (
+from ..policy import (
     ApprovalDecision,
+    BudgetSpend,
     PendingApproval,
+    check_budget_key,
+    check_charge,
     check_decision,
-    decision_to_json,
-    live_rows,
-    pending_from_json,
-    pending_to_json,
 )
-from ._budgets import BudgetSpend, check_budget_key, check_charge, sqlite_charge
+from ._approvals import decision_to_json, live_rows, pending_from_json, pending_to_json
+from ._budgets import BUDGETS_SCHEMA_VERSION, SQLITE_CHARGE, SQLITE_SCHEMA
 from ._protocol import (
     check_messages,
     check_session_id,
@@ -121,6 +121,9 @@ class SQLiteStore:
         self._idle: list[sqlite3.Connection] = []
         self._schema_ready = False
         self._closed = False
+        # the budgets table is known to exist (charge_budget); set once, without the lock:
+        # two threads that both see False only run ensure_schema's idempotent DDL twice
+        self._budgets_ready = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -366,7 +369,7 @@ class SQLiteStore:
                                (session_id,)).fetchone()
         return None if row[0] is None else float(row[0])
 
-    # --- approvals (piagent/sessions/_approvals.py) ---------------------------------------
+    # --- approvals (piagent.policy.ApprovalStore) ------------------------------------------
 
     def _batch(self, conn: sqlite3.Connection, session_id: str
                ) -> list[tuple[int, str, str, str | None]]:
@@ -437,11 +440,17 @@ class SQLiteStore:
         with self.write() as conn:
             conn.execute("DELETE FROM piagent_approvals WHERE session_id = ?", (session_id,))
 
-    # --- budgets (piagent/sessions/_budgets.py) --------------------------------------------
+    # --- budgets (piagent.policy.BudgetStore) -----------------------------------------------
 
     def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
                       requests: int = 0) -> BudgetSpend:
         """Add to what has been spent under ``key`` and return the new totals, atomically
         (every process sees the other's charges); a charge of nothing reads the totals."""
         amounts = check_charge(cost, tokens, requests)
-        return sqlite_charge(self, check_budget_key(key), *amounts)
+        key = check_budget_key(key)
+        if not self._budgets_ready:  # the table, once per store (the schema hook)
+            self.ensure_schema("budgets", BUDGETS_SCHEMA_VERSION, SQLITE_SCHEMA)
+            self._budgets_ready = True
+        with self.write() as conn:
+            total = conn.execute(SQLITE_CHARGE, (key, *amounts, time.time())).fetchone()
+        return BudgetSpend(float(total[0]), int(total[1]), int(total[2]))

@@ -1,5 +1,6 @@
 """Fixtures for provider tests: ``sse_server`` (a ``ScriptedServer``) and ``other_server``
-(a second one: another origin). The server and its
+(a second one: another origin); ``caches_on`` (the request caches as in production, for
+tests that count conversions: the suite otherwise runs them in check mode). The server and its
 script helpers are documented in ``sse_script.py``; the proxy-free environment,
 ``no_piagent_threads`` and ``WAIT`` are the whole suite's (``tests/conftest.py``)."""
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from piagent.messages import AssistantMessage, UserMessage
+from piagent.providers._keep import set_cache_mode
 from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
 from tests.conftest import WAIT
 
@@ -33,6 +35,15 @@ def sse_server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def other_server() -> Iterator[ScriptedServer]:
     yield from _scripted_server()
+
+
+@pytest.fixture
+def caches_on() -> Iterator[None]:
+    previous = set_cache_mode("on")
+    try:
+        yield
+    finally:
+        set_cache_mode(previous)
 
 
 def adapter_helpers(stream_fn: Callable[..., AssistantMessageEventStream],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from piagent.messages import (
     AssistantMessage,
     ImageContent,
@@ -106,7 +108,8 @@ def test_system_helpers():
     assert system_update_text(SystemMessage(tools_removed=["t"])) == ""
 
 
-def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
+@pytest.mark.usefixtures("caches_on")
+def test_wire_cache_reuses_an_unchanged_message_and_sees_any_edit() -> None:
     import gc
 
     from piagent.messages import AssistantMessage, TextContent, ToolCall
@@ -119,7 +122,7 @@ def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
         builds.append(message.text)
         return message.text
 
-    message = AssistantMessage([TextContent("a"), ToolCall("1", "t", {"x": 1})])
+    message = AssistantMessage([TextContent("a"), ToolCall("1", "t", {"x": [1]})])
     assert cache.get(message, "v1", build) == "a"
     assert cache.get(message, "v1", build) == "a"
     assert builds == ["a"]  # the second request reused the conversion
@@ -131,7 +134,13 @@ def test_wire_cache_reuses_by_identity_and_sees_replaced_fields() -> None:
     assert builds == ["a", "a", "b", "c"]
     message.content[1].name = "renamed"  # any field of any block
     assert cache.get(message, "v2", build) == "c"
-    assert builds == ["a", "a", "b", "c", "c"]
+    message.content[1].arguments["x"].append(2)  # at any depth, in place
+    assert cache.get(message, "v2", build) == "c"
+    message.content[1].arguments["x"][1] = True  # an equal value of another type too
+    assert cache.get(message, "v2", build) == "c"
+    assert builds == ["a", "a", "b", "c", "c", "c", "c"]
+    assert cache.get(message, "v2", build) == "c"
+    assert len(builds) == 7  # unchanged again: reused
     # read through the fields: CPython gives an object whose __dict__ is read a dict for
     # good (one more object per tool call kept in every transcript)
     assert not any(isinstance(ref, dict) and "arguments" in ref

@@ -315,10 +315,19 @@ def approval_waits(out: Json, scenario: dict[str, Any]) -> Json:
     log[last_end] = {**log[last_end], "messages": log[last_end]["messages"][len(so_far):]}
     first_step = next(i for i, e in enumerate(log) if e.get("kind") == "step")
     del log[first_step]
+    # callKey: the asking assistant message's position in piagent's transcript, then the
+    # call's index among its tool calls (piagent's per-session key of a waiting call). That
+    # transcript begins with the system message declaring the tools (docs/transcripts.md),
+    # which pi's log does not carry: one position more.
+    asking = max(i for i, m in enumerate(so_far) if m.get("role") == "assistant")
+    position = 1 + asking
+    calls = [b for b in so_far[asking]["content"] if b.get("type") == "toolCall"]
+    index = next(i for i, b in enumerate(calls) if b.get("id") == start["toolCallId"])
     log[at + 1:at + 1] = [
         {"kind": "event", "type": "tool_approval_request", "toolCallId": start["toolCallId"],
          "toolName": start["toolName"], "args": start["args"],
-         "digest": approval_digest(start["toolName"], start["args"])},
+         "digest": approval_digest(start["toolName"], start["args"]),
+         "callKey": f"{position}:{index}"},
         {"kind": "event", "type": "agent_end", "messages": so_far},
         {"kind": "step", "error": None},
         {"kind": "event", "type": "agent_start"}, {"kind": "event", "type": "turn_start"},

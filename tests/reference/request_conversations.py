@@ -22,8 +22,8 @@ capture server's replies, ``request_capture``) and ``steps``:
   ``state.messages`` list with an edited copy), ``"delete"`` (the first user message deleted
   in place, with the assistant reply after it).
 
-``xfail``: the APIs on which the conversation fails until the request caches see in-place
-edits (issue 44 cause 1, the ``cache`` branch): strict, so the fix shows as XPASS.
+``xfail``: the APIs on which a conversation is known to fail (strict, so a fix shows as
+XPASS). None now: the in-place edits (issue 44 cause 1) reach every request.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from typing import Any
 
 APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 IN_PLACE = "cache: issue 44 cause 1"
-# the APIs whose requests still go through a cache an in-place edit does not reach (``xfail``)
-CACHED = ["openai-completions", "anthropic-messages"]
 
 W = {"calls": [["weather", {"city": "Paris"}]]}
 W2 = {"calls": [["weather", {"city": "Paris"}], ["weather", {"city": "Rome"}]]}
@@ -131,20 +129,18 @@ def conversations() -> list[dict[str, Any]]:
            [{"text": f"A{i}"} for i in range(12)]),
         _c("multi-tool-rounds", [_p("Go")], [W, W2, {"calls": [["noargs", {}]]}, T],
            tools=["weather", "noargs"]),
-        # the in-place edits (issue 44 cause 1: fixed by the cache branch)
+        # the in-place edits (issue 44 cause 1)
         _c("transform-mutate", [_p("Weather?"), _p("Again?")], [W, T, W, T],
-           transform="mutate", xfail=CACHED),
+           transform="mutate"),
         _c("transform-reassign", [_p("Weather?"), _p("Again?")], [W, T, W, T],
-           transform="reassign", xfail=CACHED),
-        _c("state-mutate", [_p("Weather?"), {"edit": "mutate"}, _p("Again")], [W, T, T],
-           xfail=CACHED),
-        _c("state-reassign", [_p("Weather?"), {"edit": "reassign"}, _p("Again")], [W, T, T],
-           xfail=CACHED),
+           transform="reassign"),
+        _c("state-mutate", [_p("Weather?"), {"edit": "mutate"}, _p("Again")], [W, T, T]),
+        _c("state-reassign", [_p("Weather?"), {"edit": "reassign"}, _p("Again")], [W, T, T]),
         _c("state-replace", [_p("Weather?"), {"edit": "replace"}, _p("Again")], [W, T, T]),
         _c("state-delete", [_p("One"), _p("Two"), {"edit": "delete"}, _p("Three")],
            [{"text": "1"}, {"text": "2"}, {"text": "3"}]),
         _c("payload-edit", [_p("Hi"), _p("Weather?")], [{"text": "1"}, W, T],
-           payload="mark", xfail=["openai-completions"]),
+           payload="mark"),
     ]
     return convs
 

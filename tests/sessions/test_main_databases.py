@@ -1,7 +1,9 @@
 """Databases written by piagent's ``main`` at 1f9f1fd, before a tool-call id was scoped to its
 batch, open and keep working: the waiting call whose id repeats an answered one is listed
 and approved, a start mark of the stopped batch is honoured, the earlier batch's mark is not,
-and new records append (``fixtures/make_main_fixtures.py`` says how the files were made)."""
+and new records append (``fixtures/make_main_fixtures.py`` says how the files were made).
+Budgets charged by ``main`` at cf0e31f, before each store charged in its own method, read
+back and take new charges (``fixtures/make_budget_fixtures.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 from piagent import Agent, AgentTool, AgentToolResult, TextContent, ToolResultMessage, UserMessage
+from piagent.policy import BudgetSpend
 from piagent.sessions import PostgresStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
@@ -23,24 +26,35 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 UNKNOWN = "The process stopped while tool"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "sqlite":
-        shutil.copy(FIXTURES / "main-1f9f1fd.db", tmp_path / "s.db")
+def _open(kind: str, name: str, fixture_schema: str, tmp_path: Path) -> Iterator[Any]:
+    """A copy of the fixture ``name`` (``.db``, or ``-postgres.sql`` made in
+    ``fixture_schema``) opened as a store of ``kind``."""
+    if kind == "sqlite":
+        shutil.copy(FIXTURES / f"{name}.db", tmp_path / "s.db")
         with SQLiteStore(tmp_path / "s.db") as sqlite:
             yield sqlite
         return
     import psycopg
 
     dsn, schema = postgres_dsn(), unique_schema()
-    script = (FIXTURES / "main-1f9f1fd-postgres.sql").read_text()
+    script = (FIXTURES / f"{name}-postgres.sql").read_text()
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(script.replace("piagent_main_fixture", schema))  # type: ignore[arg-type]
+        conn.execute(script.replace(fixture_schema, schema))  # type: ignore[arg-type]
     try:
         with PostgresStore(dsn, schema=schema) as postgres:
             yield postgres
     finally:
         drop_schema(dsn, schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    yield from _open(request.param, "main-1f9f1fd", "piagent_main_fixture", tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def budget_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    yield from _open(request.param, "budgets-cf0e31f", "piagent_budget_fixture", tmp_path)
 
 
 def tools(ran: list[str]) -> list[AgentTool]:
@@ -96,3 +110,11 @@ def test_a_plain_session_loads_and_appends(store: Any) -> None:
     assert isinstance(hello, UserMessage) and hi.text == "hi"
     store.append("plain", [UserMessage("more", timestamp=3)])
     assert [getattr(m, "text", None) for m in store.load("plain")] == ["hello", "hi", "more"]
+
+
+def test_budgets_charged_by_main_read_back_and_take_new_charges(budget_store: Any) -> None:
+    assert budget_store.charge_budget("user:42") == BudgetSpend(0.75, 30, 2)
+    assert budget_store.charge_budget("team:a", cost=0.5, tokens=7, requests=1) == BudgetSpend(
+        1.5, 7, 3)
+    assert budget_store.charge_budget("user:7") == BudgetSpend()
+    assert [getattr(m, "text", None) for m in budget_store.load("plain")] == ["hello", "hi"]
