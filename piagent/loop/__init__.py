@@ -11,7 +11,6 @@ provider: it calls whatever stream function it is given.
 from __future__ import annotations
 
 from ..policy import ApprovalDecision, Budget, BudgetStore, PendingApproval
-from ._call import run_tool_call
 from ._checks import check_tools
 from ._config import (
     AfterToolCallContext,
@@ -31,6 +30,7 @@ from ._config import (
 from ._guard import RunGuard, make_guard
 from ._limits import LimitHit, Limits
 from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._nested import run_tool_call
 from ._resume import (
     call_start_mark,
     open_calls,

@@ -1,20 +1,13 @@
-"""One tool call: prepare → execute → finalize, and the results the loop makes itself.
-
-Preparation (lookup, ``prepare_arguments``, coercion and validation, ``before_tool_call``)
-returns either the call ready to run (``Prepared``) or an immediate error result
-(``Immediate``). ``execute_prepared`` runs ``execute`` and times it; ``finalize`` applies
-``after_tool_call``. ``run_tool_call`` chains the three for a tool that calls other tools;
-the batches (``_tools.py``) use the same steps.
-"""
+"""One tool call in pi's three phases: ``prepare_tool_call`` → ``execute_prepared_tool_call``
+→ ``finalize_executed_tool_call``, each returning what the next takes (``Prepared``,
+``Finalized``; ``Waiting`` for a call that needs approval), and the result message of a
+finished call. The batches (``_tools.py``) and ``run_tool_call`` (``_nested.py``) run them."""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import threading
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +18,6 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     now_ms,
-    sanitize_surrogates,
 )
 from ..policy import ApprovalDecision
 from ..tools import AgentTool, AgentToolResult, validate_tool_arguments
@@ -33,59 +25,20 @@ from ._config import (
     AfterToolCallContext,
     AgentContext,
     AgentLoopConfig,
-    AgentToolCallOutcome,
     BeforeToolCallContext,
 )
+from ._results import ABORTED_TEXT, clean_result, error_result, exception_text, tool_failure_result
 
-_log = logging.getLogger("piagent.loop")
-
-ABORTED_TEXT = "Operation aborted"
-
-
-def error_result(text: str) -> AgentToolResult:
-    """A failed tool result carrying ``text`` for the model, as pi's ``createErrorToolResult``:
-    content and empty details only. The failure is the call's ``is_error`` (in
-    ``tool_execution_end`` and the result message), not a field of this result."""
-    return AgentToolResult(content=[TextContent(text)], details={})
-
-
-def exception_text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def failure_text(exc: BaseException) -> str:
-    """What the model reads when a tool raised: ``KeyError: 'file'``, the type first."""
-    name = type(exc).__name__
-    text = str(exc)
-    return f"{name}: {text}" if text else name
-
-
-def tool_failure_result(tool_name: str, exc: BaseException) -> AgentToolResult:
-    """The error result of a tool that raised; the traceback is logged and kept in details.
-
-    ``details["error"]`` holds ``type``, ``message`` and ``traceback`` (text), so a
-    listener, the transcript or a test can show where the tool failed.
-    """
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    _log.debug("Tool %r raised %s", tool_name, failure_text(exc), exc_info=exc)
-    result = error_result(failure_text(exc))
-    # a message can hold a lone surrogate (a file name os.fsdecode made): removed here too
-    result.details = {"error": {"type": type(exc).__name__,
-                                "message": sanitize_surrogates(str(exc)),
-                                "traceback": sanitize_surrogates(trace)}}
-    return result
+_OVERRIDES = ("content", "details", "structured_content", "usage", "terminate")
 
 
 @dataclass(slots=True)
 class Prepared:
+    """A call ready to execute: its tool and validated arguments."""
+
     tool_call: ToolCall
     tool: AgentTool
     args: Any
-
-
-@dataclass(slots=True)
-class Immediate:
-    result: AgentToolResult
 
 
 @dataclass(slots=True)
@@ -97,7 +50,7 @@ class Waiting:
 
 @dataclass(slots=True)
 class Finalized:
-    """A finished tool call: what ``tool_execution_end`` and the result message carry."""
+    """A finished call: what ``tool_execution_end`` and the result message carry."""
 
     tool_call: ToolCall
     result: AgentToolResult
@@ -105,28 +58,17 @@ class Finalized:
     duration_ms: int | None = None
 
 
-def find_tool(tools: Sequence[AgentTool], name: str) -> AgentTool | None:
-    """The first tool of ``tools`` called ``name``."""
-    return next((t for t in tools if t.name == name), None)
-
-
-def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
-    """``find_tool`` as a dict: each name maps to the first tool of that name."""
-    return {tool.name: tool for tool in reversed(tools)}
-
-
 def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage,
                       tool_call: ToolCall, config: AgentLoopConfig | None, signal: AbortSignal,
                       tool: AgentTool | None, approval: ApprovalDecision | None = None
-                      ) -> Prepared | Immediate | Waiting:
-    """Validate the arguments of a call to ``tool`` (``None``: not found, an immediate error
-    result), then run ``before_tool_call``; a failure is an immediate error result. Without
-    an ``approval`` (the decision, for a call that waited), a call the tool or the hook wants
-    approved is ``Waiting``."""
+                      ) -> Prepared | Finalized | Waiting:
+    """Phase 1: the tool (``None``: not found), its arguments prepared and validated, then
+    ``before_tool_call``. A failure, a block or an abort finishes the call with an error
+    result; a call the tool or the hook wants approved waits unless it has its ``approval``."""
     if tool is None:
-        return Immediate(error_result(f"Tool {tool_call.name} not found"))
+        return Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
     if signal.is_set():  # an aborted run prepares nothing and runs no hook
-        return Immediate(error_result(ABORTED_TEXT))
+        return Finalized(tool_call, error_result(ABORTED_TEXT), True)
     try:
         arguments = tool_call.arguments
         if tool.prepare_arguments is not None:
@@ -139,56 +81,34 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
         if before_tool_call is not None:
             decision = before_tool_call(BeforeToolCallContext(
                 assistant_message, tool_call, args, context, approval), signal)
-            if signal.is_set():
-                return Immediate(error_result(ABORTED_TEXT))
-            if decision is not None:
+            if decision is not None and not signal.is_set():
                 if decision.block:
                     result = error_result(decision.reason or "Tool execution was blocked")
                     result.terminate = decision.terminate is True
-                    return Immediate(result)
+                    return Finalized(tool_call, result, True)
                 if decision.needs_approval and approval is None:
                     return Waiting(tool_call)
-        if signal.is_set():
-            return Immediate(error_result(ABORTED_TEXT))
     except Exception as exc:  # hook and validation failures are results the model can read
-        return Immediate(error_result(exception_text(exc)))
+        return Finalized(tool_call, error_result(exception_text(exc)), True)
+    if signal.is_set():
+        return Finalized(tool_call, error_result(ABORTED_TEXT), True)
     return Prepared(tool_call, tool, args)
 
 
-def _coerce_result(value: Any) -> AgentToolResult:
-    if isinstance(value, AgentToolResult):
-        return value
-    if value is None:
-        return AgentToolResult(content=[])
-    if isinstance(value, str):
-        return AgentToolResult(content=[TextContent(value)])
-    msg = (f"Tool execute() returned {type(value).__name__}; return an AgentToolResult "
-           "(or use the @tool decorator, which converts return values).")
-    raise TypeError(msg)
-
-
-def clean_result(result: AgentToolResult) -> AgentToolResult:
-    """``result`` with lone surrogates removed from its text content (pi-ai's
-    ``sanitizeSurrogates``: a file name ``os.fsdecode`` made, half an emoji); ``result``
-    itself when it holds none. ``details`` is cleaned where it is serialized (stores, SSE)."""
-    for block in result.content:
-        if type(block) is TextContent and not block.text.isascii():
-            text = sanitize_surrogates(block.text)
-            if text is not block.text:
-                return dataclasses.replace(result, content=[
-                    dataclasses.replace(b, text=sanitize_surrogates(b.text))
-                    if isinstance(b, TextContent) else b for b in result.content])
-    return result
-
-
-def execute_prepared(prepared: Prepared, signal: AbortSignal,
-                     on_update: Callable[[Any], None]) -> Finalized:
-    """Run ``execute``; an exception becomes an error result. Times only ``execute``."""
+def execute_prepared_tool_call(prepared: Prepared, signal: AbortSignal,
+                               on_update: Callable[[Any], None]) -> Finalized:
+    """Phase 2: ``execute``, timed; an exception becomes an error result, a ``str`` or
+    ``None`` a result's content."""
     call = prepared.tool_call
     started = time.monotonic()
     try:
-        result = _coerce_result(prepared.tool.execute(call.id, prepared.args, signal,
-                                                      on_update))
+        result = prepared.tool.execute(call.id, prepared.args, signal, on_update)
+        if not isinstance(result, AgentToolResult):
+            if result is not None and not isinstance(result, str):
+                raise TypeError(f"Tool execute() returned {type(result).__name__}; return an "
+                                "AgentToolResult (or use the @tool decorator, which converts "
+                                "return values).")
+            result = AgentToolResult([] if result is None else [TextContent(result)])
     except Exception as exc:  # a failing tool is a result the model can read
         return Finalized(call, clean_result(tool_failure_result(call.name, exc)), True,
                          round((time.monotonic() - started) * 1000))
@@ -200,73 +120,31 @@ def execute_prepared(prepared: Prepared, signal: AbortSignal,
                      round((time.monotonic() - started) * 1000))
 
 
-def finalize(context: AgentContext, assistant_message: AssistantMessage, prepared: Prepared,
-             executed: Finalized, config: AgentLoopConfig | None,
-             signal: AbortSignal) -> Finalized:
-    """Apply ``after_tool_call`` field by field; a raising hook makes the result an error.
-    Without the hook, ``executed`` itself is the final form."""
+def finalize_executed_tool_call(context: AgentContext, assistant_message: AssistantMessage,
+                                prepared: Prepared, executed: Finalized,
+                                config: AgentLoopConfig | None,
+                                signal: AbortSignal) -> Finalized:
+    """Phase 3: ``after_tool_call``, each field it sets replacing the result's; a raising
+    hook makes the result an error. Without the hook, ``executed`` is the final form."""
     after_tool_call = config.after_tool_call if config is not None else None
     if after_tool_call is None:
         return executed
     result, is_error = executed.result, executed.is_error
     try:
-        override = after_tool_call(
-            AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args,
-                                 result, is_error, context), signal)
+        override = after_tool_call(AfterToolCallContext(
+            assistant_message, prepared.tool_call, prepared.args, result, is_error, context),
+            signal)
         if override is not None:
-            # structured content not replaced along with the content may no longer match it
-            structured = override.structured_content
-            if structured is None and override.content is None:
-                structured = result.structured_content
-            result = AgentToolResult(
-                content=override.content if override.content is not None else result.content,
-                details=override.details if override.details is not None else result.details,
-                structured_content=structured,
-                usage=override.usage if override.usage is not None else result.usage,
-                is_error=result.is_error,
-                terminate=(override.terminate if override.terminate is not None
-                           else result.terminate),
-            )
+            changes = {name: value for name in _OVERRIDES
+                       if (value := getattr(override, name)) is not None}
+            if override.content is not None and override.structured_content is None:
+                changes["structured_content"] = None  # it may no longer match the content
+            result = dataclasses.replace(result, **changes)
             if override.is_error is not None:
                 is_error = override.is_error
     except Exception as exc:  # the hook's failure becomes this call's error result
         result, is_error = error_result(exception_text(exc)), True
     return Finalized(prepared.tool_call, clean_result(result), is_error, executed.duration_ms)
-
-
-def run_tool_call(tool_call: ToolCall, *, tools: Sequence[AgentTool],
-                  assistant_message: AssistantMessage, context: AgentContext,
-                  config: AgentLoopConfig | None = None, signal: AbortSignal | None = None,
-                  on_update: Callable[[Any], None] | None = None) -> AgentToolCallOutcome:
-    """Run one call through the same prepare → execute → finalize path as a model's call.
-
-    For tools that call other tools: the hooks (permission checks, say) apply to the nested
-    call too. Runs on the calling thread, emits no events, adds no messages, and never
-    raises for tool failures (they come back with ``is_error=True``).
-    """
-    signal = signal if signal is not None else AbortSignal()
-    prepared = prepare_tool_call(context, assistant_message, tool_call, config, signal,
-                                 find_tool(tools, tool_call.name))
-    if isinstance(prepared, Waiting):
-        return AgentToolCallOutcome(tool_call, error_result(
-            f"Tool {tool_call.name!r} needs approval, which a call made by another tool "
-            f"cannot wait for; it was not run."), True)
-    if isinstance(prepared, Immediate):
-        return AgentToolCallOutcome(tool_call, prepared.result, True)
-    # as in a batch, updates sent after execute() returned are ignored
-    gate = threading.Lock()  # guards `accepting`, as in a batch
-    accepting = True
-
-    def forward(partial: Any) -> None:
-        with gate:
-            if accepting and on_update is not None:
-                on_update(partial)
-
-    executed = execute_prepared(prepared, signal, forward)
-    with gate:
-        accepting = False
-    done = finalize(context, assistant_message, prepared, executed, config, signal)
-    return AgentToolCallOutcome(tool_call, done.result, done.is_error)
 
 
 def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolResultMessage:
@@ -279,21 +157,3 @@ def tool_result_message(done: Finalized, timestamp: int | None = None) -> ToolRe
                              [*content] if content else [], result.details, result.usage,
                              done.is_error, done.duration_ms,
                              now_ms() if timestamp is None else timestamp)
-
-
-
-
-def unknown_outcome_result(call: ToolCall) -> AgentToolResult:
-    """The result of a call that was running when its process stopped and is not replayed."""
-    return error_result(
-        f"The process stopped while tool {call.name!r} was running (call {call.id}), so its "
-        f"outcome is unknown; it was not run again. Check whether it took effect before "
-        f"calling it again, or ask the user.")
-
-
-def truncated_result(call: ToolCall) -> AgentToolResult:
-    """The result of a call in a response cut off by the output token limit (not executed)."""
-    return error_result(
-        f'Tool call "{call.name}" was not executed: the response hit the output token '
-        "limit, so its arguments may be truncated. Re-issue the tool call with complete "
-        "arguments.")

@@ -1,414 +1,336 @@
-"""Tool batches: sequential and parallel, on the caller's executor or the run's own pool.
-
-Each call is prepared on the run's worker thread in source order (``_call.py``).
-``execute`` and ``after_tool_call`` run on the pool, a batch of one call too, so the worker
-stays free to emit a call's updates live whatever thread sends them. Progress updates and completions travel back to the worker
-thread through one FIFO inbox per batch, as typed records (``Update``, ``Done``,
-``AbortNoticed``), and only the worker emits events: a tool's updates come before its end,
-ends come in completion order, and result messages in source order.
-"""
+"""Tool batches (pi's ``executeToolCalls``): a ``Batch``, made per batch, runs its calls
+through the phases of ``_call.py``, sequentially or in parallel, with the resume step before
+and the approval step after (``_approval.py``). Calls are prepared on the run's worker
+thread; ``execute`` and ``after_tool_call`` run on the pool (a one-call batch too, so the
+worker stays free to emit updates live) and report through one inbox per execution: a
+tool's updates before its end, ends in completion order, result messages in source order."""
 
 from __future__ import annotations
 
-import functools
+import contextvars
 import logging
 import queue
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
 from ..events import (
-    MessageEndEvent,
-    MessageStartEvent,
-    ToolApprovalRequestEvent,
+    AgentEvent,
     ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
+    ToolExecutionStartEvent as _Start,
+    ToolExecutionUpdateEvent,
 )
-from ..messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, now_ms
+from ..messages import AssistantMessage, ToolCall, ToolResultMessage, now_ms
 from ..policy import PendingApproval
-from ..tools import AgentTool
-from ._approval import (
-    NOTHING_RESUMED,
-    ResumedCalls,
-    batch_keys,
-    denied_result,
-    held_done,
-    keep_key,
-    pending_of,
-)
+from ..tools import AgentToolResult
+from ._approval import Answer, batch_keys, resumed_answers, wait_for_approval
 from ._call import (
-    ABORTED_TEXT,
     Finalized,
-    Immediate,
     Prepared,
     Waiting,
-    error_result,
-    exception_text,
-    execute_prepared,
-    failure_text,
-    finalize,
+    execute_prepared_tool_call,
+    finalize_executed_tool_call,
     prepare_tool_call,
-    tool_failure_result,
     tool_result_message,
-    tools_by_name,
-    truncated_result,
-    unknown_outcome_result,
 )
 from ._config import AgentContext, AgentLoopConfig
-from ._inflight import (
-    Done,
-    Emit,
-    Inbox,
-    InFlight,
-    Submitter,
-    Update,
-)
+from ._emit import Emit, emit_messages, record_despite_failure
+from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
 from ._trace import UNTRACED, RunTrace
 
-__all__ = ["ToolBatch", "ToolRunner", "emit_message", "emit_messages",
-           "record_despite_failure", "tool_failure_result"]
+__all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messages",
+           "record_despite_failure"]
 
 _log = logging.getLogger("piagent.loop")
 
+ABORT_GRACE_S = 2.0  # after an abort, the tools not back this long after are named (once)
 
 
 @dataclass(slots=True)
-class ToolBatch:
-    """The result messages of one batch (source order) and whether it asked to stop;
-    ``waiting``: the calls waiting for approval (the run ends), else ``None``."""
+class Update:
+    """Call ``index`` of an execution reported progress (its ``on_update``)."""
 
-    messages: list[ToolResultMessage]
-    terminate: bool
-    waiting: list[PendingApproval] | None = None
+    index: int
+    partial: Any
 
 
-# --- emitting -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Done:
+    """Call ``index`` finished; ``failure``: ``on_tool_execute`` raised (it did not run)."""
 
-def _emit_end(emit: Emit, done: Finalized) -> None:
-    emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
-                               done.is_error, done.duration_ms))
-
-
-def emit_message(emit: Emit, message: AgentMessage) -> None:
-    """``message_start`` then ``message_end``; if a listener fails at the start, the end is
-    still sent (so the message is recorded), then the failure is raised."""
-    try:
-        emit(MessageStartEvent(message))
-    except BaseException:
-        try:
-            emit(MessageEndEvent(message))
-        except Exception:
-            _log.exception("A listener raised again while %s was being recorded after "
-                           "an earlier failure", getattr(message, "role", "a message"))
-        raise
-    emit(MessageEndEvent(message))
+    index: int
+    done: Finalized
+    failure: BaseException | None = None
 
 
-def emit_messages(emit: Emit, messages: Sequence[AgentMessage]) -> None:
-    """``emit_message`` for each; after a listener failure the rest are still recorded
-    (``record_despite_failure``), then the failure is raised."""
-    for index, message in enumerate(messages):
-        try:
-            emit_message(emit, message)
-        except BaseException:
-            record_despite_failure(emit, messages[index + 1:])
-            raise
-
-
-def record_despite_failure(emit: Emit, messages: Sequence[AgentMessage]) -> None:
-    """After a listener failed: still send each message's start and end (every event on its
-    own), so the transcript keeps the user's input and every executed call's result. The
-    first failure is what the run reports; a failure here is logged."""
-    for message in messages:
-        for event in (MessageStartEvent(message), MessageEndEvent(message)):
-            try:
-                emit(event)
-            except Exception:
-                _log.exception("A listener raised again while %s was being recorded after "
-                               "an earlier failure", getattr(message, "role", "a message"))
-
-
-def _emit_results(emit: Emit, finished: Sequence[Finalized],
-                  failure: BaseException | None = None) -> list[ToolResultMessage]:
-    """The result messages of ``finished`` in source order; if a listener fails (here or,
-    as ``failure``, earlier in the batch) the rest are still recorded, then it is raised."""
-    timestamp = now_ms()  # created together, so one time for all
-    messages = [tool_result_message(done, timestamp) for done in finished]
-    if failure is not None:
-        record_despite_failure(emit, messages)
-        raise failure
-    emit_messages(emit, messages)
-    return messages
-
-
-def _should_terminate(done: Sequence[Finalized]) -> bool:
-    for finished in done:  # a loop, not all(<generator>): this runs after every batch
-        if finished.result.terminate is not True:
-            return False
-    return bool(done)
+Inbox = queue.SimpleQueue[Update | Done | None]  # None: the run was aborted
 
 
 class ToolRunner:
-    """Executes one run's tool batches on the caller's executor or the run's own pool.
-
-    Without ``config.tool_executor`` the run's pool is created at the first batch and shut
-    down by ``close()`` when the run ends, so no pool thread outlives its run. A caller's
-    executor is only submitted to, never shut down. Used only from the run's worker thread.
-    """
+    """One run's tool batches, each on a new ``Batch``, on the caller's executor (only
+    submitted to) or the run's own pool: made at the first batch, shut down by ``close()``
+    (no pool thread outlives its run). Used only from the run's worker thread."""
 
     def __init__(self, config: AgentLoopConfig, signal: AbortSignal, emit: Emit,
                  trace: RunTrace = UNTRACED) -> None:
-        self._config = config
-        self._tool_scope = trace.tool_scope
-        self._signal = signal
-        self._emit = emit
-        self._pool: ThreadPoolExecutor | None = None
-        # a resumed batch's held results, decisions and unknown-outcome calls; ``_special``
-        # their calls' object ids (empty for any other batch: one set lookup per call)
-        self._resumed = NOTHING_RESUMED
-        self._special: frozenset[int] = frozenset()
-        self._waits = 0  # calls of the current batch waiting for approval
+        self.signal, self.emit, self.trace = signal, emit, trace
+        self.cap, self.executor = config.max_parallel_tools, config.tool_executor
+        self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
+
+    def pool(self) -> Executor:
+        if self.executor is not None:
+            return self.executor  # the caller's: it outlives the run and caps nothing itself
+        if self.own is None:
+            self.own = ThreadPoolExecutor(self.cap or 1024, thread_name_prefix="piagent-tool")
+        return self.own
 
     def close(self) -> None:
         """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-    def _get_pool(self) -> Submitter:
-        executor = self._config.tool_executor
-        if executor is not None:
-            return executor  # the caller's: it outlives the run and caps nothing itself
-        if self._pool is None:
-            cap = self._config.max_parallel_tools
-            # owned by this run: runs execute/after_tool_call; shut down by close()
-            self._pool = ThreadPoolExecutor(max_workers=cap if cap else 1024,
-                                            thread_name_prefix="piagent-tool")
-        return self._pool
+        if self.own is not None:
+            self.own.shutdown(wait=True)
+            self.own = None
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
-                  unknown_outcome: frozenset[str] = frozenset()) -> ToolBatch:
-        """Execute the tool calls of ``message`` (or ``calls``, some of them).
-
-        The calls whose start marks (``start_mark``) are in ``unknown_outcome`` do not run
-        (unless a held result answers them): each gets
-        ``unknown_outcome_result`` with the usual start and end events. Given ``calls`` (a
-        resumed batch), ``config.held_results`` and ``config.approvals`` apply to them.
-        """
-        self._config = config
-        self._waits = 0
+                  unknown_outcome: frozenset[str] = frozenset()) -> Batch:
+        """The calls of ``message``, or ``calls``: a resumed batch (``resumed_answers``)."""
+        answers: dict[int, Answer] = {}
         if calls is None:
             calls = message.tool_calls
-            if self._special:
-                self._resumed, self._special = NOTHING_RESUMED, frozenset()
         else:
-            self._resumed = ResumedCalls.of(message, calls, batch_keys(context.messages, message),
-                                            config.approvals, config.held_results,
-                                            unknown_outcome)
-            self._special = self._resumed.ids
-        if message.stop_reason == "length":
-            return self._fail_truncated(calls)
-        by_name = tools_by_name(context.tools)
-        sequential = config.tool_execution == "sequential" or any(
-            getattr(by_name.get(call.name), "execution_mode", None) == "sequential"
-            for call in calls)
-        if sequential:
-            return self._run_sequential(context, message, calls, by_name)
-        return self._run_parallel(context, message, calls, by_name)
+            answers = resumed_answers(message, calls, batch_keys(context.messages, message),
+                                      config.approvals, config.held_results, unknown_outcome)
+        return Batch(self, context, message, config, calls, answers).run()
 
-    def _fail_truncated(self, calls: list[ToolCall]) -> ToolBatch:
-        messages = []
-        for call in calls:
-            self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-            done = Finalized(call, truncated_result(call), True)
-            _emit_end(self._emit, done)
-            result_message = tool_result_message(done)
-            emit_message(self._emit, result_message)
-            messages.append(result_message)
-        return ToolBatch(messages, terminate=False)
 
-    def _preflight(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                   by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
-        """``tool_execution_start``, then the call prepared to run, waiting for approval, or
-        already finished (unknown tool, invalid arguments, blocked) with its
-        ``tool_execution_end`` sent."""
-        if id(call) in self._special:
-            return self._resumed_slot(context, message, call, by_name)
-        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        prepared = prepare_tool_call(context, message, call, self._config, self._signal,
-                                     by_name.get(call.name))
-        if isinstance(prepared, Prepared):
-            return prepared
-        return self._not_running(call, prepared)
+class Batch:
+    """One batch, made for it: its inputs, ``rest`` (held back from the first waiting call
+    on) and, once run, its result ``messages``, ``terminate`` and ``waiting`` (or None)."""
 
-    def _not_running(self, call: ToolCall, prepared: Immediate | Waiting
-                     ) -> Finalized | Waiting:
-        if isinstance(prepared, Waiting):
-            self._waits += 1
-            return prepared
-        done = Finalized(call, prepared.result, True)
-        _emit_end(self._emit, done)
-        return done
+    __slots__ = ("runner", "emit", "signal", "context", "message", "config", "calls",
+                 "answers", "tools", "messages", "rest", "terminate", "waiting")
 
-    def _resumed_slot(self, context: AgentContext, message: AssistantMessage, call: ToolCall,
-                      by_name: dict[str, AgentTool]) -> Finalized | Prepared | Waiting:
-        """A call of a resumed batch: its held result (no events: they were sent when it
-        ran), an unknown outcome, a denial, or the approved call prepared to run."""
-        resumed = self._resumed
-        held = resumed.held.get(id(call))
-        if held is not None:
-            return held_done(call, held)
-        self._emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
-        decision = resumed.decisions.get(id(call))
-        if id(call) in resumed.unknown:
-            prepared: Immediate | Waiting = Immediate(unknown_outcome_result(call))
-        elif decision is not None and not decision.approved:
-            prepared = Immediate(denied_result(decision.reason))
-        else:
-            ready = prepare_tool_call(context, message, call, self._config, self._signal,
-                                      by_name.get(call.name), decision)
-            if isinstance(ready, Prepared):
-                return ready
-            prepared = ready
-        return self._not_running(call, prepared)
+    def __init__(self, runner: ToolRunner, context: AgentContext, message: AssistantMessage,
+                 config: AgentLoopConfig, calls: list[ToolCall], answers: dict[int, Answer]
+                 ) -> None:
+        self.runner, self.emit, self.signal = runner, runner.emit, runner.signal
+        self.context, self.message, self.config = context, message, config
+        self.calls, self.answers = calls, answers
+        self.tools = {tool.name: tool for tool in reversed(context.tools)}  # first of a name
+        self.messages: list[ToolResultMessage] = []
+        self.rest: list[Finalized | Waiting] = []
+        self.terminate = True  # until a recorded call does not ask to
+        self.waiting: list[PendingApproval] | None = None
 
-    def _run_sequential(self, context: AgentContext, message: AssistantMessage,
-                        calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
-        finished: list[Finalized] = []
-        messages: list[ToolResultMessage] = []
-        rest: list[Finalized | Waiting] = []  # from the first waiting call on: held back
-        for call in calls:
-            slot = self._preflight(context, message, call, by_name)
+    def run(self) -> Batch:
+        if self.message.stop_reason == "length":  # arguments may be cut: nothing runs
+            for call in self.calls:
+                self.emit(_Start(call.id, call.name, call.arguments))
+                self.end(done := Finalized(call, truncated_result(call), True))
+                self.record([done])
+        elif self.config.tool_execution == "sequential" or any(
+                getattr(self.tools.get(call.name), "execution_mode", None) == "sequential"
+                for call in self.calls):
+            for call in self.calls:  # each call prepared, executed, finalized and recorded
+                slot = self.prepare(call)
+                failure = None
+                if type(slot) is Prepared:
+                    (slot,), failure = self.execute([slot])
+                self.record([slot], failure)  # type: ignore[list-item]  # executed
+                if self.signal.is_set() and type(slot) is not Waiting:
+                    break
+        else:  # every call prepared in source order, then the prepared ones run together
+            slots: list[Finalized | Prepared | Waiting] = []
+            for call in self.calls:
+                slots.append(self.prepare(call))
+                if self.signal.is_set():
+                    break
+            prepared = [slot for slot in slots if type(slot) is Prepared]
             failure = None
-            if isinstance(slot, Finalized):
-                done = slot
-            elif isinstance(slot, Waiting):
-                rest.append(slot)
-                continue
-            else:
-                results, failure = self._execute_all(context, message, [slot])
-                done = results[0]
-            if self._waits and failure is None:
-                rest.append(done)
-            else:
-                messages.extend(_emit_results(self._emit, [done], failure))
-            finished.append(done)
-            if self._signal.is_set():
-                break
-        if self._waits:
-            return self._stop_waiting(context, message, rest, messages)
-        return ToolBatch(messages, _should_terminate(finished))
+            if prepared:
+                results, failure = self.execute(prepared)
+                executed = iter(results)
+                slots = [next(executed) if type(slot) is Prepared else slot for slot in slots]
+            self.record(slots, failure)  # type: ignore[arg-type]  # none Prepared now
+        if self.rest:
+            self.stop_waiting()
+        self.terminate = self.terminate and bool(self.messages) and not self.rest
+        return self
 
-    def _run_parallel(self, context: AgentContext, message: AssistantMessage,
-                      calls: list[ToolCall], by_name: dict[str, AgentTool]) -> ToolBatch:
-        slots: list[Finalized | Prepared | Waiting] = []
-        for call in calls:  # phase 1: preflight in source order
-            slots.append(self._preflight(context, message, call, by_name))
-            if self._signal.is_set():
-                break
-        deferred = [slot for slot in slots if isinstance(slot, Prepared)]
-        results, failure = self._execute_all(context, message, deferred)  # phase 2
-        executed = iter(results)
-        if self._waits:
-            ordered = [next(executed) if isinstance(s, Prepared) else s for s in slots]
-            first = next(i for i, s in enumerate(ordered) if isinstance(s, Waiting))
-            prefix: list[Finalized] = ordered[:first]  # type: ignore[assignment]  # no Waiting
-            return self._stop_waiting(context, message, ordered[first:],
-                                      _emit_results(self._emit, prefix, failure))
-        finished = [slot if isinstance(slot, Finalized) else next(executed) for slot in slots]
-        messages = _emit_results(self._emit, finished, failure)  # phase 3, in source order
-        return ToolBatch(messages, _should_terminate(finished))
+    def end(self, done: Finalized) -> None:
+        self.emit(ToolExecutionEndEvent(done.tool_call.id, done.tool_call.name, done.result,
+                                        done.is_error, done.duration_ms))
 
-    def _stop_waiting(self, context: AgentContext, message: AssistantMessage,
-                      rest: Sequence[Finalized | Waiting],
-                      messages: list[ToolResultMessage]) -> ToolBatch:
-        """The batch ends with calls waiting: ``rest`` (from the first waiting call on) is
-        held back and handed to ``on_approval_wait``, then each waiting call is reported
-        (``tool_approval_request``). An aborted run waits for nothing: its waiting calls
-        end as aborted and every result is recorded."""
-        if self._signal.is_set():
-            finished: list[Finalized] = []
-            for slot in rest:
-                if isinstance(slot, Waiting):
-                    slot = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
-                    _emit_end(self._emit, slot)
-                finished.append(slot)
-            messages.extend(_emit_results(self._emit, finished))
-            return ToolBatch(messages, terminate=False)
+    def prepare(self, call: ToolCall) -> Finalized | Prepared | Waiting:
+        """``tool_execution_start``, the resume step and phase 1 (a finished call's end)."""
+        answer = self.answers.get(id(call)) if self.answers else None
+        if type(answer) is Finalized:
+            return answer  # held: its events were sent when it ran
+        self.emit(_Start(call.id, call.name, call.arguments))
+        slot = Finalized(call, answer, True) if type(answer) is AgentToolResult else (
+            prepare_tool_call(self.context, self.message, call, self.config, self.signal,
+                              self.tools.get(call.name), answer))  # type: ignore[arg-type]
+        if type(slot) is Finalized:
+            self.end(slot)
+        return slot
+
+    def record(self, slots: Sequence[Finalized | Waiting],
+               failure: BaseException | None = None) -> None:
+        """The result messages of ``slots`` (one timestamp), sent or, from the batch's first
+        waiting call on, held back; with a ``failure``, those before a waiting call are
+        recorded, then it is raised."""
         timestamp = now_ms()
-        keys = batch_keys(context.messages, message)
-        held = [keep_key(tool_result_message(s, timestamp), keys.get(id(s.tool_call), ""))
-                for s in rest if isinstance(s, Finalized)]
-        pending = [pending_of(s.tool_call, keys.get(id(s.tool_call), ""))
-                   for s in rest if isinstance(s, Waiting)]
-        hook = self._config.on_approval_wait
-        if hook is not None:
-            hook(list(pending), list(held))  # kept (the Agent's store) before anyone is asked
-        for entry in pending:
-            self._emit(ToolApprovalRequestEvent(entry.tool_call_id, entry.tool_name,
-                                                entry.args, entry.digest, entry.call_key))
-        return ToolBatch(messages, terminate=False, waiting=pending)
+        if failure is not None:
+            cut = next((i for i, s in enumerate(slots) if type(s) is Waiting), len(slots))
+            record_despite_failure(self.emit, [tool_result_message(s, timestamp)  # type: ignore[arg-type]
+                                               for s in slots[:cut]])
+            raise failure
+        now: list[ToolResultMessage] = []
+        for slot in slots:
+            if self.rest or isinstance(slot, Waiting):
+                self.rest.append(slot)
+                continue
+            now.append(tool_result_message(slot, timestamp))
+            if slot.result.terminate is not True:
+                self.terminate = False
+        emit_messages(self.emit, now)
+        self.messages.extend(now)
 
-    def _execute_all(self, context: AgentContext, message: AssistantMessage,
-                     prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
-        """Run the calls on the pool; emit updates and ends here, as they arrive. Returns
-        every result and the first failure (the caller records, then raises it)."""
-        if not prepared:
-            return [], None
-        inbox: Inbox = queue.SimpleQueue()
-        cap = self._config.max_parallel_tools
-        ahead = len(prepared) if not cap or self._config.tool_executor is None else cap
-        # every call on the pool, the worker free to emit updates live whatever thread
-        # sends them (a tool's own threads, an MCP server's reader)
-        task = functools.partial(self._execute_one, context, message)  # no Python frame
-        flight = InFlight(self._emit, self._get_pool(), task, prepared, inbox, ahead)
-        flight.drain(self._signal)
-        return [r for r in flight.results if r is not None], flight.failure or flight.refusal
+    def stop_waiting(self) -> None:
+        """The approval step; an aborted run waits for nothing: its waiting calls end as
+        aborted and every result is recorded."""
+        if not self.signal.is_set():
+            self.waiting = wait_for_approval(
+                self.rest, batch_keys(self.context.messages, self.message), self.config,
+                self.emit)
+            return
+        rest, self.rest = self.rest, []
+        for index, slot in enumerate(rest):
+            if type(slot) is Waiting:
+                rest[index] = done = Finalized(slot.tool_call, error_result(ABORTED_TEXT), True)
+                self.end(done)
+        self.record(rest)
 
-    def _execute_one(self, context: AgentContext, message: AssistantMessage,
-                     prepared: Prepared, index: int, inbox: Inbox) -> None:
-        """Pool thread: execute and finalize one call, always posting its completion."""
-        # No lock: an update that slips past `accepting` as execute() returns is queued after
-        # the completion, and InFlight drops an update whose call has its result already.
+    def execute(self, prepared: list[Prepared]) -> tuple[list[Finalized], BaseException | None]:
+        """Phases 2 and 3 on the pool, each call in a copy of the worker's contextvars, at
+        most ``ahead`` beyond those finished (a caller's executor may have more workers than
+        ``max_parallel_tools``); updates and ends emitted as they arrive. The results and the
+        first failure (a listener's, ``on_tool_execute``'s, or the executor's refusal)."""
+        runner, inbox, count = self.runner, Inbox(), len(prepared)
+        ahead = count if not runner.cap or runner.executor is None else runner.cap
+        results: list[Finalized | None] = [None] * count
+        pool, submitted, finished = runner.pool(), 0, 0
+        failure: BaseException | None = None  # the first listener or hook failure
+        refusal: BaseException | None = None  # the executor refused a call
+        noticed_at: float | None = None  # when the abort was seen; None again once named
+        unregister = self.signal.on_abort(lambda: inbox.put(None))  # wakes the worker
+        try:
+            while finished < count:
+                while submitted < count and submitted - finished < ahead:
+                    try:
+                        pool.submit(contextvars.copy_context().run, self.execute_one,
+                                    prepared[submitted], submitted, inbox)
+                        submitted += 1
+                    except RuntimeError as exc:
+                        refusal = _refused(exc, prepared, submitted, inbox)
+                        submitted = count
+                if noticed_at is None:  # not aborted, or the laggards were named already
+                    item = inbox.get()
+                else:
+                    try:
+                        item = inbox.get(timeout=max(
+                            noticed_at + ABORT_GRACE_S - time.monotonic(), 0.0))
+                    except queue.Empty:
+                        _log.warning("%s", _not_returned_text(prepared, results))
+                        noticed_at = None
+                        continue
+                if type(item) is Done:
+                    results[item.index] = done = item.done
+                    failure = self.send(ToolExecutionEndEvent(
+                        done.tool_call.id, done.tool_call.name, done.result, done.is_error,
+                        done.duration_ms), failure) or item.failure
+                    finished += 1
+                elif type(item) is Update:
+                    if results[item.index] is None:  # else: after the completion, dropped
+                        call = prepared[item.index].tool_call
+                        failure = self.send(ToolExecutionUpdateEvent(
+                            call.id, call.name, call.arguments, item.partial), failure)
+                else:
+                    noticed_at = time.monotonic()
+        finally:
+            unregister()
+        return results, failure or refusal  # type: ignore[return-value]  # all finished
+
+    def send(self, event: AgentEvent, failure: BaseException | None) -> BaseException | None:
+        """Emit; the first listener failure is kept (raised once every tool has finished,
+        the running tools' events still going out, as pi's do), a later one logged."""
+        try:
+            self.emit(event)
+        except BaseException as exc:
+            if failure is None:
+                return exc
+            if not isinstance(exc, Exception):
+                raise
+            _log.exception("A listener raised again at %s after an earlier failure", event.type)
+        return failure
+
+    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
+        """Pool thread: ``on_tool_execute`` (the durable start mark), phases 2 and 3; always
+        posts the completion. No lock: an update slipping past ``accepting`` is dropped."""
         accepting = True
 
         def on_update(partial: Any) -> None:
             if accepting:
                 inbox.put(Update(index, partial))
 
+        call, signal, hook = prepared.tool_call, self.signal, self.config.on_tool_execute
         done: Finalized | None = None
-        failure: Exception | None = None  # on_tool_execute's, if it raised
+        failure: Exception | None = None  # on_tool_execute's: the run fails
         try:
-            if self._signal.is_set():
-                done = Finalized(prepared.tool_call, error_result(ABORTED_TEXT), True)
-            elif (failure := self._mark_started(prepared.tool_call)) is not None:
-                done = Finalized(prepared.tool_call, error_result(
-                    f"Tool {prepared.tool_call.name!r} was not executed: recording its start "
-                    f"failed ({failure_text(failure)})."), True)
-            else:
-                with self._tool_scope(prepared.tool_call):  # the call's span, if traced
-                    done = execute_prepared(prepared, self._signal, on_update)
-                    accepting = False
-                    done = finalize(context, message, prepared, done, self._config,
-                                    self._signal)
+            if signal.is_set():
+                done = Finalized(call, error_result(ABORTED_TEXT), True)
+                return
+            try:
+                if hook is not None:
+                    hook(call)
+            except Exception as exc:
+                failure = exc
+                done = Finalized(call, error_result(
+                    f"Tool {call.name!r} was not executed: recording its start failed "
+                    f"({failure_text(exc)})."), True)
+                return
+            with self.runner.trace.tool_scope(call):  # the call's span, if traced
+                done = execute_prepared_tool_call(prepared, signal, on_update)
+                accepting = False
+                done = finalize_executed_tool_call(self.context, self.message, prepared, done,
+                                                   self.config, signal)
         except BaseException as exc:
-            _log.exception("Tool %r failed outside execute()", prepared.tool_call.name)
-            done = Finalized(prepared.tool_call, error_result(exception_text(exc)), True)
+            _log.exception("Tool %r failed outside execute()", call.name)
+            done = Finalized(call, error_result(exception_text(exc)), True)
             raise
         finally:
             accepting = False
             inbox.put(Done(index, done, failure))  # type: ignore[arg-type]  # set above
 
-    def _mark_started(self, call: ToolCall) -> Exception | None:
-        """``on_tool_execute(call)``; the exception it raised, if any (the run then fails)."""
-        hook = self._config.on_tool_execute
-        if hook is None:
-            return None
-        try:
-            hook(call)
-        except Exception as exc:  # reported by the worker thread as the run's failure
-            return exc
-        return None
+
+def _refused(exc: RuntimeError, prepared: list[Prepared], index: int,
+             inbox: Inbox) -> RuntimeError:
+    """The executor refused call ``index`` (shut down): it and the later ones get an error."""
+    error = RuntimeError(f"The tool executor refused a tool call ({exc}); a caller-owned "
+                         "tool_executor must stay open while runs use it.")
+    error.__cause__ = exc
+    for late in range(index, len(prepared)):
+        inbox.put(Done(late, Finalized(prepared[late].tool_call, error_result(str(error)), True)))
+    return error
+
+
+def _not_returned_text(prepared: list[Prepared], results: list[Finalized | None]) -> str:
+    late = [p.tool_call for p, r in zip(prepared, results, strict=True) if r is None]
+    names = ", ".join(f"{c.name!r} (call {c.id})" for c in late)
+    return (f"The run was aborted {ABORT_GRACE_S:g} s ago and tool {names} "
+            f"{'has' if len(late) == 1 else 'have'} not returned yet; the run ends when it "
+            f"returns. A long-running tool should watch its signal (signal.aborted, "
+            f"signal.wait(timeout), signal.on_abort).")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -31,8 +30,8 @@ from piagent import (
     tool,
 )
 from piagent.events import event_to_dict
-from piagent.loop._call import Finalized, Prepared, tool_result_message
-from piagent.loop._inflight import Done as _Done, InFlight as _InFlight, Update as _Update
+from piagent.loop._call import Finalized, tool_result_message
+from piagent.loop._tools import Done as _Done, Update as _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
 from tests.tools.conftest import Execute, make_tool, ok
@@ -323,26 +322,25 @@ def test_the_result_messages_of_a_parallel_batch_share_one_timestamp() -> None:
 def test_an_update_queued_after_its_calls_completion_is_dropped() -> None:
     """``on_update`` takes no lock, so an update racing ``execute()``'s return can be queued
     after the completion; the worker drops it, and still emits one queued before."""
-    events: list[AgentEvent] = []
-    first, second = ToolCall("call_1", "read", {"path": "a"}), ToolCall("call_2", "read", {})
-    prepared = [Prepared(first, make_tool(), {"path": "a"}), Prepared(second, make_tool(), {})]
-    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    for item in (_Update(0, ok("early")), _Done(0, Finalized(first, ok(), False, 0)),
-                 _Update(0, ok("late")), _Done(1, Finalized(second, ok(), False, 0))):
-        inbox.put(item)
-    submitted: list[Any] = []
+    submitted: list[int] = []
 
-    class Recording(Executor):  # runs nothing: the records above stand for the pool's
+    class Recording(Executor):  # runs nothing: it posts what the pool threads would
         def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-            submitted.append(args[2])  # (task, prepared, index, inbox), run in a context
+            _task, prepared, index, inbox = args  # (task, prepared, index, inbox) in a context
+            submitted.append(index)
+            inbox.put(_Update(index, ok("early")))
+            inbox.put(_Done(index, Finalized(prepared.tool_call, ok(), False, 0)))
+            inbox.put(_Update(index, ok("late")))
             return Future()
 
-    flight = _InFlight(events.append, Recording(), lambda *a: None, prepared, inbox, ahead=2)
-    flight.drain(AbortSignal())
+    _, rec, _ = run([("read", {"path": "a"}), ("read", {"path": "b"})], make_tool(),
+                    tool_executor=Recording())
     assert submitted == [0, 1]
-    assert [e.type for e in events] == ["tool_execution_update", "tool_execution_end",
-                                        "tool_execution_end"]
-    assert flight.failure is None and flight.remaining == 0
+    assert [(e.type, e.tool_call_id) for e in rec.events if e.type.startswith("tool_exec")] == [
+        ("tool_execution_start", "call_1"), ("tool_execution_start", "call_2"),
+        ("tool_execution_update", "call_1"), ("tool_execution_end", "call_1"),
+        ("tool_execution_update", "call_2"), ("tool_execution_end", "call_2")]
+    assert [text_of(e.partial_result) for e in rec.of("tool_execution_update")] == ["early"] * 2
 
 
 def test_two_tools_with_one_name_are_refused_by_the_context() -> None:

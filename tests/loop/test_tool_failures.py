@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from piagent import AbortSignal, Agent, ToolExecutionEndEvent, ToolResultMessage, tool
-from piagent.loop import _inflight
+from piagent.loop import _tools
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 
@@ -43,7 +43,7 @@ def test_raising_tool_gives_type_text_and_traceback(caplog: pytest.LogCaptureFix
 
 def test_a_tool_ignoring_its_signal_is_named_once(caplog: pytest.LogCaptureFixture,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_inflight, "ABORT_GRACE_S", 0.05)
+    monkeypatch.setattr(_tools, "ABORT_GRACE_S", 0.05)
     started = threading.Event()
     release = threading.Event()
     named = threading.Event()
