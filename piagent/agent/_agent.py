@@ -92,6 +92,10 @@ class Agent(QueueMethods, ApprovalMethods):
     every run for a typed final result, ``run.output`` (docs/output.md). Both are public
     attributes too, read when a run starts.
 
+    ``before_poll`` (a public attribute, ``None`` by default) is called with no argument on
+    the run's thread at each poll point, before the steering or follow-up queue is read: a
+    runner (``piagent.runs``) reads its store's inbox there.
+
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
     second run while one is active raises ``AgentBusyError``. Listeners run on the run's
@@ -185,10 +189,11 @@ class Agent(QueueMethods, ApprovalMethods):
         # _active is cleared the thread still has a few instructions to run, and
         # wait_for_idle joins it so "idle" means that thread has ended
         self._last_worker: threading.Thread | None = None
-        # a runner's inbox reader (piagent.runs): called on the run's thread at each poll
-        # point, before the queues are read, so input sent from another process by then is
-        # in them. Set before a run starts; None (the default) costs nothing.
-        self._before_poll: Callable[[], None] | None = None
+        # the poll hook: called on the run's thread at each poll point, before the queues
+        # are read (a runner of piagent.runs reads its store's inbox there, so input sent
+        # from another process by then is in them). Read when a run starts; None (the
+        # default) costs nothing.
+        self.before_poll: Callable[[], None] | None = None
         self._approvals = Approvals(self)  # calls waiting for approval (docs/approvals.md)
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)

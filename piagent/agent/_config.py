@@ -21,7 +21,7 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
     state, queues, takings = agent.state, agent._queues, run.takings
     skip = [skip_initial_steering_poll]
 
-    before_poll = agent._before_poll  # a runner reading its store's inbox, or None
+    before_poll = agent.before_poll  # a runner reading its store's inbox, or None
 
     def get_steering_messages() -> list[AgentMessage]:
         if skip[0]:
