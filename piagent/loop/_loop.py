@@ -41,6 +41,7 @@ from ..stream import (
     StartEvent,
     StreamFn,
     StreamOptions,
+    get_default_stream_fn,
 )
 from ._config import (
     AgentContext,
@@ -51,7 +52,7 @@ from ._config import (
     RequestUpdate,
 )
 from ._declare import ToolDeclarations
-from ._guard import make_guard
+from ._guard import RunGuard, make_guard
 from ._tools import ToolRunner, emit_messages, record_despite_failure
 from ._trace import start_trace
 
@@ -70,36 +71,27 @@ _read_stream_options = operator.attrgetter(*_STREAM_OPTION_FIELDS)  # the config
 
 def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
                    config: AgentLoopConfig, emit: Emit, signal: AbortSignal | None = None,
-                   stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+                   stream_fn: StreamFn | None = None, *,
+                   guard: RunGuard | None = None) -> list[AgentMessage]:
     """Run a prompt: add ``prompts`` to a copy of the context and loop until the agent stops.
 
-    Blocks; returns the run's new messages (the prompts included).
+    ``guard`` (``make_guard``'s, made by the caller that reads its outcome) applies limits
+    and a typed output; without it ``config.limits``/``config.output_type`` make one. Either
+    way the run closes it. Blocks; returns the run's new messages (the prompts included).
     """
-    run = Run(context, config, emit, signal, stream_fn)
-    emit = run.emit  # through the run's trace, if any
-    initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
-    run.context.messages.extend(initial)
-    run.new_messages.extend(initial)
-    try:
-        run.trace.run(emit_start, emit)  # a listener failing here still ends the run's span
-    except BaseException:
-        record_despite_failure(emit, initial)  # the prompts stay in the transcript
-        raise
-    emit_messages(emit, initial)  # a listener failing at a start still records the prompt
-    return run.run()
+    return Run(context, config, emit, signal, stream_fn, guard).run(list(prompts))
 
 
 def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit: Emit,
                             signal: AbortSignal | None = None,
-                            stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+                            stream_fn: StreamFn | None = None, *,
+                            guard: RunGuard | None = None) -> list[AgentMessage]:
     """Continue from the context as it is (a retry, say); the last message must not be the model's.
 
-    Blocks; returns the run's new messages.
+    ``guard`` as ``run_agent_loop``'s. Blocks; returns the run's new messages.
     """
     check_can_continue(context)
-    run = Run(context, config, emit, signal, stream_fn)
-    run.trace.run(emit_start, run.emit)
-    return run.run()
+    return Run(context, config, emit, signal, stream_fn, guard).run()
 
 
 def emit_start(emit: Emit) -> None:
@@ -176,11 +168,27 @@ def _end_messages(event: AgentEvent) -> list[AgentMessage]:
 
 
 class Run:
-    """One run of the loop: its context copy, config, signal, and the state between turns."""
+    """One run of the loop: its context copy, config, signal, and the state between turns.
+
+    Made by ``Run(...)`` alone, for every entry point (``run_agent_loop`` and its forms,
+    which the ``Agent`` calls too): the guard (limits, typed output), then the trace, wrap
+    the config, the emit function and the stream function here, once; ``run`` closes what
+    was opened (the tool pool, the guard).
+    """
 
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
-                 signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
-        self.context = AgentContext(list(context.messages), list(context.tools))
+                 signal: AbortSignal | None, stream_fn: StreamFn | None,
+                 guard: RunGuard | None = None) -> None:
+        tools = list(context.tools)
+        if guard is None and (config.limits is not None or config.output_type is not None):
+            guard = make_guard(config.limits, config.output_type)
+        self.guard = guard
+        if guard is not None:  # through the public hooks and a wrapped stream function
+            tools = guard.tools(tools)
+            config = guard.config(config)
+            stream_fn = guard.stream_fn(stream_fn if stream_fn is not None
+                                        else get_default_stream_fn())
+        self.context = AgentContext(list(context.messages), tools)
         self.trace, self.config, self.emit, self.stream_fn = start_trace(config, emit, stream_fn)
         self.signal = signal if signal is not None else AbortSignal()
         self.new_messages: list[AgentMessage] = []
@@ -188,23 +196,37 @@ class Run:
         self.last_turn: AgentTurnContext | None = None
         self.pending: list[AgentMessage] = []  # steering or follow-ups for the next request
         self.explicit_continuation = False  # finish_turn asked for one more turn
-        # limits and a typed output, through the public hooks and a wrapped stream function
-        self.guard = (make_guard(config.limits, config.output_type)
-                      if config.limits is not None or config.output_type is not None else None)
-        if self.guard is not None:
-            self.context.tools = self.guard.tools(self.context.tools)
-            self.config = self.guard.config(config)
-            self.stream_fn = self.guard.stream_fn(self.stream_fn)
 
-    def run(self, resume: Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
+    def run(self, prompts: list[AgentMessage] | None = None, resume: Resume | None = None
+            ) -> list[AgentMessage]:
+        """The run from its first event to its last: ``prompts`` (a prompt run's input, with
+        the tool declarations they need) added and emitted first; returns its new messages."""
         try:
-            self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
+            if prompts is None:
+                self.trace.run(emit_start, self.emit)
+            else:
+                self._begin(prompts)
+            tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
+            try:
+                self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
+            finally:
+                tools.close()
         finally:
-            tools.close()
             if self.guard is not None:
                 self.guard.close()  # charges a budget what the last response spent
         return self.new_messages
+
+    def _begin(self, prompts: list[AgentMessage]) -> None:
+        emit = self.emit  # through the run's trace, if any
+        initial = self.declarations.declare(self.context.messages, self.context.tools, prompts)
+        self.context.messages.extend(initial)
+        self.new_messages.extend(initial)
+        try:
+            self.trace.run(emit_start, emit)  # a listener failing here still ends the span
+        except BaseException:
+            record_despite_failure(emit, initial)  # the prompts stay in the transcript
+            raise
+        emit_messages(emit, initial)  # a listener failing at a start still records the prompt
 
     def _poll(self, getter: Callable[[], Sequence[AgentMessage]] | None) -> list[AgentMessage]:
         if getter is None or self.signal.aborted:  # an aborted run polls no queue
