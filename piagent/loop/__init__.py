@@ -30,13 +30,14 @@ from ._config import (
 )
 from ._guard import RunGuard, make_guard
 from ._limits import Budget, BudgetStore, LimitHit, Limits
-from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._loop import run_agent_loop, run_agent_loop_continue
 from ._resume import (
     call_start_mark,
     open_calls,
     run_agent_loop_resume,
     unanswered_tool_calls,
 )
+from ._threaded import agent_loop, agent_loop_continue
 from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [

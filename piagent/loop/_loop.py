@@ -1,9 +1,8 @@
 """The agent loop: call the model, run the tools it asks for, feed the results back, repeat.
 
 ``run_agent_loop`` and ``run_agent_loop_continue`` run on the calling thread and call
-``emit`` synchronously for every event (each event is a barrier). ``agent_loop`` and
-``agent_loop_continue`` run the same loop on a new worker thread and return an
-``EventStream`` at once. None of them mutates the caller's ``context.messages``.
+``emit`` synchronously for every event (each event is a barrier); ``_threaded.py`` runs them
+on a new worker thread. None of them mutates the caller's ``context.messages``.
 
 The loop works with ``AgentMessage`` everywhere and turns the transcript into LLM
 messages only at the model boundary (``transform_context`` → ``convert_to_llm``).
@@ -11,16 +10,13 @@ messages only at the model boundary (``transform_context`` → ``convert_to_llm`
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import dataclasses
 import operator
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from ..abort import AbortSignal
-from ..errors import AgentLoopError
 from ..events import (
     AgentEndEvent,
     AgentEvent,
@@ -37,7 +33,6 @@ from ..stream import (
     Context,
     DoneEvent,
     ErrorEvent,
-    EventStream,
     StartEvent,
     StreamFn,
     StreamOptions,
@@ -56,7 +51,7 @@ from ._guard import RunGuard, make_guard
 from ._tools import ToolRunner, emit_messages, record_despite_failure
 from ._trace import start_trace
 
-__all__ = ["Emit", "Resume", "Run", "agent_loop", "agent_loop_continue", "check_can_continue",
+__all__ = ["Emit", "Resume", "Run", "check_can_continue",
            "run_agent_loop", "run_agent_loop_continue"]
 
 Emit = Callable[[AgentEvent], None]
@@ -100,29 +95,6 @@ def emit_start(emit: Emit) -> None:
     emit(TurnStartEvent())
 
 
-def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,
-               signal: AbortSignal | None = None,
-               stream_fn: StreamFn | None = None) -> EventStream[AgentEvent, list[AgentMessage]]:
-    """``run_agent_loop`` on a new worker thread; returns its events as an ``EventStream``.
-
-    The stream is observational: the loop does not wait for the reader. If a hook, the
-    stream function or ``convert_to_llm`` raises, iteration and ``result()`` raise
-    ``AgentLoopError`` chained to the cause.
-    """
-    prompts = list(prompts)
-    return _start_worker(lambda emit: run_agent_loop(prompts, context, config, emit, signal,
-                                                     stream_fn))
-
-
-def agent_loop_continue(context: AgentContext, config: AgentLoopConfig,
-                        signal: AbortSignal | None = None, stream_fn: StreamFn | None = None
-                        ) -> EventStream[AgentEvent, list[AgentMessage]]:
-    """``run_agent_loop_continue`` on a new worker thread (guards raise here, at once)."""
-    check_can_continue(context)
-    return _start_worker(lambda emit: run_agent_loop_continue(context, config, emit, signal,
-                                                              stream_fn))
-
-
 def check_can_continue(context: AgentContext) -> None:
     if not context.messages:
         msg = "Cannot continue: no messages in context"
@@ -130,41 +102,6 @@ def check_can_continue(context: AgentContext) -> None:
     if getattr(context.messages[-1], "role", None) == "assistant":
         msg = "Cannot continue from message role: assistant"
         raise ValueError(msg)
-
-
-def _start_worker(body: Callable[[Emit], list[AgentMessage]]
-                  ) -> EventStream[AgentEvent, list[AgentMessage]]:
-    worker: list[threading.Thread] = []
-
-    def join() -> None:  # the stream's end was read: the worker is finishing, wait for it
-        if worker and worker[0] is not threading.current_thread():
-            worker[0].join()
-
-    stream: EventStream[AgentEvent, list[AgentMessage]] = EventStream(
-        _is_agent_end, _end_messages, on_finish=join)
-
-    def work() -> None:
-        try:
-            stream.end(body(stream.push))
-        except BaseException as exc:  # the stream must end, never hang: report the cause
-            error = AgentLoopError(f"The agent loop stopped because {type(exc).__name__} was "
-                                   f"raised: {exc}")
-            error.__cause__ = exc
-            stream.fail(error)
-
-    # the worker runs in a copy of the caller's contextvars context (and so do its tools)
-    worker.append(threading.Thread(target=contextvars.copy_context().run, args=(work,),
-                                   name="piagent-loop", daemon=True))
-    worker[0].start()
-    return stream
-
-
-def _is_agent_end(event: AgentEvent) -> bool:
-    return event.type == "agent_end"
-
-
-def _end_messages(event: AgentEvent) -> list[AgentMessage]:
-    return list(event.messages) if event.type == "agent_end" else []
 
 
 class Run:
