@@ -26,11 +26,10 @@ from ..loop import (
 )
 from ..messages import AgentMessage, AssistantMessage, TextContent
 from ._config import loop_config
-from ._interrupt import still_running
 from ._resume_warning import Persist, dropping_marks, started_unfinished
 from ._setup import RunSetup
 
-__all__ = ["emitter", "run_worker", "still_running"]
+__all__ = ["emitter", "run_worker"]
 
 _log = logging.getLogger("piagent.agent")
 # marks the one WARNING of a failed run, so a front end that shows the failure itself (the
