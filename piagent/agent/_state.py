@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 from ..events import AgentEvent
@@ -11,7 +12,7 @@ from ..tools import AgentTool
 from ..transcript import get_current_system_prompt
 from ._checks import check_messages, check_model, check_thinking_level, check_tools
 
-__all__ = ["AgentState", "StateWriter"]
+__all__ = ["AgentState", "StateWriter", "reduce"]
 
 
 class AgentState:
@@ -124,9 +125,9 @@ class AgentState:
 
 
 class StateWriter:
-    """The one writer of an ``AgentState``: the reducer (one event's change) and the run's
-    start and end, for the Agent and its run's worker; ``reset`` and ``assign`` replace the
-    transcript.
+    """The one writer of an ``AgentState``: the reducer (``reduce``, one event's change)
+    and the run's start and end, for the Agent and its run's worker; ``reset`` and
+    ``assign`` replace the transcript.
 
     Thread safety: as ``AgentState`` says (the worker thread during a run, the caller under
     the Agent's run lock between runs).
@@ -137,23 +138,10 @@ class StateWriter:
     def __init__(self, state: AgentState) -> None:
         self.state = state
 
-    def apply(self, event: AgentEvent) -> None:
-        """The reducer: one event's change to the state."""
-        state = self.state
-        if event.type == "message_update" or event.type == "message_start":
-            state._streaming_message = event.message
-        elif event.type == "message_end":
-            state._streaming_message = None
-            state._messages.append(event.message)
-        elif event.type == "tool_execution_start":
-            state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}
-        elif event.type == "tool_execution_end":
-            state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}
-        elif event.type == "turn_end":
-            if event.message.error_message:
-                state._error_message = event.message.error_message
-        elif event.type == "agent_end":
-            state._streaming_message = None
+    def reducer(self) -> Callable[[AgentEvent], None]:
+        """The reducer bound to the state (``reduce``), for a run's emit path: a partial, so
+        each event costs one Python frame."""
+        return functools.partial(reduce, self.state)
 
     def run_started(self) -> None:
         state = self.state
@@ -183,3 +171,21 @@ class StateWriter:
         """An assignment to ``state.messages`` goes to ``replace`` from now on (which stores
         it, then calls ``assign``)."""
         self.state._replace = replace
+
+
+def reduce(state: AgentState, event: AgentEvent) -> None:
+    """The reducer: one event's change to ``state`` (through ``StateWriter.reducer``)."""
+    if event.type == "message_update" or event.type == "message_start":
+        state._streaming_message = event.message
+    elif event.type == "message_end":
+        state._streaming_message = None
+        state._messages.append(event.message)
+    elif event.type == "tool_execution_start":
+        state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}
+    elif event.type == "tool_execution_end":
+        state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}
+    elif event.type == "turn_end":
+        if event.message.error_message:
+            state._error_message = event.message.error_message
+    elif event.type == "agent_end":
+        state._streaming_message = None

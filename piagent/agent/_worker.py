@@ -42,7 +42,7 @@ def emitter(setup: RunSetup) -> Callable[[AgentEvent], None]:
     The lookups are done once here: the loop emits dozens of events a turn.
     """
     run = setup.record
-    apply, observe, signal, listeners = setup.writer.apply, run.observe, run.signal, \
+    apply, observe, signal, listeners = setup.writer.reducer(), run.observe, run.signal, \
         setup.listeners
     record = run.events.append
     link = setup.link
