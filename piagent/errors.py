@@ -25,9 +25,9 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     │   └── ProviderResponseError (+ValueError)
     ├── ProxyError
     │   └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
-    ├── MCPError                              an MCP server failed a request (piagent.mcp)
-    │   ├── MCPConnectionError (+ConnectionError)  the server cannot be reached or went away
-    │   └── MCPTimeoutError (+TimeoutError)   a request passed its timeout
+    ├── MCPError                              an MCP server answered an error (piagent.mcp)
+    │   ├── MCPConnectionError (+ConnectionError)  it cannot be reached, or went away
+    │   └── MCPTimeoutError (+TimeoutError)   it did not answer within the timeout
     └── CliError                              the CLI's one-line problem, exit code 2 (piagent.cli)
 
 ``SessionCorruptError`` lives in ``piagent.sessions``, ``RunNotFoundError`` and
