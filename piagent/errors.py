@@ -7,10 +7,12 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
 
     PiAgentError
     ├── AgentBusyError (+RuntimeError)        a second run, continue, reset or resume while one is
-    │                                         active; a runner's start() while the session has a
-    │                                         live run in any process (the session-busy error)
+    │   │                                     active; a runner's start() while the session has a
+    │   │                                     live run in any process (the session-busy error)
+    │   └── SessionBusy                       a runs backend's: the session's live run is run_id
+    │                                         (private to piagent.runs; caught as AgentBusyError)
     ├── AgentLoopError (+RuntimeError)        a hook or convert_to_llm raised inside agent_loop()
-├── AgentRunError (+RuntimeError)         run.raise_for_error(): the run failed or was aborted
+    ├── AgentRunError (+RuntimeError)         run.raise_for_error(): the run failed or was aborted
     ├── ApprovalError (+ValueError)           approve()/deny() of an unknown or decided call, or a stale digest
     ├── ApprovalPendingError (+RuntimeError)  prompt()/continue_() while tool calls wait for approval
     ├── StreamFnError (+LookupError)          no stream function configured
@@ -21,11 +23,16 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     ├── ProviderError                         a provider request failed (mapped into error messages)
     │   ├── ProviderConnectionError
     │   └── ProviderResponseError (+ValueError)
-    └── ProxyError
-        └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
+    ├── ProxyError
+    │   └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
+    ├── MCPError                              an MCP server answered an error (piagent.mcp)
+    │   ├── MCPConnectionError (+ConnectionError)  it cannot be reached, or went away
+    │   └── MCPTimeoutError (+TimeoutError)   it did not answer within the timeout
+    └── CliError                              the CLI's one-line problem, exit code 2 (piagent.cli)
 
-``SessionCorruptError`` lives in ``piagent.sessions`` and ``RunNotFoundError`` in
-``piagent.runs``, beside what raises them. Besides these, piagent raises builtin exceptions
+``SessionCorruptError`` lives in ``piagent.sessions``, ``RunNotFoundError`` and
+``SessionBusy`` in ``piagent.runs``, the MCP errors in ``piagent.mcp`` and ``CliError`` in
+``piagent.cli``, beside what raises them. Besides these, piagent raises builtin exceptions
 on purpose: ``TypeError``/``ValueError`` for a wrong argument (naming the parameter and what
 is accepted), ``TimeoutError`` from blocking waits that pass their timeout,
 ``ConnectionError`` for a PostgreSQL server that cannot be reached, ``ImportError`` for a

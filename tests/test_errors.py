@@ -103,4 +103,5 @@ def test_the_docs_draw_the_tree_of_errors_py() -> None:
              if (m := re.match(r"^[│├└─ ]*([A-Za-z]+Error)\b", line))}
     public = {name for name, value in vars(piagent).items()
               if inspect.isclass(value) and issubclass(value, BaseException)}
-    assert public | {"RunNotFoundError", "SessionCorruptError"} == named
+    assert public | {"RunNotFoundError", "SessionCorruptError", "MCPError", "MCPConnectionError",
+                     "MCPTimeoutError", "CliError"} == named

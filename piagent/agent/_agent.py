@@ -19,7 +19,6 @@ from ..errors import AgentBusyError
 from ..loop import (
     AfterToolCallContext,
     AfterToolCallResult,
-    AgentLoopConfig,
     AgentLoopTurnUpdate,
     AgentTurnContext,
     BeforeToolCallContext,
@@ -36,9 +35,8 @@ from ..sessions import SessionStore
 from ..stream import ClientIdentity, ProviderResponse, StreamFn
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
-from ._approvals import ApprovalMethods, Approvals
+from ._approvals import AgentApprovalMethods, Approvals
 from ._checks import check_agent, check_timeout
-from ._config import loop_config
 from ._input import (
     RunInput,
     check_listener,
@@ -47,14 +45,16 @@ from ._input import (
     normalise_input,
     starting_transcript,
 )
-from ._interrupt import busy_text, wait_after_interrupt
+from ._interrupt import busy_text, still_running, wait_after_interrupt, wait_interruptibly
 from ._persistence import StoreLink, check_store, stored_messages
 from ._queue_api import QueueMethods
 from ._queues import QueueLedger, QueueMode, Takings
+from ._record import RunRecord, RunSlot, on_main_thread
 from ._resume_warning import warn_unfinished
-from ._run import AgentEventIterator, AgentRun, TypedRun, on_main_thread
-from ._state import AgentState
-from ._worker import Listener, Listeners, run_worker, still_running
+from ._run import AgentEventIterator, AgentRun, TypedRun
+from ._setup import Listener, Listeners, RunSetup
+from ._state import AgentState, StateWriter
+from ._worker import run_worker
 
 __all__ = ["Agent", "Listener"]
 
@@ -74,7 +74,7 @@ _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replac
                  "transcript (agent.state.messages) of a session kept in a store.")
 
 
-class Agent(QueueMethods, ApprovalMethods):
+class Agent(QueueMethods, AgentApprovalMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
     Every option is a keyword, checked at the call (docs/errors.md); ``model`` may be a
@@ -91,6 +91,10 @@ class Agent(QueueMethods, ApprovalMethods):
     request, tool-call, token, cost or time limit (docs/limits.md); ``output_type=`` asks
     every run for a typed final result, ``run.output`` (docs/output.md). Both are public
     attributes too, read when a run starts.
+
+    ``before_poll`` (a public attribute, ``None`` by default) is called with no argument on
+    the run's thread at each poll point, before the steering or follow-up queue is read: a
+    runner (``piagent.runs``) reads its store's inbox there.
 
     Thread safety: every method may be called from any thread, including listeners and
     tools (``steer``, ``follow_up``, ``abort``, the queue methods, ``subscribe``). A
@@ -155,6 +159,7 @@ class Agent(QueueMethods, ApprovalMethods):
         self._link: StoreLink | None = None
         self._state = AgentState(model, thinking_level, tools, list(stored) if stored else
                                  starting_transcript(messages, system_prompt, tools))
+        self._writer = StateWriter(self._state)  # the state's one writer (reducer, resets)
         self.stream_fn = stream_fn
         self.convert_to_llm = convert_to_llm or default_convert_to_llm
         self.transform_context = transform_context
@@ -178,32 +183,28 @@ class Agent(QueueMethods, ApprovalMethods):
         self.telemetry = telemetry  # the explicit parent of the runs' spans (piagent.otel)
         self._queues = QueueLedger(steering_mode, follow_up_mode)
         self._listeners = Listeners()
-        # guards _active: the check-and-set that starts a run, and its clearing
-        self._run_lock = threading.Lock()
-        self._active: AgentRun | None = None
-        # the worker thread of the latest run (set under _run_lock with _active): after
-        # _active is cleared the thread still has a few instructions to run, and
-        # wait_for_idle joins it so "idle" means that thread has ended
-        self._last_worker: threading.Thread | None = None
-        # a runner's inbox reader (piagent.runs): called on the run's thread at each poll
-        # point, before the queues are read, so input sent from another process by then is
-        # in them. Set before a run starts; None (the default) costs nothing.
-        self._before_poll: Callable[[], None] | None = None
-        self._approvals = Approvals(self)  # calls waiting for approval (docs/approvals.md)
+        self._slot = RunSlot()  # the one active run, its lock, the latest worker thread
+        # the poll hook: called on the run's thread at each poll point, before the queues
+        # are read (a runner of piagent.runs reads its store's inbox there, so input sent
+        # from another process by then is in them). Read when a run starts; None (the
+        # default) costs nothing.
+        self.before_poll: Callable[[], None] | None = None
+        # calls waiting for approval (docs/approvals.md)
+        self._approvals = Approvals(self._writer, self._slot)
         if store is not None and session_id is not None:
             self._connect(store, session_id, stored)
 
     def _connect(self, store: SessionStore, session_id: str,
                  stored: list[AgentMessage]) -> None:
         """Make ``store`` the agent's (see ``StoreLink``)."""
-        self._link = StoreLink(store, session_id, self._state, stored)
+        self._link = self._approvals.link = StoreLink(store, session_id, self._writer, stored)
         self.session_id = session_id
-        self._state._replace = self._assign_messages
+        self._writer.hand_assignments_to(self._assign_messages)
         self._approvals.waiting = True  # the session may hold a waiting batch: checked once
 
     def __repr__(self) -> str:
         model = self._state.model.id if self._state.model is not None else None
-        run = "running" if self._active is not None else "idle"
+        run = "running" if self._slot.active is not None else "idle"
         return (f"<Agent model={model!r} messages={len(self._state.messages)} "
                 f"tools={len(self._state.tools)} {run}>")
 
@@ -234,7 +235,7 @@ class Agent(QueueMethods, ApprovalMethods):
     @property
     def signal(self) -> AbortSignal | None:
         """The active run's abort signal, or ``None`` when idle."""
-        run = self._active
+        run = self._slot.active
         return run.signal if run is not None else None
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -274,7 +275,7 @@ class Agent(QueueMethods, ApprovalMethods):
         """
         prompts = normalise_input(input, images)
         self._approvals.check_idle("prompt()")
-        warn_unfinished(self, "prompt()")
+        warn_unfinished(self._link, self._slot.active is not None, "prompt()")
         return self._call(_BUSY_PROMPT, lambda takings: (prompts, False, None), block, timeout,
                           output_type)
 
@@ -285,7 +286,7 @@ class Agent(QueueMethods, ApprovalMethods):
         the queued steering (else follow-up) messages are run as a prompt.
         """
         self._approvals.check_idle("continue_()")
-        warn_unfinished(self, "continue_()")
+        warn_unfinished(self._link, self._slot.active is not None, "continue_()")
         return self._call(_BUSY_CONTINUE, lambda takings: continue_input(
             self._state.messages, self._queues, takings), block, timeout)
 
@@ -309,17 +310,17 @@ class Agent(QueueMethods, ApprovalMethods):
 
     def abort(self, reason: object = None) -> None:
         """Abort the active run (no-op when idle)."""
-        run = self._active
+        run = self._slot.active
         if run is not None:
             run.abort(reason)
 
     def wait_for_idle(self, timeout: float | None = None) -> bool:
         """Wait until no run is active; False if ``timeout`` seconds pass first."""
         timeout = check_timeout(timeout)
-        run = self._active
+        run = self._slot.active
         if run is not None:
-            return run.wait(timeout)
-        worker = self._last_worker
+            return wait_interruptibly(run, timeout)
+        worker = self._slot.last_worker
         if worker is not None and worker is not threading.current_thread() \
                 and worker.ident is not None:
             worker.join(timeout)  # settling is its last act: this returns at once
@@ -331,13 +332,13 @@ class Agent(QueueMethods, ApprovalMethods):
 
         With a session store the stored transcript is replaced the same way first.
         """
-        with self._run_lock:
-            if self._active is not None:
+        with self._slot.lock:
+            if self._slot.active is not None:
                 raise AgentBusyError(_BUSY_RESET)
             head = get_current_system_message(self._state.messages)
             messages: list[AgentMessage] = [head] if head is not None else []
             self._replace_stored(messages)
-            self._state._reset(messages)
+            self._writer.reset(messages)
             self._queues.clear()
 
     # --- session store ------------------------------------------------------------------
@@ -357,8 +358,8 @@ class Agent(QueueMethods, ApprovalMethods):
         session id. ``AgentBusyError`` while a run is active.
         """
         check_store(store, session_id, "attach_store()")
-        with self._run_lock:
-            if self._active is not None:
+        with self._slot.lock:
+            if self._slot.active is not None:
                 msg = "Agent is already processing. Wait for completion before attaching a store."
                 raise AgentBusyError(msg)
             self._connect(store, session_id, store.load(session_id))
@@ -372,12 +373,12 @@ class Agent(QueueMethods, ApprovalMethods):
         """An assignment to ``state.messages`` with a store: refused while a run is live
         (its own appends would race the replacement), except on the run's own thread (a
         listener), where nothing else touches the transcript meanwhile."""
-        with self._run_lock:
-            run = self._active
-            if run is not None and run._thread is not threading.current_thread():
+        with self._slot.lock:
+            run = self._slot.active
+            if run is not None and run.thread is not threading.current_thread():
                 raise AgentBusyError(_BUSY_REPLACE)
             self._replace_stored(messages)
-            self._state._messages = messages
+            self._writer.assign(messages)
 
     # --- run machinery --------------------------------------------------------------------
 
@@ -398,26 +399,25 @@ class Agent(QueueMethods, ApprovalMethods):
         """
         timeout = check_timeout(timeout)
         guard = make_guard(self.limits, self.output_type if output_type is None else output_type)
-        run = (TypedRun if guard is not None and guard.output is not None
-               else AgentRun)(self._queues.takings())
-        run._guard = guard
+        record = RunRecord(self._queues.takings(), guard)
+        run = (TypedRun if guard is not None and guard.output is not None else AgentRun)(record)
         # blocking, no timeout, off the main thread: nothing else needs the caller, and no
         # Ctrl-C can reach it, so the run executes right here (no worker thread)
         here = block and timeout is None and not on_main_thread()
         try:
-            self._start(run, busy_message, choose, here)
+            self._start(record, busy_message, choose, here)
             if here or (not block and timeout is None):
                 return run
-            settled = run._wait(timeout)
+            settled = record.wait(timeout)
         except KeyboardInterrupt:
-            if run._thread is not None:
-                wait_after_interrupt(run)  # says what lingers; a second one stops waiting
+            if record.thread is not None:
+                wait_after_interrupt(record)  # says what lingers; a second one stops waiting
             raise
         if not settled:
             run.abort()
             if not run.wait(AFTER_ABORT_WAIT_S):
                 msg = (f"The run did not finish within {timeout} seconds, so it was aborted, "
-                       f"but {still_running(run)} has not stopped {AFTER_ABORT_WAIT_S:g} s "
+                       f"but {still_running(record)} has not stopped {AFTER_ABORT_WAIT_S:g} s "
                        "after the abort (it ignores its signal). The run ends when it "
                        "returns; until then the agent is busy (agent.wait_for_idle()).")
                 raise TimeoutError(msg)
@@ -425,50 +425,53 @@ class Agent(QueueMethods, ApprovalMethods):
             raise TimeoutError(msg)
         return run
 
-    def _start(self, run: AgentRun, busy_message: str,
+    def _start(self, run: RunRecord, busy_message: str,
                choose: Callable[[Takings], RunInput], here: bool = False) -> None:
         """Start ``run`` on a worker thread, or with ``here`` execute it on this thread
         (returning once it has settled). Either way it runs in a copy of the caller's
-        contextvars context."""
+        contextvars context, with the one ``RunSetup`` built here."""
         context = contextvars.copy_context()
-        with self._run_lock:
-            if self._active is not None:
-                raise AgentBusyError(busy_text(self._active, busy_message))
+        slot = self._slot
+        with slot.lock:
+            if slot.active is not None:
+                raise AgentBusyError(busy_text(slot.active, busy_message))
             prompts, skip_poll, started = choose(run.takings)
-            self._active = run
-            self._state._run_started()
+            setup = RunSetup(run, self._writer, self, self._link, self._listeners, self._queues,
+                             self._approvals.loop_options(run), self._settle, prompts,
+                             skip_poll, started)
+            slot.active = run
+            self._writer.run_started()
             if here:
-                run._thread, run._dedicated = threading.current_thread(), False
-                self._last_worker = None  # no thread to join for "idle"
+                run.thread, run.dedicated = threading.current_thread(), False
+                slot.last_worker = None  # no thread to join for "idle"
             else:
-                thread = threading.Thread(target=context.run,
-                                          args=(run_worker, self, run, prompts, skip_poll,
-                                                started),
+                thread = threading.Thread(target=context.run, args=(run_worker, setup),
                                           name="piagent-run", daemon=True)
                 # known before the thread starts, so a wait that sees the run settled joins it
-                run._thread = self._last_worker = thread
+                run.thread = slot.last_worker = thread
         if here:
-            context.run(run_worker, self, run, prompts, skip_poll, started)
+            context.run(run_worker, setup)
             return
         try:
             thread.start()
         except BaseException:
             # Ctrl-C inside start(), or "can't start new thread": if the worker never runs,
             # undo the start here, or the agent would stay busy for ever
-            if not run._worker_started.wait(1.0):
-                run._thread = None
-                with self._run_lock:
-                    self._last_worker = None
+            if not run.worker_started.wait(1.0):
+                run.thread = None
+                with slot.lock:
+                    slot.last_worker = None
                 run.takings.restore()
                 self._settle(run)
             raise
 
-    def _loop_config(self, run: AgentRun, skip_initial_steering_poll: bool) -> AgentLoopConfig:
-        """The loop's configuration for ``run``, read from the agent's options now."""
-        return loop_config(self, run, skip_initial_steering_poll)
+    def _start_decided(self) -> AgentRun:
+        """The run that completes a batch whose last call was just decided (on a worker
+        thread, as ``continue_(block=False)``)."""
+        return self._call(_BUSY_CONTINUE, self._approvals.continue_input, False, None)
 
-    def _settle(self, run: AgentRun) -> None:
-        with self._run_lock:
-            self._state._run_settled()
-            self._active = None
-        run._settle()
+    def _settle(self, run: RunRecord) -> None:
+        with self._slot.lock:
+            self._writer.run_settled()
+            self._slot.active = None
+        run.settle()

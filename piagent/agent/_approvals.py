@@ -10,10 +10,8 @@ nothing is unsaved here), so a call whose arguments changed since they were show
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import AgentBusyError, ApprovalError, ApprovalPendingError
 from ..loop import open_calls
@@ -23,60 +21,41 @@ from ..sessions import MemoryStore
 from ._input import RunInput
 from ._persistence import StoreLink
 from ._queues import Takings
+from ._record import RunRecord, RunSlot
 from ._run import AgentRun
-from ._state import AgentState
+from ._state import StateWriter
 
-__all__ = ["ApprovalMethods", "Approvals"]
+__all__ = ["AgentApprovalMethods", "Approvals"]
 
 _BUSY_DECIDE = ("Agent is already processing. Decide once the run has ended (run.wait() or "
                 "agent.wait_for_idle()); a run that waits for approval has ended.")
-_BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _OWN_SESSION = "agent"  # the private MemoryStore's one session
-
-
-class ApprovalHost(Protocol):
-    """What ``Approvals`` reads from its Agent (``Agent`` is the one host)."""
-
-    _link: StoreLink | None
-    _state: AgentState
-    _active: AgentRun | None
-    _run_lock: threading.Lock
-
-    def _call(self, busy_message: str, choose: Callable[[Takings], RunInput], block: bool,
-              timeout: float | None, output_type: object = None) -> AgentRun: ...
 
 
 class Approvals:
     """The Agent's waiting batch. ``waiting`` is this agent's hint that a batch may wait
     (checked against the store before it refuses anything); ``_next`` carries the decided
     batch from the start of a run (under the Agent's run lock) to its loop configuration.
+    ``link`` is the Agent's session link (set by the Agent when it attaches a store).
 
     Thread safety: called by the Agent's methods (any thread) and the run's worker thread;
-    the store is atomic, ``waiting`` and ``_next`` are single assignments.
+    the store is atomic, ``waiting``, ``link`` and ``_next`` are single assignments.
     """
 
-    __slots__ = ("_host", "_memory", "_next", "waiting")
+    __slots__ = ("_memory", "_next", "link", "slot", "waiting", "writer")
 
-    def __init__(self, agent: ApprovalHost) -> None:
-        # weakly: the Agent holds this object, so a strong reference back would make every
-        # Agent a cycle, freed only by the cyclic collector (its transcript with it)
-        self._host = weakref.ref(agent)
+    def __init__(self, writer: StateWriter, slot: RunSlot) -> None:
+        self.writer = writer  # the Agent's state (the transcript the calls are read from)
+        self.slot = slot  # the Agent's run slot: no decision while a run is active
+        self.link: StoreLink | None = None
         self._memory: MemoryStore | None = None  # made when a batch first waits, no store
         self._next: tuple[dict[str, ApprovalDecision], list[ToolResultMessage]] | None = None
         self.waiting = False
 
-    @property
-    def _agent(self) -> ApprovalHost:
-        agent = self._host()
-        if agent is None:  # only its Agent holds this object: unreachable once it is gone
-            msg = "The Agent these approvals belong to no longer exists."
-            raise ReferenceError(msg)
-        return agent
-
     # --- where ----------------------------------------------------------------------------
 
     def _where(self) -> tuple[ApprovalStore, str]:
-        link = self._agent._link
+        link = self.link
         if link is None:
             if self._memory is None:
                 self._memory = MemoryStore()
@@ -91,28 +70,27 @@ class Approvals:
 
     def _keeps(self) -> bool:
         """Whether a batch can be waiting: kept in the session store, or in this process."""
-        link = self._agent._link
+        link = self.link
         return isinstance(link.store, ApprovalStore) if link is not None \
             else self._memory is not None
 
     def _sync(self) -> None:
         """The stored transcript becomes the agent's when nothing is unsaved here (another
         process may have gone on, or replaced it)."""
-        agent = self._agent
-        link = agent._link
+        link, slot = self.link, self.slot
         if link is None:
             return
-        with agent._run_lock:
-            if agent._active is not None or link.count != len(link.state.messages):
+        with slot.lock:
+            if slot.active is not None or link.count != len(link.state.messages):
                 return
             stored = link.store.load(link.session_id)
             if messages_to_json(stored) != messages_to_json(link.state.messages):
-                link.state._reset(stored)
+                self.writer.reset(stored)
                 link.count = len(stored)
 
     def _open_calls(self) -> dict[str, ToolCall]:
         """The last batch's unanswered calls by ``call_key``."""
-        return open_calls(self._agent._state.messages)
+        return open_calls(self.writer.state.messages)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -129,7 +107,7 @@ class Approvals:
             return []
         calls = self._open_calls()
         live = [e for e in entries if _call_of(e, calls) is not None]
-        if not live and self._agent._active is None:
+        if not live and self.slot.active is None:
             store.clear_approvals(session_id)  # a batch the transcript has left behind
         return live
 
@@ -155,8 +133,9 @@ class Approvals:
     # --- deciding ---------------------------------------------------------------------------
 
     def decide(self, tool_call_id: str, approved: bool, reason: str | None,
-               digest: str | None) -> AgentRun | None:
-        """Record a decision; when it was the batch's last, start the run that completes it."""
+               digest: str | None) -> bool:
+        """Record a decision; True when it was the batch's last (the Agent then starts the
+        run that completes it, with ``continue_input``)."""
         where = "approve()" if approved else "deny()"
         for name, value in (("reason", reason), ("digest", digest)):
             if value is not None and not isinstance(value, str):
@@ -165,8 +144,7 @@ class Approvals:
         if not isinstance(tool_call_id, str):
             msg = f"{where}: tool_call_id must be a str, not {type(tool_call_id).__name__}."
             raise TypeError(msg)
-        agent = self._agent
-        if agent._active is not None:
+        if self.slot.active is not None:
             raise AgentBusyError(_BUSY_DECIDE)
         self._sync()
         store, session_id = self._where()
@@ -177,10 +155,7 @@ class Approvals:
             named = entry.call_key or entry.tool_call_id  # the one meant, exactly
             if entry.decision is None:
                 self._check_arguments(entry, session_id, digest)
-        complete = store.decide(session_id, named, ApprovalDecision(approved, reason), digest)
-        if not complete:
-            return None
-        return agent._call(_BUSY_CONTINUE, self._continue_input, False, None)
+        return store.decide(session_id, named, ApprovalDecision(approved, reason), digest)
 
     def _check_arguments(self, entry: PendingApproval, session_id: str,
                          digest: str | None) -> None:
@@ -203,8 +178,9 @@ class Approvals:
 
     # --- the run that completes the batch ----------------------------------------------------
 
-    def _continue_input(self, takings: Takings) -> RunInput:
-        link = self._agent._link
+    def continue_input(self, takings: Takings) -> RunInput:
+        """The input of the run that completes a decided batch."""
+        link = self.link
         started = frozenset(link.store.started(link.session_id)) if link is not None \
             else frozenset()
         return self.resume_input((None, False, started))
@@ -228,7 +204,7 @@ class Approvals:
         self.waiting = False
         return chosen
 
-    def loop_options(self, run: AgentRun) -> dict[str, Any]:
+    def loop_options(self, run: RunRecord) -> dict[str, Any]:
         """The loop options of ``run``: where a waiting batch is kept, and the decided batch
         it completes, if any."""
         options: dict[str, Any] = {"on_approval_wait": self._waiter(run)}
@@ -237,13 +213,13 @@ class Approvals:
             options["approvals"], options["held_results"] = taken
         return options
 
-    def _waiter(self, run: AgentRun
+    def _waiter(self, run: RunRecord
                 ) -> Callable[[list[PendingApproval], list[ToolResultMessage]], None]:
         def on_approval_wait(pending: list[PendingApproval],
                              held: list[ToolResultMessage]) -> None:
             store, session_id = self._where()
             store.mark_waiting(session_id, pending, held)  # before anyone is asked
-            run._pending = list(pending)
+            run.pending = list(pending)
             self.waiting = True
 
         return on_approval_wait
@@ -257,10 +233,15 @@ def _call_of(entry: PendingApproval, calls: dict[str, ToolCall]) -> ToolCall | N
     return next((c for c in calls.values() if c.id == entry.tool_call_id), None)
 
 
-class ApprovalMethods:
-    """The approval half of ``Agent``'s public surface (a mixin over its ``Approvals``)."""
+class AgentApprovalMethods:
+    """The approval half of ``Agent``'s public surface (a mixin over its ``Approvals``;
+    ``piagent.runs`` has its own, by session id: ``RunnerApprovalMethods``)."""
 
     _approvals: Approvals
+
+    def _start_decided(self) -> AgentRun:
+        """The run that completes a decided batch (the ``Agent`` starts it)."""
+        raise NotImplementedError
 
     def pending_approvals(self) -> list[PendingApproval]:
         """The tool calls waiting for approval, in source order, each with its
@@ -277,10 +258,14 @@ class ApprovalMethods:
         shown) the call's arguments must still be those. ``ApprovalError`` for an unknown
         call, one already decided or whose arguments changed; ``AgentBusyError`` while a
         run is active."""
-        return self._approvals.decide(tool_call_id, True, reason, digest)
+        if not self._approvals.decide(tool_call_id, True, reason, digest):
+            return None
+        return self._start_decided()
 
     def deny(self, tool_call_id: str, *, reason: str | None = None,
              digest: str | None = None) -> AgentRun | None:
         """Deny a waiting call: it does not run and its result is the error ``Tool call
         denied by the user: <reason>``. Otherwise as ``approve()``."""
-        return self._approvals.decide(tool_call_id, False, reason, digest)
+        if not self._approvals.decide(tool_call_id, False, reason, digest):
+            return None
+        return self._start_decided()

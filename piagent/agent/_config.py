@@ -1,27 +1,27 @@
-"""The loop's configuration for one run of an ``Agent``, read from its options when the run
-starts (the agent's hooks and request options, the queues through the run's takings)."""
+"""The loop's configuration for one run of an ``Agent``, read from its ``RunSetup`` when the
+run starts (the agent's hooks and request options, the queues through the run's takings)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..abort import AbortSignal
 from ..loop import AgentLoopConfig, AgentLoopTurnUpdate, AgentTurnContext
 from ..messages import AgentMessage
-from ._run import AgentRun
+from ._setup import RunSetup
 
 __all__ = ["loop_config"]
 
 
-def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
-                ) -> AgentLoopConfig:
-    """The ``AgentLoopConfig`` of ``run``: every option and hook of ``agent`` (an ``Agent``,
-    which imports this module, hence ``Any``) as it is now."""
-    state, queues, takings = agent.state, agent._queues, run.takings
-    skip = [skip_initial_steering_poll]
+def loop_config(setup: RunSetup) -> AgentLoopConfig:
+    """The ``AgentLoopConfig`` of the run ``setup`` describes: every option and hook of its
+    agent as it is now."""
+    agent, state, queues = setup.options, setup.writer.state, setup.queues
+    run = setup.record
+    takings = run.takings
+    skip = [setup.skip_initial_steering_poll]
 
-    before_poll = agent._before_poll  # a runner reading its store's inbox, or None
+    before_poll = agent.before_poll  # a runner reading its store's inbox, or None
 
     def get_steering_messages() -> list[AgentMessage]:
         if skip[0]:
@@ -36,7 +36,7 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
             before_poll()
         return takings.take(queues.follow_up)
 
-    link = agent._link
+    link = setup.link
     prepare_next_turn: Callable[[AgentTurnContext, AbortSignal], AgentLoopTurnUpdate | None] \
         | None = agent.prepare_next_turn
     next_turn = None
@@ -73,5 +73,5 @@ def loop_config(agent: Any, run: AgentRun, skip_initial_steering_poll: bool
         before_tool_call=agent.before_tool_call,
         after_tool_call=agent.after_tool_call,
         on_tool_execute=link.mark_started() if link is not None else None,
-        **agent._approvals.loop_options(run),
+        **setup.approval_options,
     )

@@ -7,48 +7,31 @@ instead of staying silent). A second interrupt stops waiting: the ``KeyboardInte
 the agent stays busy until that part returns, and ``agent.wait_for_idle()`` waits for it.
 A ``prompt()`` meanwhile gets an ``AgentBusyError`` naming the same part.
 
-This module reads a run through ``RunLike`` (it imports nothing of the agent), so
-``AgentRun.wait`` can use it too.
+This module reads a run's ``RunRecord``, so ``AgentRun.wait`` and the Agent use it alike.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Protocol
 
-from ..abort import AbortSignal
 from ..events import (
     AgentEvent,
     MessageEndEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
 )
+from ._record import RunRecord
 
-__all__ = ["NOTICE_AFTER_S", "RunLike", "busy_text", "still_running", "wait_after_interrupt"]
+__all__ = ["NOTICE_AFTER_S", "busy_text", "still_running", "wait_after_interrupt",
+           "wait_interruptibly"]
 
 NOTICE_AFTER_S = 0.25  # seconds an aborted run may take to settle before the notice is printed
 
 
-class RunLike(Protocol):
-    """What these helpers read of an ``AgentRun``."""
-
-    _events: list[AgentEvent]
-
-    @property
-    def signal(self) -> AbortSignal: ...
-
-    @property
-    def done(self) -> bool: ...
-
-    def abort(self, reason: object = None) -> None: ...
-
-    def _wait(self, timeout: float | None) -> bool: ...
-
-
-def still_running(run: RunLike) -> str:
+def still_running(run: RunRecord) -> str:
     """Which part of an aborted run has not returned, read from its events so far."""
-    return _unreturned(list(run._events))  # a snapshot: the worker appends to it
+    return _unreturned(list(run.events))  # a snapshot: the worker appends to it
 
 
 def _unreturned(events: Sequence[AgentEvent]) -> str:
@@ -69,7 +52,7 @@ def _unreturned(events: Sequence[AgentEvent]) -> str:
     return "a hook or listener"
 
 
-def wait_after_interrupt(run: RunLike) -> None:
+def wait_after_interrupt(run: RunRecord) -> None:
     """After a ``KeyboardInterrupt``: abort ``run`` and wait until it settles.
 
     If it has not settled after ``NOTICE_AFTER_S``, one line on stderr says what it waits
@@ -78,14 +61,14 @@ def wait_after_interrupt(run: RunLike) -> None:
     """
     run.abort()
     try:
-        if run._wait(NOTICE_AFTER_S):
+        if run.wait(NOTICE_AFTER_S):
             return
         what = still_running(run)
         sys.stderr.write(f"piagent: aborting; waiting for {what} to return (it does not watch "
                          "its signal). Interrupt again to stop waiting; the agent stays busy "
                          "until it returns — agent.wait_for_idle().\n")
         sys.stderr.flush()
-        run._wait(None)
+        run.wait(None)
     except KeyboardInterrupt:
         msg = (f"Stopped waiting for the aborted run: {still_running(run)} has not returned "
                "(it does not watch its signal). The agent stays busy until it returns; "
@@ -93,7 +76,17 @@ def wait_after_interrupt(run: RunLike) -> None:
         raise KeyboardInterrupt(msg) from None
 
 
-def busy_text(run: RunLike | None, message: str) -> str:
+def wait_interruptibly(run: RunRecord, timeout: float | None) -> bool:
+    """Wait until ``run`` settles; a ``KeyboardInterrupt`` meanwhile aborts it and waits for
+    it to settle (``wait_after_interrupt``), then re-raises."""
+    try:
+        return run.wait(timeout)
+    except KeyboardInterrupt:
+        wait_after_interrupt(run)  # a second KeyboardInterrupt escapes from here at once
+        raise
+
+
+def busy_text(run: RunRecord | None, message: str) -> str:
     """``AgentBusyError``'s text; when the active run was aborted and lingers, it names
     the part that has not returned and ``agent.wait_for_idle()``."""
     if run is None or not run.signal.aborted or run.done:

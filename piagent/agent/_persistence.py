@@ -16,8 +16,8 @@ from ..messages import AgentMessage, ToolCall, messages_to_json
 from ..sessions import SessionStore, check_session_id
 from ._input import RunInput, continue_input
 from ._queues import QueueLedger, Takings
-from ._run import AgentRun
-from ._state import AgentState
+from ._record import RunRecord
+from ._state import StateWriter
 
 __all__ = ["StoreLink", "check_store", "stored_messages"]
 
@@ -59,16 +59,18 @@ class StoreLink:
     Agent's run lock; the run's worker during a run) calls it, so ``count`` needs no lock.
     """
 
-    __slots__ = ("count", "session_id", "state", "store")
+    __slots__ = ("count", "session_id", "state", "store", "writer")
 
-    def __init__(self, store: SessionStore, session_id: str, state: AgentState,
+    def __init__(self, store: SessionStore, session_id: str, writer: StateWriter,
                  stored: list[AgentMessage]) -> None:
+        state = writer.state
         if stored:
-            state._reset(list(stored))
+            writer.reset(list(stored))
         elif state.messages:
             store.replace(session_id, state.messages)
         self.store = store
         self.session_id = session_id
+        self.writer = writer
         self.state = state
         # how many leading messages of state.messages the store holds
         self.count = len(state.messages)
@@ -78,7 +80,7 @@ class StoreLink:
         self.store.replace(self.session_id, messages)
         self.count = len(messages)
 
-    def ended(self, run: AgentRun, message: AgentMessage) -> None:
+    def ended(self, run: RunRecord, message: AgentMessage) -> None:
         """Store a message at its ``message_end`` (the reducer has added it to the state),
         before the run's record and the listeners see it.
 
@@ -94,7 +96,7 @@ class StoreLink:
             else:
                 self.store.replace(self.session_id, messages)
         except Exception as exc:
-            run._kept(message)
+            run.kept(message)
             role = getattr(message, "role", type(message).__name__)
             msg = (f"The session store {type(self.store).__name__} failed to store the {role} "
                    f"message of session {self.session_id!r}: {type(exc).__name__}: {exc}")
@@ -113,7 +115,7 @@ class StoreLink:
         if self.count == len(state.messages):
             stored = self.store.load(self.session_id)
             if messages_to_json(stored) != messages_to_json(state.messages):
-                state._reset(stored)
+                self.writer.reset(stored)
                 self.count = len(stored)
         if unanswered_tool_calls(state.messages) is None:
             return continue_input(state.messages, queues, takings)

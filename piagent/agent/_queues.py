@@ -183,7 +183,8 @@ class Takings:
                     del self._pending[key]
 
     def _rewritten_from(self, message: SystemMessage) -> int:
-        """declare_tool_changes may have rewritten a queued system message: find it."""
+        """The run's tool declarations (``ToolDeclarations.declare``) may have rewritten a
+        queued system message: find it."""
         for first, *_ in self._pending.values():
             taken = self._taken[first][1]
             if (isinstance(taken, SystemMessage) and taken.content == message.content

@@ -16,23 +16,15 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from ..loop import unanswered_tool_calls
 from ..messages import AgentMessage, AssistantMessage, ToolCall
 from ._persistence import StoreLink
-from ._run import AgentRun
-from ._state import AgentState
+from ._record import RunRecord
 
 __all__ = ["Persist", "dropping_marks", "started_unfinished", "warn_unfinished"]
 
 _log = logging.getLogger("piagent.agent")
-
-
-class _Host(Protocol):
-    _link: StoreLink | None
-    _state: AgentState
-    _active: AgentRun | None
 
 
 def started_unfinished(link: StoreLink | None, messages: Sequence[AgentMessage]
@@ -47,12 +39,12 @@ def started_unfinished(link: StoreLink | None, messages: Sequence[AgentMessage]
     return [call for call in found[1] if call.id in started]
 
 
-def warn_unfinished(agent: _Host, method: str) -> None:
+def warn_unfinished(link: StoreLink | None, busy: bool, method: str) -> None:
     """One ``UserWarning`` at the caller of ``method`` when the transcript ends in such a
     batch (and no run is active: a busy agent refuses the call anyway)."""
-    if agent._link is None or agent._active is not None:
+    if link is None or busy:
         return
-    calls = started_unfinished(agent._link, agent._state.messages)
+    calls = started_unfinished(link, link.state.messages)
     if not calls:
         return
     names = ", ".join(f"{call.name!r} ({call.id})" for call in calls)
@@ -64,7 +56,7 @@ def warn_unfinished(agent: _Host, method: str) -> None:
     warnings.warn(msg, UserWarning, stacklevel=3)
 
 
-Persist = Callable[[AgentRun, AgentMessage], None]
+Persist = Callable[[RunRecord, AgentMessage], None]
 
 
 def dropping_marks(link: StoreLink, ended: Persist) -> Persist:
@@ -72,10 +64,10 @@ def dropping_marks(link: StoreLink, ended: Persist) -> Persist:
     assistant message, rewrites the stored transcript once: the store keeps only the marks
     of the last assistant message's calls, so the abandoned batch's marks go."""
 
-    def persist(current: AgentRun, message: AgentMessage) -> None:
+    def persist(current: RunRecord, message: AgentMessage) -> None:
         ended(current, message)
-        if current._drop_marks and isinstance(message, AssistantMessage):
-            current._drop_marks = False
+        if current.drop_marks and isinstance(message, AssistantMessage):
+            current.drop_marks = False
             try:
                 link.replace(link.state.messages)
             except Exception:  # the marks stay (harmless); the run goes on

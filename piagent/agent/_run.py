@@ -1,54 +1,31 @@
 """``AgentRun`` (one ``prompt()`` or ``continue_()``) and ``AgentEventIterator`` (its events).
 
-A run owns its abort controller, its buffered events, the messages it added, the queue input
-it took (``Takings``) and the event its callers wait on. The Agent's worker thread feeds it
-through ``_observe`` and settles it through ``_settle``; any thread may wait for it.
+A run is the caller's view of its ``RunRecord`` (``_record.py``): the abort controller, the
+buffered events, the messages it added, the queue input it took and the event its callers
+wait on. The Agent's worker thread feeds the record; any thread may wait for it.
 """
 
 from __future__ import annotations
 
-import enum
-import threading
-import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from ..abort import AbortController, AbortSignal
+from ..abort import AbortSignal
 from ..errors import AgentRunError
 from ..events import AgentEvent
 from ..messages import AgentMessage, AssistantMessage
 from ._checks import check_timeout
-from ._interrupt import wait_after_interrupt
+from ._interrupt import wait_interruptibly
 from ._queues import Takings
+from ._record import RUN_SETTLED, RunRecord, RunSettled, on_main_thread
 
 if TYPE_CHECKING:
-    from ..loop import LimitHit, PendingApproval, RunGuard
+    from ..loop import LimitHit, PendingApproval
 
 __all__ = ["RUN_SETTLED", "AgentEventIterator", "AgentRun", "RunSettled", "TypedRun",
            "on_main_thread"]
 
 T = TypeVar("T")
-
-WAIT_SLICE = 0.05  # seconds: blocking waits on the main thread wake this often (Ctrl-C)
-
-
-def on_main_thread() -> bool:
-    """True on the thread that receives ``KeyboardInterrupt``: only its waits are sliced.
-
-    Python runs signal handlers (and ``_thread.interrupt_main()``) on the main thread alone,
-    so a wait anywhere else sleeps until it is woken, with no periodic wake-ups.
-    """
-    return threading.current_thread() is threading.main_thread()
-
-
-class RunSettled(enum.Enum):
-    """The type of ``RUN_SETTLED``."""
-
-    SETTLED = "settled"
-
-
-RUN_SETTLED: Final = RunSettled.SETTLED
-"""What ``AgentEventIterator.poll()`` returns once the run has settled and every event was read."""
 
 
 class AgentRun:
@@ -57,86 +34,74 @@ class AgentRun:
     Thread safety: every method may be called from any thread.
     """
 
-    def __init__(self, takings: Takings) -> None:
-        self.takings = takings
-        self._controller = AbortController()
-        self._settled = threading.Event()
-        # the thread the run executes on: its own worker, or (a blocking call off the main
-        # thread) the caller's; _dedicated tells which, so a waiter joins only a worker
-        self._thread: threading.Thread | None = None
-        self._dedicated = True
-        self._worker_started = threading.Event()  # set first thing on the worker thread
-        # guards _closed and the readers count; notified on recorded events and at settle
-        self._events_cond = threading.Condition()
-        self._readers = 0  # iterators waiting on _events_cond (guarded by it)
-        self._events: list[AgentEvent] = []  # appended by the worker only
-        self._closed = False
-        self._messages: list[AgentMessage] = []
-        self._error_message: str | None = None
-        self._guard: RunGuard | None = None  # limits and output (_guard); read once settled
-        # set by the worker when the run goes on past a stopped process's unfinished batch:
-        # its start marks are dropped once the first assistant message is stored
-        self._drop_marks = False
-        self._pending: list[PendingApproval] | None = None  # set when it ends waiting
+    def __init__(self, record: RunRecord) -> None:
+        self._record = record  # what the worker writes and the waiters read
 
     def __repr__(self) -> str:
+        record = self._record
         state = "done" if self.done else "running"
-        if self.done and self._pending:
+        if self.done and record.pending:
             state = "waiting"
-        elif self.done and self._error_message is not None:
+        elif self.done and record.error_message is not None:
             state = "aborted" if self.signal.aborted else "failed"
-        return (f"<AgentRun {state} messages={len(self._messages)} events={len(self._events)}"
-                f"{f' error={self._error_message!r}' if self._error_message else ''}>")
+        error = record.error_message
+        return (f"<AgentRun {state} messages={len(record.messages)} "
+                f"events={len(record.events)}{f' error={error!r}' if error else ''}>")
+
+    @property
+    def takings(self) -> Takings:
+        """The queue input the run took (the Agent's ledger of it)."""
+        return self._record.takings
 
     @property
     def signal(self) -> AbortSignal:
         """The run's abort signal."""
-        return self._controller.signal
+        return self._record.controller.signal
 
     @property
     def done(self) -> bool:
         """True once the run has settled (its ``agent_end`` listeners returned)."""
-        return self._settled.is_set()
+        return self._record.settled.is_set()
 
     @property
     def waiting(self) -> bool:
         """True once the run has ended with tool calls waiting for approval."""
-        return self.done and bool(self._pending)
+        return self.done and bool(self._record.pending)
 
     @property
     def pending_approvals(self) -> list[PendingApproval]:
         """The calls the run ended waiting for, as they were then (``[]`` if none); the
         decisions since: ``agent.pending_approvals()``."""
-        return list(self._pending or ()) if self.done else []
+        return list(self._record.pending or ()) if self.done else []
 
     @property
     def messages(self) -> list[AgentMessage]:
         """The messages the run added, in order (complete once the run is done)."""
-        return list(self._messages)
+        return list(self._record.messages)
 
     @property
     def error_message(self) -> str | None:
         """The run's error (an error or aborted final message), or ``None``."""
-        return self._error_message
+        return self._record.error_message
 
     @property
     def output(self) -> Any:
         """The validated final result of a run with an ``output_type`` (a ``T`` instance for
         a dataclass ``T``), or ``None`` (no output type, or the model gave none)."""
-        guard = self._guard
+        guard = self._record.guard
         return guard.value if guard is not None and self.done else None
 
     @property
     def limit_hit(self) -> LimitHit | None:
         """The limit that ended the run (``Limits``, ``Budget``, ``output_retries``), or
         ``None``; its ``message`` is the run's ``error_message``."""
-        guard = self._guard
+        guard = self._record.guard
         return guard.hit if guard is not None and self.done else None
 
     @property
     def reply(self) -> AssistantMessage | None:
         """The last assistant message the run added (its answer), or ``None``."""
-        for message in reversed(self._messages):
+        for message in reversed(self._record.messages):
             if isinstance(message, AssistantMessage):
                 return message
         return None
@@ -155,16 +120,17 @@ class AgentRun:
             raise TimeoutError(f"The run did not end within {timeout} s.")
         reply = self.reply
         stop = reply.stop_reason if reply is not None else None
-        if stop in ("error", "aborted") or self._error_message is not None:
+        error = self._record.error_message
+        if stop in ("error", "aborted") or error is not None:
             stop = stop if stop in ("error", "aborted") else "error"
             what = "was aborted" if stop == "aborted" else "failed"
-            raise AgentRunError(f"The run {what}: {self._error_message or 'no reason given'}",
+            raise AgentRunError(f"The run {what}: {error or 'no reason given'}",
                                 run=self, stop_reason=stop)
         return self
 
     def abort(self, reason: object = None) -> None:
         """Abort the run (no-op once it is done)."""
-        self._controller.abort(reason)
+        self._record.controller.abort(reason)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the run settles; False if ``timeout`` seconds pass first.
@@ -174,12 +140,7 @@ class AgentRun:
         quarter of a second after the abort is said on stderr, once (which tool it waits
         for).
         """
-        timeout = check_timeout(timeout)
-        try:
-            return self._wait(timeout)
-        except KeyboardInterrupt:
-            wait_after_interrupt(self)  # a second KeyboardInterrupt escapes from here at once
-            raise
+        return wait_interruptibly(self._record, check_timeout(timeout))
 
     def events(self) -> Iterator[AgentEvent]:
         """Every event of the run from ``agent_start``: buffered ones, then live ones.
@@ -188,85 +149,10 @@ class AgentRun:
         """
         return iter(AgentEventIterator(self, abort_on_close=False))
 
-    # --- for the Agent and the iterator --------------------------------------------------
-
-    def _wait(self, timeout: float | None) -> bool:
-        if not on_main_thread():  # nothing to interrupt it: one wake-up, when the run settles
-            if not self._settled.wait(timeout):
-                return False
-            self._join_worker()
-            return True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            slice_ = WAIT_SLICE
-            if deadline is not None:
-                slice_ = min(slice_, max(0.0, deadline - time.monotonic()))
-            if self._settled.wait(slice_):
-                self._join_worker()
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-
-    def _join_worker(self) -> None:
-        thread = self._thread
-        if self._dedicated and thread is not None and thread is not threading.current_thread():
-            thread.join()  # settling is its last act: this returns at once
-
     def _next_event(self, index: int, timeout: float | None) -> AgentEvent | RunSettled | None:
         """Event ``index``; ``None`` if it does not arrive within ``timeout`` seconds;
         ``RUN_SETTLED`` once the run has settled and every event was read."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        sliced = on_main_thread()  # elsewhere: woken by the next event (or the settling)
-        with self._events_cond:
-            self._readers += 1  # before the check, so _observe cannot miss a waiter
-            try:
-                while index >= len(self._events) and not self._closed:
-                    slice_: float | None = WAIT_SLICE if sliced else None
-                    if deadline is not None:
-                        slice_ = deadline - time.monotonic()
-                        if slice_ <= 0:
-                            return None
-                        slice_ = min(slice_, WAIT_SLICE) if sliced else slice_
-                    self._events_cond.wait(slice_)
-            finally:
-                self._readers -= 1
-            if index < len(self._events):
-                return self._events[index]
-        self._wait(None)  # closed just before settling: returns at once
-        return RUN_SETTLED
-
-    def _observe(self, event: AgentEvent) -> None:
-        """The worker thread's record of one event, before the listeners see it."""
-        if event.type == "message_end":  # (a message_update is recorded by the emit path)
-            self._messages.append(event.message)
-            self.takings.delivered(event.message)
-        elif event.type == "turn_end":
-            if event.message.error_message:
-                self._error_message = event.message.error_message
-        elif event.type == "agent_end":
-            self.takings.restore()  # before listeners, so they see the queues right
-        self._events.append(event)
-        if self._readers:  # nobody waiting (the usual case): no lock, no notify
-            self._wake_readers()
-
-    def _wake_readers(self) -> None:
-        """Wake the iterators waiting for the next event (the worker thread, after
-        recording one)."""
-        with self._events_cond:
-            self._events_cond.notify_all()
-
-    def _kept(self, message: AgentMessage) -> None:
-        """A message that reached the transcript but whose ``message_end`` failed before
-        the listeners saw it (its store raised): the run added it, and it was delivered."""
-        self._messages.append(message)
-        self.takings.delivered(message)
-
-    def _settle(self) -> None:
-        """The worker thread's last act: close the event buffer, wake every waiter."""
-        with self._events_cond:
-            self._closed = True
-            self._events_cond.notify_all()
-        self._settled.set()
+        return self._record.next_event(index, timeout)
 
 
 class TypedRun(AgentRun, Generic[T]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 from ..events import AgentEvent
@@ -11,7 +12,7 @@ from ..tools import AgentTool
 from ..transcript import get_current_system_prompt
 from ._checks import check_messages, check_model, check_thinking_level, check_tools
 
-__all__ = ["AgentState"]
+__all__ = ["AgentState", "StateWriter", "reduce"]
 
 
 class AgentState:
@@ -46,7 +47,7 @@ class AgentState:
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
         # set by the Agent when it has a session store: an assignment to ``messages`` is
-        # handed to it, and it stores the new transcript, then sets ``_messages`` (a raising
+        # handed to it, and it stores the new transcript, then assigns it (a raising
         # store, or a live run on another thread, refuses the assignment)
         self._replace: Callable[[list[AgentMessage]], None] | None = None
 
@@ -122,37 +123,69 @@ class AgentState:
         """The error of the most recent failed or aborted turn, if any."""
         return self._error_message
 
-    # --- changed by the Agent only ------------------------------------------------------
 
-    def _apply(self, event: AgentEvent) -> None:
-        """The reducer: one event's change to the state."""
-        if event.type == "message_update" or event.type == "message_start":
-            self._streaming_message = event.message
-        elif event.type == "message_end":
-            self._streaming_message = None
-            self._messages.append(event.message)
-        elif event.type == "tool_execution_start":
-            self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
-        elif event.type == "tool_execution_end":
-            self._pending_tool_calls = self._pending_tool_calls - {event.tool_call_id}
-        elif event.type == "turn_end":
-            if event.message.error_message:
-                self._error_message = event.message.error_message
-        elif event.type == "agent_end":
-            self._streaming_message = None
+class StateWriter:
+    """The one writer of an ``AgentState``: the reducer (``reduce``, one event's change)
+    and the run's start and end, for the Agent and its run's worker; ``reset`` and
+    ``assign`` replace the transcript.
 
-    def _run_started(self) -> None:
-        self._is_streaming = True
-        self._streaming_message = None
-        self._error_message = None
+    Thread safety: as ``AgentState`` says (the worker thread during a run, the caller under
+    the Agent's run lock between runs).
+    """
 
-    def _run_settled(self) -> None:
-        self._is_streaming = False
-        self._streaming_message = None
-        self._pending_tool_calls = frozenset()
+    __slots__ = ("state",)
 
-    def _reset(self, messages: list[AgentMessage]) -> None:
-        self._messages = messages
-        self._streaming_message = None
-        self._pending_tool_calls = frozenset()
-        self._error_message = None
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+
+    def reducer(self) -> Callable[[AgentEvent], None]:
+        """The reducer bound to the state (``reduce``), for a run's emit path: a partial, so
+        each event costs one Python frame."""
+        return functools.partial(reduce, self.state)
+
+    def run_started(self) -> None:
+        state = self.state
+        state._is_streaming = True
+        state._streaming_message = None
+        state._error_message = None
+
+    def run_settled(self) -> None:
+        state = self.state
+        state._is_streaming = False
+        state._streaming_message = None
+        state._pending_tool_calls = frozenset()
+
+    def reset(self, messages: list[AgentMessage]) -> None:
+        """``messages`` become the transcript; the streaming fields and the error clear."""
+        state = self.state
+        state._messages = messages
+        state._streaming_message = None
+        state._pending_tool_calls = frozenset()
+        state._error_message = None
+
+    def assign(self, messages: list[AgentMessage]) -> None:
+        """``messages`` become the transcript (an assignment the session store accepted)."""
+        self.state._messages = messages
+
+    def hand_assignments_to(self, replace: Callable[[list[AgentMessage]], None]) -> None:
+        """An assignment to ``state.messages`` goes to ``replace`` from now on (which stores
+        it, then calls ``assign``)."""
+        self.state._replace = replace
+
+
+def reduce(state: AgentState, event: AgentEvent) -> None:
+    """The reducer: one event's change to ``state`` (through ``StateWriter.reducer``)."""
+    if event.type == "message_update" or event.type == "message_start":
+        state._streaming_message = event.message
+    elif event.type == "message_end":
+        state._streaming_message = None
+        state._messages.append(event.message)
+    elif event.type == "tool_execution_start":
+        state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}
+    elif event.type == "tool_execution_end":
+        state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}
+    elif event.type == "turn_end":
+        if event.message.error_message:
+            state._error_message = event.message.error_message
+    elif event.type == "agent_end":
+        state._streaming_message = None

@@ -29,7 +29,7 @@ from ._config import (
 )
 from ._guard import RunGuard, make_guard
 from ._limits import LimitHit, Limits
-from ._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from ._loop import run_agent_loop, run_agent_loop_continue
 from ._nested import run_tool_call
 from ._resume import (
     call_start_mark,
@@ -37,6 +37,7 @@ from ._resume import (
     run_agent_loop_resume,
     unanswered_tool_calls,
 )
+from ._threaded import agent_loop, agent_loop_continue
 from ._trace import RunTrace, Tracing, get_tracing, set_tracing
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``declare_tool_changes``: keep the transcript's tool declarations equal to the runnable set.
+"""``ToolDeclarations``: keep the transcript's tool declarations equal to the runnable set.
 
 Before each request the difference between the tools declared by the transcript's system
 messages and the executable ``context.tools`` becomes ``tools_added``/``tools_removed`` on
@@ -125,8 +125,3 @@ def _changes(previous: list[ToolDeclaration], current: list[ToolDeclaration]) ->
         return ToolStateChanges()
     return get_tool_state_changes(previous, current)
 
-
-def declare_tool_changes(messages: list[AgentMessage], tools: Sequence[Any],
-                         pending: list[AgentMessage]) -> list[AgentMessage]:
-    """One-shot form of ``ToolDeclarations.declare`` (replays the whole transcript)."""
-    return ToolDeclarations().declare(messages, tools, pending)

@@ -1,9 +1,8 @@
 """The agent loop: call the model, run the tools it asks for, feed the results back, repeat.
 
 ``run_agent_loop`` and ``run_agent_loop_continue`` run on the calling thread and call
-``emit`` synchronously for every event (each event is a barrier). ``agent_loop`` and
-``agent_loop_continue`` run the same loop on a new worker thread and return an
-``EventStream`` at once. None of them mutates the caller's ``context.messages``.
+``emit`` synchronously for every event (each event is a barrier); ``_threaded.py`` runs them
+on a new worker thread. None of them mutates the caller's ``context.messages``.
 
 The loop works with ``AgentMessage`` everywhere and turns the transcript into LLM
 messages only at the model boundary (``transform_context`` → ``convert_to_llm``).
@@ -11,16 +10,13 @@ messages only at the model boundary (``transform_context`` → ``convert_to_llm`
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import dataclasses
 import operator
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from ..abort import AbortSignal
-from ..errors import AgentLoopError
 from ..events import (
     AgentEndEvent,
     AgentEvent,
@@ -37,10 +33,10 @@ from ..stream import (
     Context,
     DoneEvent,
     ErrorEvent,
-    EventStream,
     StartEvent,
     StreamFn,
     StreamOptions,
+    get_default_stream_fn,
 )
 from ._config import (
     AgentContext,
@@ -51,11 +47,11 @@ from ._config import (
     RequestUpdate,
 )
 from ._declare import ToolDeclarations
-from ._guard import make_guard
+from ._guard import RunGuard, make_guard
 from ._tools import ToolRunner, emit_messages, record_despite_failure
 from ._trace import start_trace
 
-__all__ = ["Emit", "Resume", "Run", "agent_loop", "agent_loop_continue", "check_can_continue",
+__all__ = ["Emit", "Resume", "Run", "check_can_continue",
            "run_agent_loop", "run_agent_loop_continue"]
 
 Emit = Callable[[AgentEvent], None]
@@ -70,65 +66,33 @@ _read_stream_options = operator.attrgetter(*_STREAM_OPTION_FIELDS)  # the config
 
 def run_agent_loop(prompts: Sequence[AgentMessage], context: AgentContext,
                    config: AgentLoopConfig, emit: Emit, signal: AbortSignal | None = None,
-                   stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+                   stream_fn: StreamFn | None = None, *,
+                   guard: RunGuard | None = None) -> list[AgentMessage]:
     """Run a prompt: add ``prompts`` to a copy of the context and loop until the agent stops.
 
-    Blocks; returns the run's new messages (the prompts included).
+    ``guard`` (``make_guard``'s, made by the caller that reads its outcome) applies limits
+    and a typed output; without it ``config.limits``/``config.output_type`` make one. Either
+    way the run closes it. Blocks; returns the run's new messages (the prompts included).
     """
-    run = Run(context, config, emit, signal, stream_fn)
-    emit = run.emit  # through the run's trace, if any
-    initial = run.declarations.declare(run.context.messages, run.context.tools, list(prompts))
-    run.context.messages.extend(initial)
-    run.new_messages.extend(initial)
-    try:
-        run.trace.run(emit_start, emit)  # a listener failing here still ends the run's span
-    except BaseException:
-        record_despite_failure(emit, initial)  # the prompts stay in the transcript
-        raise
-    emit_messages(emit, initial)  # a listener failing at a start still records the prompt
-    return run.run()
+    return Run(context, config, emit, signal, stream_fn, guard).run(list(prompts))
 
 
 def run_agent_loop_continue(context: AgentContext, config: AgentLoopConfig, emit: Emit,
                             signal: AbortSignal | None = None,
-                            stream_fn: StreamFn | None = None) -> list[AgentMessage]:
+                            stream_fn: StreamFn | None = None, *,
+                            guard: RunGuard | None = None) -> list[AgentMessage]:
     """Continue from the context as it is (a retry, say); the last message must not be the model's.
 
-    Blocks; returns the run's new messages.
+    ``guard`` as ``run_agent_loop``'s. Blocks; returns the run's new messages.
     """
     check_can_continue(context)
-    run = Run(context, config, emit, signal, stream_fn)
-    run.trace.run(emit_start, run.emit)
-    return run.run()
+    return Run(context, config, emit, signal, stream_fn, guard).run()
 
 
 def emit_start(emit: Emit) -> None:
     """A run's first two events (inside its trace, so a failure here ends its span)."""
     emit(AgentStartEvent())
     emit(TurnStartEvent())
-
-
-def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: AgentLoopConfig,
-               signal: AbortSignal | None = None,
-               stream_fn: StreamFn | None = None) -> EventStream[AgentEvent, list[AgentMessage]]:
-    """``run_agent_loop`` on a new worker thread; returns its events as an ``EventStream``.
-
-    The stream is observational: the loop does not wait for the reader. If a hook, the
-    stream function or ``convert_to_llm`` raises, iteration and ``result()`` raise
-    ``AgentLoopError`` chained to the cause.
-    """
-    prompts = list(prompts)
-    return _start_worker(lambda emit: run_agent_loop(prompts, context, config, emit, signal,
-                                                     stream_fn))
-
-
-def agent_loop_continue(context: AgentContext, config: AgentLoopConfig,
-                        signal: AbortSignal | None = None, stream_fn: StreamFn | None = None
-                        ) -> EventStream[AgentEvent, list[AgentMessage]]:
-    """``run_agent_loop_continue`` on a new worker thread (guards raise here, at once)."""
-    check_can_continue(context)
-    return _start_worker(lambda emit: run_agent_loop_continue(context, config, emit, signal,
-                                                              stream_fn))
 
 
 def check_can_continue(context: AgentContext) -> None:
@@ -140,47 +104,28 @@ def check_can_continue(context: AgentContext) -> None:
         raise ValueError(msg)
 
 
-def _start_worker(body: Callable[[Emit], list[AgentMessage]]
-                  ) -> EventStream[AgentEvent, list[AgentMessage]]:
-    worker: list[threading.Thread] = []
-
-    def join() -> None:  # the stream's end was read: the worker is finishing, wait for it
-        if worker and worker[0] is not threading.current_thread():
-            worker[0].join()
-
-    stream: EventStream[AgentEvent, list[AgentMessage]] = EventStream(
-        _is_agent_end, _end_messages, on_finish=join)
-
-    def work() -> None:
-        try:
-            stream.end(body(stream.push))
-        except BaseException as exc:  # the stream must end, never hang: report the cause
-            error = AgentLoopError(f"The agent loop stopped because {type(exc).__name__} was "
-                                   f"raised: {exc}")
-            error.__cause__ = exc
-            stream.fail(error)
-
-    # the worker runs in a copy of the caller's contextvars context (and so do its tools)
-    worker.append(threading.Thread(target=contextvars.copy_context().run, args=(work,),
-                                   name="piagent-loop", daemon=True))
-    worker[0].start()
-    return stream
-
-
-def _is_agent_end(event: AgentEvent) -> bool:
-    return event.type == "agent_end"
-
-
-def _end_messages(event: AgentEvent) -> list[AgentMessage]:
-    return list(event.messages) if event.type == "agent_end" else []
-
-
 class Run:
-    """One run of the loop: its context copy, config, signal, and the state between turns."""
+    """One run of the loop: its context copy, config, signal, and the state between turns.
+
+    Made by ``Run(...)`` alone, for every entry point (``run_agent_loop`` and its forms,
+    which the ``Agent`` calls too): the guard (limits, typed output), then the trace, wrap
+    the config, the emit function and the stream function here, once; ``run`` closes what
+    was opened (the tool pool, the guard).
+    """
 
     def __init__(self, context: AgentContext, config: AgentLoopConfig, emit: Emit,
-                 signal: AbortSignal | None, stream_fn: StreamFn | None) -> None:
-        self.context = AgentContext(list(context.messages), list(context.tools))
+                 signal: AbortSignal | None, stream_fn: StreamFn | None,
+                 guard: RunGuard | None = None) -> None:
+        tools = list(context.tools)
+        if guard is None and (config.limits is not None or config.output_type is not None):
+            guard = make_guard(config.limits, config.output_type)
+        self.guard = guard
+        if guard is not None:  # through the public hooks and a wrapped stream function
+            tools = guard.tools(tools)
+            config = guard.config(config)
+            stream_fn = guard.stream_fn(stream_fn if stream_fn is not None
+                                        else get_default_stream_fn())
+        self.context = AgentContext(list(context.messages), tools)
         self.trace, self.config, self.emit, self.stream_fn = start_trace(config, emit, stream_fn)
         self.signal = signal if signal is not None else AbortSignal()
         self.new_messages: list[AgentMessage] = []
@@ -188,23 +133,37 @@ class Run:
         self.last_turn: AgentTurnContext | None = None
         self.pending: list[AgentMessage] = []  # steering or follow-ups for the next request
         self.explicit_continuation = False  # finish_turn asked for one more turn
-        # limits and a typed output, through the public hooks and a wrapped stream function
-        self.guard = (make_guard(config.limits, config.output_type)
-                      if config.limits is not None or config.output_type is not None else None)
-        if self.guard is not None:
-            self.context.tools = self.guard.tools(self.context.tools)
-            self.config = self.guard.config(config)
-            self.stream_fn = self.guard.stream_fn(self.stream_fn)
 
-    def run(self, resume: Resume | None = None) -> list[AgentMessage]:
-        tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
+    def run(self, prompts: list[AgentMessage] | None = None, resume: Resume | None = None
+            ) -> list[AgentMessage]:
+        """The run from its first event to its last: ``prompts`` (a prompt run's input, with
+        the tool declarations they need) added and emitted first; returns its new messages."""
         try:
-            self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
+            if prompts is None:
+                self.trace.run(emit_start, self.emit)
+            else:
+                self._begin(prompts)
+            tools = ToolRunner(self.config, self.signal, self.emit, self.trace)
+            try:
+                self.trace.run(self._loop, tools, resume)  # inside the run's span, if traced
+            finally:
+                tools.close()
         finally:
-            tools.close()
             if self.guard is not None:
                 self.guard.close()  # charges a budget what the last response spent
         return self.new_messages
+
+    def _begin(self, prompts: list[AgentMessage]) -> None:
+        emit = self.emit  # through the run's trace, if any
+        initial = self.declarations.declare(self.context.messages, self.context.tools, prompts)
+        self.context.messages.extend(initial)
+        self.new_messages.extend(initial)
+        try:
+            self.trace.run(emit_start, emit)  # a listener failing here still ends the span
+        except BaseException:
+            record_despite_failure(emit, initial)  # the prompts stay in the transcript
+            raise
+        emit_messages(emit, initial)  # a listener failing at a start still records the prompt
 
     def _poll(self, getter: Callable[[], Sequence[AgentMessage]] | None) -> list[AgentMessage]:
         if getter is None or self.signal.aborted:  # an aborted run polls no queue

@@ -15,7 +15,8 @@ from ..policy import call_key
 from ..stream import StreamFn
 from ._approval import batch_keys, start_mark
 from ._config import AgentContext, AgentLoopConfig
-from ._loop import Emit, Run, emit_start, run_agent_loop_continue
+from ._guard import RunGuard
+from ._loop import Emit, Run, run_agent_loop_continue
 
 __all__ = ["call_start_mark", "open_calls", "run_agent_loop_resume", "unanswered_tool_calls"]
 
@@ -81,7 +82,8 @@ def open_calls(messages: Sequence[AgentMessage]) -> dict[str, ToolCall]:
 
 def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: Emit,
                           signal: AbortSignal | None = None, stream_fn: StreamFn | None = None,
-                          *, started: Collection[str] = ()) -> list[AgentMessage]:
+                          *, started: Collection[str] = (),
+                          guard: RunGuard | None = None) -> list[AgentMessage]:
     """Finish a batch a stopped process left without results, then go on (docs/sessions.md).
 
     The last assistant message's tool calls that have no result are run in a new batch
@@ -91,11 +93,12 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     that waited for approval is completed with ``config.held_results`` (used as they are)
     and ``config.approvals`` (approved calls run, denied ones get an error result). The loop
     then continues as after any batch. With no such calls this is
-    ``run_agent_loop_continue``. Blocks; returns the run's new messages.
+    ``run_agent_loop_continue``. ``guard`` as ``run_agent_loop``'s. Blocks; returns the
+    run's new messages.
     """
     pending = unanswered_tool_calls(context.messages)
     if pending is None:
-        return run_agent_loop_continue(context, config, emit, signal, stream_fn)
+        return run_agent_loop_continue(context, config, emit, signal, stream_fn, guard=guard)
     message, calls = pending
     replay = {tool.name: tool.replay for tool in context.tools}
     # a held result wins over a mark (ResumedCalls): the call finished before the batch waited
@@ -103,6 +106,5 @@ def run_agent_loop_resume(context: AgentContext, config: AgentLoopConfig, emit: 
     marks = (start_mark(c, message, keys.get(id(c), "")) for c in calls
              if replay.get(c.name) != "safe")
     unknown = frozenset(mark for mark in marks if mark in started)
-    run = Run(context, config, emit, signal, stream_fn)
-    run.trace.run(emit_start, run.emit)
-    return run.run((message, calls, unknown))
+    return Run(context, config, emit, signal, stream_fn, guard).run(
+        resume=(message, calls, unknown))

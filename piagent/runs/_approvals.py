@@ -23,7 +23,7 @@ from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_
 from ..sessions import SessionStore, check_session_id
 from ._backend import SessionBusy
 
-__all__ = ["CONTINUE_WAIT_S", "ApprovalMethods", "approval_store"]
+__all__ = ["CONTINUE_WAIT_S", "RunnerApprovalMethods", "approval_store"]
 
 # how long a decision that completed a batch waits for the session's live run to end (the
 # run that ended waiting records its end a moment after it reported the calls)
@@ -50,7 +50,7 @@ def describe(pending: PendingApproval) -> str:
     return f"{pending.tool_name} ({pending.tool_call_id})"
 
 
-class ApprovalMethods:
+class RunnerApprovalMethods:
     """``pending_approvals``/``approve``/``deny`` for a runner; the runner adds
     ``_start_continuation``, which starts (or submits) the run that executes a decided
     batch."""

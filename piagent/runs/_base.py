@@ -27,7 +27,7 @@ from ..messages import (
 )
 from ..policy import PendingApproval
 from ..sessions import SessionStore, check_session_id
-from ._approvals import ApprovalMethods
+from ._approvals import RunnerApprovalMethods
 from ._backend import ControlKind, RunBackend, SessionBusy
 from ._registry import backend_for
 from ._types import FINAL_STATES, RunEvent, RunInfo, RunNotFoundError, event_id, parse_event_id
@@ -114,9 +114,9 @@ class Runner(Protocol):
              digest: str | None = None) -> str | None: ...
 
 
-class RunnerBase(ApprovalMethods):
+class RunnerBase(RunnerApprovalMethods):
     """What every runner shares: reading a run by id, waiting for it, steering, aborting,
-    purging finished runs, deciding waiting tool calls (``ApprovalMethods``)."""
+    purging finished runs, deciding waiting tool calls (``RunnerApprovalMethods``)."""
 
     def __init__(self, store: SessionStore, make_agent: Callable[[str], Agent],
                  lease_s: float) -> None:

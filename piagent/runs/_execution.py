@@ -106,7 +106,7 @@ class LocalRun:
         self._unsubscribe = self.agent.subscribe(self._listener)
         self.backend.add_waker(self.session_id, self._on_control)
         self._deliver()  # steering and follow-ups that waited for this run
-        self.agent._before_poll = self._at_poll_point
+        self.agent.before_poll = self._at_poll_point
         if input is None:
             self.agent_run = self.agent.resume(block=False)
         elif needs_resume(self.agent.state.messages):
@@ -234,7 +234,7 @@ class LocalRun:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.backend.remove_waker(self.session_id, self._on_control)
-        self.agent._before_poll = None
+        self.agent.before_poll = None
         unused = self.agent.take_queued_messages(lambda message: True)
         with self._inbox_lock:
             back = [c.id for c, m in self._claimed

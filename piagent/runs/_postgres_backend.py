@@ -94,11 +94,11 @@ class PostgresBackend:
 
     # --- plumbing ------------------------------------------------------------------------
 
-    def _sql(self, text: str) -> Any:
+    def sql(self, text: str) -> Any:  # ``text`` with ``{s}`` as this backend's schema
         sql = self._psycopg.sql
         return sql.SQL(text).format(s=sql.Identifier(self.schema))
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def transact(self, work: Callable[[Any], Any]) -> Any:  # work(cursor), tables made first
         if not self._ready:
             with self._setup_lock:
                 if not self._ready:
@@ -109,11 +109,11 @@ class PostgresBackend:
     def _create(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"piagent:{self.schema}",))
         for statement in _TABLES:
-            cur.execute(self._sql(statement))
-        cur.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'runs'"))
+            cur.execute(self.sql(statement))
+        cur.execute(self.sql("SELECT value FROM {s}.meta WHERE key = 'runs'"))
         row = cur.fetchone()
         if row is None:
-            cur.execute(self._sql("INSERT INTO {s}.meta VALUES ('runs', %s)"),
+            cur.execute(self.sql("INSERT INTO {s}.meta VALUES ('runs', %s)"),
                         (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             msg = (f"schema {self.schema!r} holds piagent runs tables of version {row[0]}; "
@@ -147,62 +147,62 @@ class PostgresBackend:
         def write(cur: Any) -> None:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                         (f"piagent-run:{self.schema}:{session_id}",))
-            cur.execute(self._sql(f"SELECT run_id, lease_expires_at < {_NOW} FROM {{s}}.runs "
+            cur.execute(self.sql(f"SELECT run_id, lease_expires_at < {_NOW} FROM {{s}}.runs "
                                   f"WHERE session_id = %s AND state IN {_LIVE}"), (session_id,))
             for live_id, expired in cur.fetchall():
                 if not expired:
                     raise SessionBusy(session_id, live_id)
-                cur.execute(self._sql("UPDATE {s}.runs SET state = 'lost', "
+                cur.execute(self.sql("UPDATE {s}.runs SET state = 'lost', "
                                       "ended_at = lease_expires_at WHERE run_id = %s"),
                             (live_id,))
                 self._notify(cur, f"e:{live_id}")
                 # what the lost run had taken died with it (at most once: it may have been used)
-                cur.execute(self._sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
+                cur.execute(self.sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
                                       "run_id = %s"), (live_id, live_id))
-            cur.execute(self._sql(f"INSERT INTO {{s}}.runs VALUES (%s, %s, 'queued', NULL, %s, "
+            cur.execute(self.sql(f"INSERT INTO {{s}}.runs VALUES (%s, %s, 'queued', NULL, %s, "
                                   f"{_NOW} + %s, {_NOW}, NULL, NULL)"),
                         (run_id, session_id, owner, lease_s))
             self._notify(cur, f"e:{run_id}")
-        self._run(write)
+        self.transact(write)
 
     def set_running(self, run_id: str, owner: str) -> None:
         def write(cur: Any) -> None:
-            cur.execute(self._sql(f"UPDATE {{s}}.runs SET state = 'running', started_at = {_NOW}"
+            cur.execute(self.sql(f"UPDATE {{s}}.runs SET state = 'running', started_at = {_NOW}"
                                   " WHERE run_id = %s AND owner = %s AND state = 'queued'"),
                         (run_id, owner))
             self._notify(cur, f"e:{run_id}")
-        self._run(write)
+        self.transact(write)
 
     def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
         def write(cur: Any) -> bool:
-            cur.execute(self._sql(f"UPDATE {{s}}.runs SET lease_expires_at = {_NOW} + %s "
+            cur.execute(self.sql(f"UPDATE {{s}}.runs SET lease_expires_at = {_NOW} + %s "
                                   f"WHERE run_id = %s AND owner = %s AND state IN {_LIVE} "
                                   f"AND lease_expires_at >= {_NOW}"), (lease_s, run_id, owner))
             return bool(cur.rowcount == 1)
-        return bool(self._run(write))
+        return bool(self.transact(write))
 
     def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
         def write(cur: Any) -> None:
-            cur.execute(self._sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
+            cur.execute(self.sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
                                   "run_id = %s"), (run_id, run_id))
-            cur.execute(self._sql(f"UPDATE {{s}}.runs SET state = %s, error_message = %s, "
+            cur.execute(self.sql(f"UPDATE {{s}}.runs SET state = %s, error_message = %s, "
                                   f"ended_at = {_NOW} WHERE run_id = %s AND owner = %s "
                                   f"AND state IN {_LIVE}"),
                         (state, error_message, run_id, owner))
             self._notify(cur, f"e:{run_id}")
-        self._run(write)
+        self.transact(write)
 
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
         """As ``SQLiteBackend.take_run``, its rows locked while it decides."""
         def write(cur: Any) -> Take:
-            cur.execute(self._sql(f"SELECT state, owner, lease_expires_at - {_NOW} FROM "
+            cur.execute(self.sql(f"SELECT state, owner, lease_expires_at - {_NOW} FROM "
                                   f"{{s}}.runs WHERE run_id = %s FOR UPDATE"), (run_id,))
             row = cur.fetchone()
             if row is None or row[0] not in LIVE_STATES:
                 return Take("final")
             state, holder, left = row[0], row[1], float(row[2])
             if state == "queued" and left < 0:
-                cur.execute(self._sql("UPDATE {s}.runs SET state = 'lost', error_message = %s, "
+                cur.execute(self.sql("UPDATE {s}.runs SET state = 'lost', error_message = %s, "
                                       "ended_at = lease_expires_at WHERE run_id = %s"),
                             ("no worker took the run before its queue lease ran out", run_id))
                 self._notify(cur, f"e:{run_id}")
@@ -210,66 +210,66 @@ class PostgresBackend:
             if (state == "running" or holder == owner) and left >= 0 and \
                     not str(holder).startswith(RECOVERING):
                 return Take("held", wait_s=left)  # a live executor (or this one, twice)
-            cur.execute(self._sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
+            cur.execute(self.sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
                                   f"{_NOW} + %s WHERE run_id = %s"), (owner, lease_s, run_id))
-            cur.execute(self._sql("SELECT coalesce(max(seq) + 1, 0) FROM {s}.run_events "
+            cur.execute(self.sql("SELECT coalesce(max(seq) + 1, 0) FROM {s}.run_events "
                                   "WHERE run_id = %s"), (run_id,))
             next_seq = int(cur.fetchone()[0])
             self._notify(cur, f"e:{run_id}")
             return Take("fresh" if state == "queued" else "recover", next_seq)
-        return cast(Take, self._run(write))
+        return cast(Take, self.transact(write))
 
     def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]:
         """As ``SQLiteBackend.claim_lapsed`` (runs another checker holds are skipped)."""
         def write(cur: Any) -> list[tuple[str, str]]:
-            cur.execute(self._sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
+            cur.execute(self.sql(f"UPDATE {{s}}.runs SET owner = %s, lease_expires_at = "
                                   f"{_NOW} + %s WHERE run_id IN (SELECT run_id FROM {{s}}.runs "
                                   f"WHERE state = 'running' AND lease_expires_at < {_NOW} "
                                   f"LIMIT {LAPSED_BATCH} FOR UPDATE SKIP LOCKED) "
                                   f"RETURNING run_id, session_id"), (owner, hold_s))
             return [(str(run_id), str(session_id)) for run_id, session_id in cur.fetchall()]
-        return list(self._run(write))
+        return list(self.transact(write))
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         def write(cur: Any) -> None:
-            cur.executemany(self._sql("INSERT INTO {s}.run_events VALUES (%s, %s, %s)"),
+            cur.executemany(self.sql("INSERT INTO {s}.run_events VALUES (%s, %s, %s)"),
                             [(run_id, first_seq + i, text) for i, text in enumerate(events)])
             self._notify(cur, f"e:{run_id}")
-        self._run(write)
+        self.transact(write)
 
     def purge(self, older_than: float) -> list[str]:
         def write(cur: Any) -> list[str]:
-            cur.execute(self._sql(f"DELETE FROM {{s}}.runs WHERE run_id IN (SELECT run_id FROM "
+            cur.execute(self.sql(f"DELETE FROM {{s}}.runs WHERE run_id IN (SELECT run_id FROM "
                                   f"{{s}}.runs WHERE state NOT IN {_LIVE} AND ended_at < "
                                   f"{_NOW} - %s LIMIT {PURGE_BATCH} FOR UPDATE SKIP LOCKED) "
                                   f"RETURNING run_id"), (older_than,))
             ids = [str(row[0]) for row in cur.fetchall()]
-            cur.execute(self._sql("DELETE FROM {s}.run_events WHERE run_id = ANY(%s)"), (ids,))
-            cur.execute(self._sql("DELETE FROM {s}.run_traces WHERE run_id = ANY(%s)"), (ids,))
-            cur.execute(self._sql("DELETE FROM {s}.run_control WHERE run_id = ANY(%s) OR "
+            cur.execute(self.sql("DELETE FROM {s}.run_events WHERE run_id = ANY(%s)"), (ids,))
+            cur.execute(self.sql("DELETE FROM {s}.run_traces WHERE run_id = ANY(%s)"), (ids,))
+            cur.execute(self.sql("DELETE FROM {s}.run_control WHERE run_id = ANY(%s) OR "
                                   "claimed_by = ANY(%s)"), (ids, ids))
             return ids
         removed: list[str] = []
         while True:
-            ids: list[str] = self._run(write)
+            ids: list[str] = self.transact(write)
             removed += ids
             if len(ids) < PURGE_BATCH:
                 return removed
 
     def info(self, run_id: str) -> RunInfo | None:
         def read(cur: Any) -> RunInfo | None:
-            cur.execute(self._sql(f"SELECT {_COLUMNS} FROM {{s}}.runs WHERE run_id = %s"),
+            cur.execute(self.sql(f"SELECT {_COLUMNS} FROM {{s}}.runs WHERE run_id = %s"),
                         (run_id,))
             row = cur.fetchone()
             return None if row is None else _info(row)
-        return cast(RunInfo | None, self._run(read))
+        return cast(RunInfo | None, self.transact(read))
 
     def read_events(self, run_id: str, after: int) -> list[tuple[int, str]]:
         def read(cur: Any) -> list[tuple[int, str]]:
-            cur.execute(self._sql("SELECT seq, data FROM {s}.run_events WHERE run_id = %s AND "
+            cur.execute(self.sql("SELECT seq, data FROM {s}.run_events WHERE run_id = %s AND "
                                   "seq > %s ORDER BY seq LIMIT 1000"), (run_id, after))
             return [(int(seq), str(data)) for seq, data in cur.fetchall()]
-        return list(self._run(read))
+        return list(self.transact(read))
 
     def watch(self, run_id: str) -> _PostgresWatch:
         return _PostgresWatch(self, run_id)
@@ -303,28 +303,28 @@ class PostgresBackend:
     def send_control(self, session_id: str, run_id: str | None, kind: ControlKind,
                      payload: str | None) -> None:
         def write(cur: Any) -> None:
-            cur.execute(self._sql(f"INSERT INTO {{s}}.run_control (session_id, run_id, kind, "
+            cur.execute(self.sql(f"INSERT INTO {{s}}.run_control (session_id, run_id, kind, "
                                   f"payload, created_at) VALUES (%s, %s, %s, %s, {_NOW})"),
                         (session_id, run_id, kind, payload))
             self._notify(cur, f"c:{session_id}")
-        self._run(write)
+        self.transact(write)
         self._wakers.wake(session_id)  # same process: at once, before the notice comes back
 
     def claim_controls(self, session_id: str, run_id: str) -> list[Control]:
         def write(cur: Any) -> list[Control]:
-            cur.execute(self._sql(self._OPEN + " FOR UPDATE SKIP LOCKED"), (session_id, run_id))
+            cur.execute(self.sql(self._OPEN + " FOR UPDATE SKIP LOCKED"), (session_id, run_id))
             rows = cur.fetchall()
             if rows:
-                cur.execute(self._sql("UPDATE {s}.run_control SET claimed_by = %s "
+                cur.execute(self.sql("UPDATE {s}.run_control SET claimed_by = %s "
                                       "WHERE id = ANY(%s)"), (run_id, [row[0] for row in rows]))
             return [Control(int(i), kind, payload) for i, kind, payload in rows]
-        return list(self._run(write))
+        return list(self.transact(write))
 
     def release_controls(self, ids: Sequence[int]) -> None:
         def write(cur: Any) -> None:
-            cur.execute(self._sql("UPDATE {s}.run_control SET claimed_by = NULL "
+            cur.execute(self.sql("UPDATE {s}.run_control SET claimed_by = NULL "
                                   "WHERE id = ANY(%s)"), (list(ids),))
-        self._run(write)
+        self.transact(write)
 
     def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
         self._wakers.add(session_id, wake)

@@ -110,13 +110,15 @@ class SQLiteBackend:
         return self._store.open()
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read with (the tables made first)."""
         self._set_up()
         with self._store.connection() as conn:
             yield conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection to write with, in one transaction (the tables made first)."""
         self._set_up()
         with self._store.write() as conn:
             yield conn
@@ -129,7 +131,7 @@ class SQLiteBackend:
     # --- runs ----------------------------------------------------------------------------
 
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             now = time.time()
             for live_id, lease in conn.execute(
                     f"SELECT run_id, lease_expires_at FROM piagent_runs WHERE session_id = ? "
@@ -146,14 +148,14 @@ class SQLiteBackend:
         self._changed()
 
     def set_running(self, run_id: str, owner: str) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             conn.execute("UPDATE piagent_runs SET state = 'running', started_at = ? WHERE "
                          "run_id = ? AND owner = ? AND state = 'queued'",
                          (time.time(), run_id, owner))
         self._changed()
 
     def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
-        with self._write() as conn:
+        with self.writing() as conn:
             now = time.time()
             cursor = conn.execute(
                 f"UPDATE piagent_runs SET lease_expires_at = ? WHERE run_id = ? AND owner = ? "
@@ -162,7 +164,7 @@ class SQLiteBackend:
             return cursor.rowcount == 1
 
     def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             conn.execute("DELETE FROM piagent_run_control WHERE claimed_by = ? OR run_id = ?",
                          (run_id, run_id))
             conn.execute(f"UPDATE piagent_runs SET state = ?, error_message = ?, ended_at = ? "
@@ -173,7 +175,7 @@ class SQLiteBackend:
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
         """For an executor in any process: hold a queued run, or a running one whose owner's
         lease ran out (to recover it). A queued run nobody took in time is recorded ``lost``."""
-        with self._write() as conn:
+        with self.writing() as conn:
             now = time.time()
             row = conn.execute("SELECT state, owner, lease_expires_at FROM piagent_runs "
                                "WHERE run_id = ?", (run_id,)).fetchone()
@@ -204,10 +206,10 @@ class SQLiteBackend:
         # the live runs' partial index finds them (the WHERE repeats its condition)
         lapsed = (f"SELECT run_id, session_id FROM piagent_runs WHERE state IN {_LIVE} AND "
                   f"state = 'running' AND lease_expires_at < ? LIMIT {LAPSED_BATCH}")
-        with self._connection() as conn:  # the common case: none, and no write lock taken
+        with self.reading() as conn:  # the common case: none, and no write lock taken
             if not conn.execute(lapsed, (time.time(),)).fetchall():
                 return []
-        with self._write() as conn:
+        with self.writing() as conn:
             now = time.time()
             rows = conn.execute(lapsed, (now,)).fetchall()
             conn.executemany("UPDATE piagent_runs SET owner = ?, lease_expires_at = ? "
@@ -217,13 +219,13 @@ class SQLiteBackend:
         return [(str(run_id), str(session_id)) for run_id, session_id in rows]
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             conn.executemany("INSERT INTO piagent_run_events VALUES (?, ?, ?)",
                              [(run_id, first_seq + i, text) for i, text in enumerate(events)])
         self._changed()
 
     def info(self, run_id: str) -> RunInfo | None:
-        with self._connection() as conn:
+        with self.reading() as conn:
             return self._read_info(conn, run_id)
 
     @staticmethod
@@ -239,7 +241,7 @@ class SQLiteBackend:
         cutoff = time.time() - older_than
         removed: list[str] = []
         while True:
-            with self._write() as conn:
+            with self.writing() as conn:
                 ids = [(row[0],) for row in conn.execute(
                     f"SELECT run_id FROM piagent_runs WHERE state NOT IN {_LIVE} AND "
                     f"ended_at < ? LIMIT {PURGE_BATCH}", (cutoff,))]
@@ -259,24 +261,24 @@ class SQLiteBackend:
 
     def send_control(self, session_id: str, run_id: str | None, kind: ControlKind,
                      payload: str | None) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             conn.execute("INSERT INTO piagent_run_control (session_id, run_id, kind, payload, "
                          "created_at) VALUES (?, ?, ?, ?, ?)",
                          (session_id, run_id, kind, payload, time.time()))
         self._wakers.wake(session_id)
 
     def claim_controls(self, session_id: str, run_id: str) -> list[Control]:
-        with self._connection() as conn:  # the common case: nothing waits, no write lock
+        with self.reading() as conn:  # the common case: nothing waits, no write lock
             if conn.execute(self._OPEN, (session_id, run_id)).fetchone() is None:
                 return []
-        with self._write() as conn:
+        with self.writing() as conn:
             rows = conn.execute(self._OPEN, (session_id, run_id)).fetchall()
             conn.executemany("UPDATE piagent_run_control SET claimed_by = ? WHERE id = ?",
                              [(run_id, row[0]) for row in rows])
         return [Control(int(i), kind, payload) for i, kind, payload in rows]
 
     def release_controls(self, ids: Sequence[int]) -> None:
-        with self._write() as conn:
+        with self.writing() as conn:
             conn.executemany("UPDATE piagent_run_control SET claimed_by = NULL WHERE id = ?",
                              [(i,) for i in ids])
 

@@ -23,30 +23,30 @@ def keep_trace(backend: object, run_id: str, carrier: dict[str, str]) -> None:
     """Record ``carrier`` as the run's trace context (SQLite, PostgreSQL; else nothing)."""
     text = json.dumps(carrier, sort_keys=True)
     if isinstance(backend, SQLiteBackend):
-        with backend._write() as conn:
+        with backend.writing() as conn:
             conn.execute("INSERT OR REPLACE INTO piagent_run_traces VALUES (?, ?)",
                          (run_id, text))
     elif isinstance(backend, PostgresBackend):
         def write(cur: Any) -> None:
-            cur.execute(backend._sql("INSERT INTO {s}.run_traces VALUES (%s, %s) "
+            cur.execute(backend.sql("INSERT INTO {s}.run_traces VALUES (%s, %s) "
                                      "ON CONFLICT (run_id) DO UPDATE SET carrier = %s"),
                         (run_id, text, text))
-        backend._run(write)
+        backend.transact(write)
 
 
 def kept_trace(backend: object, run_id: str) -> dict[str, str] | None:
     """The trace context recorded for the run, or ``None``."""
     row: Any = None
     if isinstance(backend, SQLiteBackend):
-        with backend._connection() as conn:
+        with backend.reading() as conn:
             row = conn.execute("SELECT carrier FROM piagent_run_traces WHERE run_id = ?",
                                (run_id,)).fetchone()
     elif isinstance(backend, PostgresBackend):
         def read(cur: Any) -> Any:
-            cur.execute(backend._sql("SELECT carrier FROM {s}.run_traces WHERE run_id = %s"),
+            cur.execute(backend.sql("SELECT carrier FROM {s}.run_traces WHERE run_id = %s"),
                         (run_id,))
             return cur.fetchone()
-        row = backend._run(read)
+        row = backend.transact(read)
     if row is None:
         return None
     carrier = json.loads(row[0])

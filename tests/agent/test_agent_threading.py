@@ -639,8 +639,8 @@ def test_a_message_update_wakes_a_reader_waiting_for_the_next_event() -> None:
         def produce() -> None:
             stream.push(StartEvent(message))
             # the update only once the reader waits for the event after message_start
-            wait_until(lambda: bool(runs) and runs[0]._readers == 1
-                       and runs[0]._events[-1].type == "message_start",
+            wait_until(lambda: bool(runs) and runs[0]._record.readers == 1
+                       and runs[0]._record.events[-1].type == "message_start",
                        "the reader to wait after the assistant's message_start",
                        wake=reader.join)
             message.content[0].text = "hel"  # type: ignore[union-attr]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from piagent import AbortSignal, AgentBusyError, AgentEvent, AgentRun
+from piagent.agent._record import RunRecord
 from piagent.testing import assistant_text, assistant_tool_calls
 from tests.conftest import WAIT, Recorder, piagent_threads
 
@@ -98,8 +99,8 @@ def test_a_waiter_on_another_thread_returns_once_the_run_settles() -> None:
     gate = GateTool()
     agent, _ = make_agent([assistant_tool_calls(("read", {"path": "a"})),
                            assistant_text("done")], tools=[gate.tool])
-    runs: list[AgentRun] = []
-    agent.subscribe(lambda event, signal: runs.append(agent._active) if not runs else None)
+    runs: list[RunRecord] = []  # the active run's record (AgentRun.wait waits on it)
+    agent.subscribe(lambda event, signal: runs.append(agent._slot.active) if not runs else None)
     thread, out = _on_thread(lambda: agent.prompt("go"))
     assert gate.started("call_1").wait(WAIT)
     waiter, waited = _on_thread(lambda: runs[0].wait(WAIT), name="waiter")
@@ -107,7 +108,7 @@ def test_a_waiter_on_another_thread_returns_once_the_run_settles() -> None:
     waiter.join(WAIT)
     thread.join(WAIT)
     assert waited == [True]
-    assert out[0] is runs[0] and out[0].text == "done"
+    assert out[0]._record is runs[0] and out[0].text == "done"
 
 
 def test_a_listener_that_raises_fails_the_run_on_the_callers_thread() -> None:
@@ -183,7 +184,7 @@ def _wait_counting(on_main: bool) -> list[float | None]:
     agent, _ = make_agent([assistant_tool_calls(("read", {})), assistant_text("done")],
                           tools=[gate.tool])
     run = agent.prompt("go", block=False)
-    run._settled = counting  # before anyone waits: the worker sets it when the run settles
+    run._record.settled = counting  # before anyone waits: the worker sets it when the run settles
     assert gate.started("call_1").wait(WAIT)
 
     def release_once_waiting() -> None:

@@ -1,4 +1,4 @@
-"""declare_tool_changes: the transcript's declared tools always replay to ``context.tools``."""
+"""ToolDeclarations.declare: the transcript's declared tools always replay to ``context.tools``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from piagent import (
     get_current_tools,
     run_agent_loop,
 )
-from piagent.loop._declare import ToolDeclarations, declare_tool_changes
+from piagent.loop._declare import ToolDeclarations
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.transcript import to_tool_declaration
 from tests.tools.conftest import NO_PARAMS, make_tool
@@ -38,6 +38,11 @@ def replayed(messages: list[Any]) -> list[str]:
     return names(get_current_tools(messages))
 
 
+def _declare(messages: list[Any], tools: list[Any], pending: list[Any]) -> list[Any]:
+    """The whole transcript replayed: a fresh run's declarations."""
+    return ToolDeclarations().declare(messages, tools, pending)
+
+
 A, B, C, D, E = (make_tool(n, parameters=NO_PARAMS) for n in "abcde")
 
 
@@ -46,14 +51,14 @@ A, B, C, D, E = (make_tool(n, parameters=NO_PARAMS) for n in "abcde")
 
 def test_nothing_changed_returns_the_pending_list_itself() -> None:
     pending: list[Any] = [UserMessage("hi")]
-    assert declare_tool_changes([head(A, B)], [A, B], pending) is pending
+    assert _declare([head(A, B)], [A, B], pending) is pending
     empty: list[Any] = []
-    assert declare_tool_changes([head(A)], [A], empty) is empty
+    assert _declare([head(A)], [A], empty) is empty
 
 
 def test_a_new_system_message_goes_before_the_pending_messages() -> None:
     first, second = UserMessage("1"), UserMessage("2")
-    out = declare_tool_changes([head(A)], [A, B], [first, second])
+    out = _declare([head(A)], [A, B], [first, second])
     assert len(out) == 3 and out[1] is first and out[2] is second
     update = out[0]
     assert isinstance(update, SystemMessage)
@@ -63,19 +68,19 @@ def test_a_new_system_message_goes_before_the_pending_messages() -> None:
 
 
 def test_with_nothing_pending_the_update_is_the_only_message() -> None:
-    out = declare_tool_changes([head(A, B)], [A], [])
+    out = _declare([head(A, B)], [A], [])
     assert len(out) == 1 and out[0].tools_removed == ["b"]  # type: ignore[union-attr]
     assert out[0].tools_added is None  # type: ignore[union-attr]
 
 
 def test_an_empty_transcript_declares_every_tool() -> None:
-    out = declare_tool_changes([], [A, B], [UserMessage("hi")])
+    out = _declare([], [A, B], [UserMessage("hi")])
     assert names(out[0].tools_added) == ["a", "b"]  # type: ignore[union-attr]
 
 
 def test_a_redefined_tool_is_removed_and_added() -> None:
     changed = make_tool("a", description="A better description", parameters=NO_PARAMS)
-    out = declare_tool_changes([head(A, B)], [changed, B], [])
+    out = _declare([head(A, B)], [changed, B], [])
     update = out[0]
     assert update.tools_removed == ["a"]  # type: ignore[union-attr]
     assert update.tools_added == [to_tool_declaration(changed)]  # type: ignore[union-attr]
@@ -83,7 +88,7 @@ def test_a_redefined_tool_is_removed_and_added() -> None:
 
 
 def test_added_follow_the_executable_order_and_removed_the_declared_order() -> None:
-    out = declare_tool_changes([head(A, B, C)], [E, D, B], [])
+    out = _declare([head(A, B, C)], [E, D, B], [])
     update = out[0]
     assert names(update.tools_added) == ["e", "d"]  # type: ignore[union-attr]
     assert update.tools_removed == ["a", "c"]  # type: ignore[union-attr]
@@ -91,9 +96,9 @@ def test_added_follow_the_executable_order_and_removed_the_declared_order() -> N
 
 def test_later_system_messages_in_the_transcript_count() -> None:
     transcript = [head(A, B), UserMessage("x"), SystemMessage(tools_removed=["b"])]
-    out = declare_tool_changes(transcript, [A, B], [])
+    out = _declare(transcript, [A, B], [])
     assert names(out[0].tools_added) == ["b"]  # type: ignore[union-attr]
-    assert declare_tool_changes(transcript, [A], []) == []
+    assert _declare(transcript, [A], []) == []
 
 
 # --- a pending system message: its tool fields are intent, rewritten to the real delta ------
@@ -104,7 +109,7 @@ def test_a_pending_system_messages_tool_fields_are_rewritten() -> None:
     wish = SystemMessage("more rules", sections={"s": "1"},
                          tools_added=[to_tool_declaration(E)], tools_removed=["a"], timestamp=7)
     pending: list[Any] = [user, wish]
-    out = declare_tool_changes([head(A)], [A, B], pending)
+    out = _declare([head(A)], [A, B], pending)
     assert len(out) == 2 and out[0] is user
     rewritten = out[1]
     assert isinstance(rewritten, SystemMessage) and rewritten is not wish
@@ -117,7 +122,7 @@ def test_a_pending_system_messages_tool_fields_are_rewritten() -> None:
 
 def test_a_pending_system_message_asking_for_nothing_real_loses_its_tool_fields() -> None:
     wish = SystemMessage("x", tools_added=[to_tool_declaration(A)], timestamp=3)
-    out = declare_tool_changes([head(A)], [A], [wish])
+    out = _declare([head(A)], [A], [wish])
     assert out[0] is not wish
     assert out[0].tools_added is None and out[0].tools_removed is None  # type: ignore[union-attr]
     assert out[0].content == "x"  # type: ignore[union-attr]
@@ -126,13 +131,13 @@ def test_a_pending_system_message_asking_for_nothing_real_loses_its_tool_fields(
 def test_a_pending_system_message_without_tool_fields_is_kept_when_nothing_changes() -> None:
     patch = SystemMessage(sections={"s": "2"})
     pending: list[Any] = [patch, UserMessage("hi")]
-    out = declare_tool_changes([head(A)], [A], pending)
+    out = _declare([head(A)], [A], pending)
     assert out is pending and out[0] is patch
 
 
 def test_a_pending_system_message_carries_the_changes_instead_of_a_new_one() -> None:
     patch = SystemMessage(sections={"s": "2"}, timestamp=5)
-    out = declare_tool_changes([head(A)], [B], [patch, UserMessage("hi")])
+    out = _declare([head(A)], [B], [patch, UserMessage("hi")])
     assert len(out) == 2
     assert names(out[0].tools_added) == ["b"] and out[0].tools_removed == ["a"]  # type: ignore[union-attr]
     assert out[0].sections == {"s": "2"} and out[0].timestamp == 5  # type: ignore[union-attr]
@@ -141,7 +146,7 @@ def test_a_pending_system_message_carries_the_changes_instead_of_a_new_one() -> 
 def test_the_last_pending_system_message_is_rewritten_and_earlier_ones_count() -> None:
     earlier = SystemMessage(tools_added=[to_tool_declaration(C)])
     last = SystemMessage("last", tools_removed=["a"])
-    out = declare_tool_changes([head(A)], [A, C, B], [earlier, UserMessage("x"), last])
+    out = _declare([head(A)], [A, C, B], [earlier, UserMessage("x"), last])
     assert out[0] is earlier
     assert names(out[2].tools_added) == ["b"] and out[2].tools_removed is None  # type: ignore[union-attr]
     assert sorted(replayed([head(A), *out])) == ["a", "b", "c"]
