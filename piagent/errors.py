@@ -23,6 +23,8 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     ├── ProviderError                         a provider request failed (mapped into error messages)
     │   ├── ProviderConnectionError
     │   └── ProviderResponseError (+ValueError)
+├── RequestCacheMismatch (+AssertionError)  PIAGENT_REQUEST_CACHES=check only: a request cache
+│                                         gave what building the request afresh does not
     ├── ProxyError
     │   └── ProxyProtocolError (+ValueError)  a proxy request or event failed its schema
     ├── MCPError                              an MCP server answered an error (piagent.mcp)

@@ -29,13 +29,6 @@ MAX_LINES = 500
 STDLIB_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults",
                                "_exit", "_getframe", "_current_frames", "_thread"})
 
-# files owned elsewhere while issue 45 is merged: the reaches they still hold (each a strict
-# xfail, so the mark goes the moment the file is clean)
-REACHES_LEFT = {
-    "piagent/sessions/_budgets.py": "the budget charge reads PostgresStore/SQLiteStore/"
-                                    "MemoryStore privates (moves to methods of each store)",
-}
-
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -92,17 +85,7 @@ def private_reaches(path: Path) -> list[str]:
     return found
 
 
-def _reach_params() -> list[object]:
-    params: list[object] = []
-    for path in MODULES:
-        rel = _rel(path)
-        marks = [pytest.mark.xfail(strict=True, reason=REACHES_LEFT[rel])] \
-            if rel in REACHES_LEFT else []
-        params.append(pytest.param(path, id=rel, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize("path", _reach_params())
+@pytest.mark.parametrize("path", [pytest.param(path, id=_rel(path)) for path in MODULES])
 def test_no_module_reaches_into_another_modules_private_attributes(path: Path) -> None:
     reaches = private_reaches(path)
     assert not reaches, f"{_rel(path)} reaches into private attributes:\n" + "\n".join(reaches)
