@@ -112,7 +112,12 @@ class PartialToolCall(ToolCall):
     __hash__ = None  # type: ignore[assignment]  # as the dataclass
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        return self.plain().__reduce_ex__(protocol)
+        return _same_call, (self.plain(),)
+
+
+def _same_call(call: ToolCall) -> ToolCall:
+    """Unpickling or copying a ``PartialToolCall`` gives the plain ``ToolCall``."""
+    return call
 
 
 def settle(block: Any, arguments: dict[str, Any] | None = None) -> None:

@@ -1,0 +1,102 @@
+"""StreamingJsonParser: pi-ai 1.6.1's partial tool arguments, piece by piece (recorded)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from typing import Any
+
+from piagent.messages import AssistantMessage, ToolCall
+from piagent.models import Model
+from piagent.providers.kit import MessageBuilder
+from piagent.stream import AssistantMessageEventStream, StreamingJsonParser
+
+from .record_streaming_json import RECORDING
+
+
+def _partials(pieces: list[str]) -> list[Any]:
+    """pi-ai's ToolCallArgumentsStream.append: the partial arguments after each piece."""
+    parser, last, arguments, out = StreamingJsonParser(), None, {}, []
+    for piece in pieces:
+        parser.append(piece)
+        snapshot = parser.snapshot()
+        if snapshot is not last:
+            last = snapshot
+            arguments = snapshot.value if snapshot is not None and snapshot.is_object else {}
+        out.append(arguments)
+    return out
+
+
+def _same(ours: Any, pi: Any) -> bool:
+    """Equal as JSON values, key order included (numbers by value: 1e3 is 1000.0 here)."""
+    if isinstance(pi, dict):
+        return isinstance(ours, dict) and list(ours) == list(pi) and all(
+            _same(ours[k], pi[k]) for k in pi)
+    if isinstance(pi, list):
+        return isinstance(ours, list) and len(ours) == len(pi) and all(
+            _same(a, b) for a, b in zip(ours, pi))
+    if isinstance(pi, (int, float)) and not isinstance(pi, bool):
+        return isinstance(ours, (int, float)) and not isinstance(ours, bool) and (
+            ours == pi or float(ours) == float(pi))  # JavaScript's numbers are doubles
+    return type(ours) is type(pi) and ours == pi
+
+
+def test_partial_values_are_pi_ai_1_6_1s() -> None:
+    recorded = json.loads(RECORDING.read_text())
+    assert len(recorded["cases"]) > 100
+    for pieces, changes in zip(recorded["cases"], recorded["changes"]):
+        ours = _partials(pieces)
+        for index, pi_json in changes:
+            assert _same(ours[index], json.loads(pi_json)), ("".join(pieces), index)
+
+
+def _builder() -> tuple[MessageBuilder, AssistantMessageEventStream]:
+    model = Model(id="m", api="openai-completions", provider="openai", base_url="http://x")
+    stream = AssistantMessageEventStream()
+    return MessageBuilder(model, stream, api="openai-completions"), stream
+
+
+def test_builder_shows_pi_ai_1_6_1s_partials_then_parses_the_whole_text() -> None:
+    """At each toolcall_delta the partial arguments are 1.6.1's (an open string keeps its
+    trailing spaces, an invalid escape shows as text: 1.4.0 trimmed and hid them); at the end,
+    one parse of the whole text."""
+    out, stream = _builder()
+    out.start()
+    index = out.open_tool_call("call_1", "write")
+    seen = []
+    for fragment in ['{"path": "C:\\\\d\\q', '  ', '", "n": 1', "2}"]:
+        out.add_tool_arguments(index, fragment)
+        partial = out.message.content[index]
+        seen.append(copy.deepcopy(partial))
+    assert [c.arguments for c in seen] == [
+        {"path": "C:\\d\\q"}, {"path": "C:\\d\\q  "}, {"path": "C:\\d\\q  ", "n": 1},
+        {"path": "C:\\d\\q  ", "n": 12}]
+    # a partial block copies, pickles and compares as the ToolCall it stands for
+    assert type(seen[0]) is ToolCall
+    live = out.message.content[index]
+    assert live == ToolCall("call_1", "write", {"path": "C:\\d\\q  ", "n": 12})
+    assert type(pickle.loads(pickle.dumps(live))) is ToolCall
+    out.close_block(index)
+    out.finish("toolUse")
+    message = stream.result(5.0)
+    assert isinstance(message, AssistantMessage)
+    assert type(message.content[0]) is ToolCall
+    assert message.content[0].arguments == {"path": "C:\\d\\q  ", "n": 12}
+
+
+def test_a_large_argument_is_read_once_and_built_when_read() -> None:
+    """10-character fragments of a 200 KB string: the partial value is the text so far
+    whenever it is read, and the final arguments are the whole."""
+    out, stream = _builder()
+    out.start()
+    index = out.open_tool_call("call_1", "write")
+    text = json.dumps({"content": "line \\ \"q\" é 😀\n" * 12_000})
+    for k in range(0, len(text), 10):
+        out.add_tool_arguments(index, text[k:k + 10])
+        if k % 40_000 == 0:
+            shown = out.message.content[index].arguments
+            assert json.dumps(shown)[:-2] in text or shown == {}
+    out.close_block(index)
+    out.finish("toolUse")
+    assert stream.result(5.0).content[0].arguments == json.loads(text)
