@@ -35,7 +35,7 @@ def _same(ours: Any, pi: Any) -> bool:
             _same(ours[k], pi[k]) for k in pi)
     if isinstance(pi, list):
         return isinstance(ours, list) and len(ours) == len(pi) and all(
-            _same(a, b) for a, b in zip(ours, pi))
+            _same(a, b) for a, b in zip(ours, pi, strict=True))
     if isinstance(pi, (int, float)) and not isinstance(pi, bool):
         return isinstance(ours, (int, float)) and not isinstance(ours, bool) and (
             ours == pi or float(ours) == float(pi))  # JavaScript's numbers are doubles
@@ -45,7 +45,7 @@ def _same(ours: Any, pi: Any) -> bool:
 def test_partial_values_are_pi_ai_1_6_1s() -> None:
     recorded = json.loads(RECORDING.read_text())
     assert len(recorded["cases"]) > 100
-    for pieces, changes in zip(recorded["cases"], recorded["changes"]):
+    for pieces, changes in zip(recorded["cases"], recorded["changes"], strict=True):
         ours = _partials(pieces)
         for index, pi_json in changes:
             assert _same(ours[index], json.loads(pi_json)), ("".join(pieces), index)
