@@ -26,7 +26,6 @@ from ..stream import (
     AssistantMessageEventStream,
     DoneEvent,
     ErrorEvent,
-    Snapshot,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -43,14 +42,6 @@ from ._streamed_args import PartialToolCall, StreamedArguments, settle
 
 __all__ = ["MessageBuilder"]
 
-
-def _show(block: ToolCall, snapshot: Snapshot, clean: bool) -> None:
-    """The block's arguments are ``snapshot``'s (built when read, for a ``PartialToolCall``)."""
-    if type(block) is PartialToolCall:
-        block.show(snapshot, clean)
-        return
-    value = snapshot.value if snapshot.is_object else {}
-    block.arguments = sanitize_surrogates_in(value) if clean else value
 
 _Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
 
@@ -190,9 +181,8 @@ class MessageBuilder:
         if arguments_json:
             if watched:
                 arguments_json = sanitize_surrogates(arguments_json)
-            snapshot = call.append(arguments_json)
-            if snapshot is not None:
-                block.show(snapshot, False)
+            call.add(arguments_json)
+        block.show(call)
         index = self._open_block(block, "toolCall")
         with self._lock:
             content = self.message.content
@@ -205,8 +195,9 @@ class MessageBuilder:
     def add_tool_arguments(self, index: int, fragment: str) -> None:
         """Append argument JSON, read it into the partial ``arguments``; ``toolcall_delta``.
 
-        Each fragment is read once (pi-ai 1.6.1's streaming parser); the partial arguments
-        are built when someone reads them. An empty fragment changes nothing.
+        The partial arguments are pi-ai 1.6.1's (its streaming parser), built when someone
+        reads them: each fragment is read once, and not at all when nobody looks before
+        the call ends (then its text is parsed once). An empty fragment changes nothing.
         """
         with self._lock:
             if self._ended:
@@ -221,9 +212,12 @@ class MessageBuilder:
                 if _WATCH.search(fragment) or (self._watch and index in self._watch):
                     fragment = self._add_watched_arguments(block, index, call, fragment)
                 else:
-                    snapshot = call.append(fragment)
-                    if snapshot is not None:
-                        _show(block, snapshot, False)
+                    call.add(fragment)
+                if type(block) is PartialToolCall:
+                    if block.__dict__["_source"] is not call:
+                        block.show(call)
+                else:  # a plain block (the adapter's mistake): built now
+                    block.arguments = call.partial()
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
                 event = ToolCallDeltaEvent(index, fragment, self.message)
@@ -243,11 +237,8 @@ class MessageBuilder:
             fragment = self._whole(index, fragment, call.length)
         window = call.tail + fragment
         new = len(call.tail)
-        snapshot = call.append(fragment)
-        clean = self._watched(index, window, new)
-        if snapshot is not None:
-            _show(block, snapshot, clean)
-        elif clean and isinstance(block, PartialToolCall):
+        call.add(fragment)
+        if self._watched(index, window, new) and type(block) is PartialToolCall:
             block.mark_clean()
         return fragment
 
@@ -273,13 +264,9 @@ class MessageBuilder:
                 return
             block = self._block(index, ToolCall)
             arguments_json = sanitize_surrogates(arguments_json)
-            call = self._calls.get(index)
-            if call is not None and arguments_json.startswith(call.text()):
-                call.append(arguments_json[call.length:])  # as pi-ai's replace
-            else:
-                call = self._calls[index] = StreamedArguments()
-                call.append(arguments_json)
-            self._parsed[index] = call.text()
+            call = self._calls[index] = StreamedArguments()
+            call.add(arguments_json)
+            self._parsed[index] = arguments_json
             arguments = parse_streaming_json(arguments_json)
             if self._watched(index, arguments_json, 0):
                 arguments = sanitize_surrogates_in(arguments)

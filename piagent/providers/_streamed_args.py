@@ -10,6 +10,7 @@ becomes a plain ``ToolCall`` again with its final arguments.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..messages import ToolCall, sanitize_surrogates_in
@@ -19,35 +20,53 @@ __all__ = ["PartialToolCall", "StreamedArguments", "settle"]
 
 
 class StreamedArguments:
-    """One call's argument fragments and its parser. Owned by the builder (under its lock)."""
+    """One call's argument fragments, and its parser fed with them when someone reads the
+    partial arguments (each fragment once). Fragments are added by the builder's worker
+    (under the builder's lock); ``partial`` may run on any thread that reads."""
 
-    __slots__ = ("fragments", "length", "parser", "snapshot", "tail")
+    __slots__ = ("arguments", "fed", "fragments", "length", "lock", "parser", "snapshot",
+                 "tail")
 
     def __init__(self) -> None:
         self.fragments: list[str] = []
-        self.parser = StreamingJsonParser()
-        self.snapshot: Snapshot | None = None
-        self.tail = ""  # the text's last 5 characters (an escape may straddle fragments)
         self.length = 0  # of the text
+        self.tail = ""  # the text's last 5 characters (an escape may straddle fragments)
+        # guards parser, fed, snapshot and arguments (readers on any thread)
+        self.lock = threading.Lock()
+        self.parser: StreamingJsonParser | None = None
+        self.fed = 0  # fragments the parser has read
+        self.snapshot: Snapshot | None = None
+        self.arguments: dict[str, Any] = {}
 
-    def append(self, fragment: str) -> Snapshot | None:
-        """Read ``fragment``; the parser's snapshot, or ``None`` while it is unchanged."""
+    def add(self, fragment: str) -> None:
         self.fragments.append(fragment)
         self.length += len(fragment)
         self.tail = (self.tail + fragment)[-5:]
-        self.parser.append(fragment)
-        snapshot = self.parser.snapshot()
-        if snapshot is self.snapshot:
-            return None
-        self.snapshot = snapshot
-        return snapshot
+
+    def partial(self) -> dict[str, Any]:
+        """The partial arguments after the last fragment, as pi-ai's
+        ``ToolCallArgumentsStream.append`` returns them (a snapshot after every fragment)."""
+        with self.lock:
+            parser = self.parser
+            if parser is None:
+                parser = self.parser = StreamingJsonParser()
+            fragments, n = self.fragments, len(self.fragments)
+            for k in range(self.fed, n):
+                parser.append(fragments[k])
+                if k < n - 1:
+                    parser.skip_snapshot()
+            self.fed = n
+            snapshot = parser.snapshot()
+            if snapshot is not self.snapshot:
+                self.snapshot = snapshot
+                self.arguments = snapshot.value if snapshot is not None and \
+                    snapshot.is_object else {}
+            return self.arguments
 
     def text(self) -> str:
-        """The argument text so far (joined once, then kept as one fragment)."""
+        """The argument text so far."""
         fragments = self.fragments
-        if len(fragments) > 1:
-            fragments[:] = ["".join(fragments)]
-        return fragments[0] if fragments else ""
+        return fragments[0] if len(fragments) == 1 else "".join(fragments)
 
 
 class PartialToolCall(ToolCall):
@@ -64,13 +83,11 @@ class PartialToolCall(ToolCall):
     @property
     def arguments(self) -> dict[str, Any]:
         state = self.__dict__
-        source: Snapshot | None = state["_source"]
-        if source is not None:
-            state["_source"] = None
-            value: dict[str, Any] = source.value if source.is_object else {}
-            if state["_clean"]:
-                value = sanitize_surrogates_in(value)
-            state["_arguments"] = value
+        source: StreamedArguments | None = state["_source"]
+        if source is not None and state["_seen"] != len(source.fragments):
+            state["_seen"] = len(source.fragments)
+            value = source.partial()
+            state["_arguments"] = sanitize_surrogates_in(value) if state["_clean"] else value
         return state["_arguments"]  # type: ignore[no-any-return]
 
     @arguments.setter
@@ -79,11 +96,12 @@ class PartialToolCall(ToolCall):
         self.__dict__["_arguments"] = value
         self.__dict__["_assigned"] = True  # final: not replaced by a parse at the end
 
-    def show(self, snapshot: Snapshot, clean: bool) -> None:
-        """The arguments are ``snapshot``'s value (without unpaired surrogates: ``clean``)."""
-        self.__dict__["_source"] = snapshot
-        self.__dict__["_clean"] = clean
-        self.__dict__["_assigned"] = False
+    def show(self, source: StreamedArguments) -> None:
+        """The arguments are ``source``'s partial ones, built when read."""
+        state = self.__dict__
+        state["_source"] = source
+        state["_seen"] = -1
+        state["_assigned"] = False
 
     @property
     def assigned(self) -> bool:
@@ -97,6 +115,8 @@ class PartialToolCall(ToolCall):
             state["_clean"] = True
             if state["_source"] is None:
                 state["_arguments"] = sanitize_surrogates_in(state["_arguments"])
+            else:
+                state["_seen"] = -1  # built again, cleaned, on the next read
 
     def plain(self) -> ToolCall:
         return ToolCall(self.id, self.name, self.arguments, self.thought_signature,
@@ -132,6 +152,7 @@ def settle(block: Any, arguments: dict[str, Any] | None = None) -> None:
     state.pop("_source", None)
     state.pop("_clean", None)
     state.pop("_assigned", None)
+    state.pop("_seen", None)
     state.pop("_arguments", None)
     block.__class__ = ToolCall  # type: ignore[assignment]
     state["arguments"] = value

@@ -38,6 +38,8 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n",
                    "r": "\r", "t": "\t"}
 _NOTHING: Any = object()  # JavaScript's undefined: no value yet
+_UNBUILT: Any = object()  # a snapshot paid for (skip_snapshot) but not built
+_SKIP_MAX_COST = 192  # below the credit of one piece (256), with a margin
 _ROOT = ("root", None)
 
 # A slot: where a value goes, ("root", None), ("element", index) or ("member", key); None
@@ -125,7 +127,7 @@ class StreamingJsonParser:
     Not thread-safe: one owner feeds it (the stream's worker thread)."""
 
     __slots__ = ("_credit", "_dirty", "_done", "_path_cost", "_root", "_scalar",
-                 "_scalar_slot", "_snapshot", "_stack", "_string")
+                 "_scalar_slot", "_skipped_pending", "_snapshot", "_stack", "_string")
 
     def __init__(self) -> None:
         self._root: Any = _NOTHING
@@ -137,7 +139,8 @@ class StreamingJsonParser:
         self._path_cost = 0  # the sum of size + 1 over the open path: what a snapshot copies
         self._credit = 0
         self._dirty = False
-        self._snapshot: Snapshot | None = None
+        self._snapshot: Any = None  # Snapshot | None | _UNBUILT
+        self._skipped_pending: Any = _NOTHING  # the open scalar at the unbuilt snapshot
 
     def append(self, text: str) -> None:
         """Read the next piece of text; time linear in its length."""
@@ -156,15 +159,36 @@ class StreamingJsonParser:
         """The value of the text read so far (``None`` before a value starts); the previous
         one while nothing changed or a fresh copy of the open path is not yet paid for."""
         if not self._dirty:
-            return self._snapshot
+            if self._snapshot is _UNBUILT:  # paid for by skip_snapshot; the containers are as
+                # they were then, and an open number or word that ended since (a dropped
+                # word changes nothing else) shows as it did then
+                self._snapshot = self._copy_open_path(self._skipped_pending)
+            return self._snapshot  # type: ignore[no-any-return]
         pending = self._pending_scalar()
         cost = self._path_cost + (0 if pending is _NOTHING else 1)
-        if cost > self._credit:
-            return self._snapshot
+        if cost > self._credit and self._snapshot is not _UNBUILT:
+            return self._snapshot  # type: ignore[no-any-return]
         self._credit -= cost
         self._dirty = False
         self._snapshot = self._copy_open_path(pending)
-        return self._snapshot
+        return self._snapshot  # type: ignore[no-any-return]
+
+    def skip_snapshot(self) -> None:
+        """Account for a snapshot nobody reads (pi-ai takes one after every piece): the
+        credit is spent as for ``snapshot``, nothing is copied. A snapshot is taken for real
+        once the open path is long; while it is short, the next one is always paid for (a
+        piece earns more credit than it can add to the path), so none shows this one."""
+        if not self._dirty:
+            return
+        pending = self._pending_scalar()
+        cost = self._path_cost + (0 if pending is _NOTHING else 1)
+        if cost > _SKIP_MAX_COST or cost > self._credit:
+            self.snapshot()
+            return
+        self._credit -= cost
+        self._dirty = False
+        self._snapshot = _UNBUILT
+        self._skipped_pending = pending
 
     # reading ----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import json
 import pickle
 from typing import Any
 
-from piagent.messages import AssistantMessage, ToolCall
+from piagent.messages import AssistantMessage, ToolCall, sanitize_surrogates_in
 from piagent.models import Model
 from piagent.providers.kit import MessageBuilder
 from piagent.stream import AssistantMessageEventStream, StreamingJsonParser
@@ -100,3 +100,27 @@ def test_a_large_argument_is_read_once_and_built_when_read() -> None:
     out.close_block(index)
     out.finish("toolUse")
     assert stream.result(5.0).content[0].arguments == json.loads(text)
+
+
+def test_builder_reads_when_read_and_shows_what_pi_shows_then() -> None:
+    """Read after every fragment or only now and then (the parser catches up, spending
+    pi's copy credit as if it had taken every snapshot): pi-ai 1.6.1's partial each time,
+    without unpaired surrogates."""
+    recorded = json.loads(RECORDING.read_text())
+    for every in (1, 2, 3, 5, 8):
+        for pieces, changes in zip(recorded["cases"], recorded["changes"], strict=True):
+            pi_after, current = [], None
+            changed = dict(changes)
+            for i in range(len(pieces)):
+                current = changed.get(i, current)
+                pi_after.append(current)
+            out, _ = _builder()
+            out.start()
+            index = out.open_tool_call("call_1", "f")
+            for i, piece in enumerate(pieces):
+                out.add_tool_arguments(index, piece)
+                if i % every == every - 1:
+                    shown = out.message.content[index].arguments
+                    # lone surrogates are the builder's to remove (tests/providers)
+                    expected = sanitize_surrogates_in(json.loads(pi_after[i]))
+                    assert _same(shown, expected), ("".join(pieces), i)
