@@ -189,7 +189,7 @@ class MessageBuilder:
             if index < len(content) and content[index] is block:
                 self._calls[index] = call
                 if watched and self._watched(index, arguments_json, 0):
-                    block.mark_clean()
+                    block.mark_clean(call)
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
@@ -214,7 +214,7 @@ class MessageBuilder:
                 else:
                     call.add(fragment)
                 if type(block) is PartialToolCall:
-                    if block.__dict__["_source"] is not call:
+                    if block.__dict__["_src"] is not call:
                         block.show(call)
                 else:  # a plain block (the adapter's mistake): built now
                     block.arguments = call.partial()
@@ -235,11 +235,13 @@ class MessageBuilder:
         ``_lock`` held."""
         if not fragment.isascii() and _SURROGATE.search(fragment):
             fragment = self._whole(index, fragment, call.length)
-        window = call.tail + fragment
-        new = len(call.tail)
+        tail = call.tail()
         call.add(fragment)
-        if self._watched(index, window, new) and type(block) is PartialToolCall:
-            block.mark_clean()
+        if self._watched(index, tail + fragment, len(tail)):
+            if type(block) is PartialToolCall:
+                block.mark_clean(call)
+            else:
+                call.clean = True
         return fragment
 
     def _watched(self, index: int, text: str, new: int) -> bool:

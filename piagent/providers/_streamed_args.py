@@ -19,20 +19,22 @@ from ..stream import Snapshot, StreamingJsonParser
 __all__ = ["PartialToolCall", "StreamedArguments", "settle"]
 
 
+# guards the parser state (parser, fed, snapshot, arguments) of every StreamedArguments:
+# partial arguments are read rarely, from any thread; one lock for all costs nothing per call
+_READ_LOCK = threading.Lock()
+
+
 class StreamedArguments:
     """One call's argument fragments, and its parser fed with them when someone reads the
     partial arguments (each fragment once). Fragments are added by the builder's worker
     (under the builder's lock); ``partial`` may run on any thread that reads."""
 
-    __slots__ = ("arguments", "fed", "fragments", "length", "lock", "parser", "snapshot",
-                 "tail")
+    __slots__ = ("arguments", "clean", "fed", "fragments", "length", "parser", "snapshot")
 
     def __init__(self) -> None:
         self.fragments: list[str] = []
         self.length = 0  # of the text
-        self.tail = ""  # the text's last 5 characters (an escape may straddle fragments)
-        # guards parser, fed, snapshot and arguments (readers on any thread)
-        self.lock = threading.Lock()
+        self.clean = False  # the partial arguments are cleaned of unpaired surrogates
         self.parser: StreamingJsonParser | None = None
         self.fed = 0  # fragments the parser has read
         self.snapshot: Snapshot | None = None
@@ -41,12 +43,15 @@ class StreamedArguments:
     def add(self, fragment: str) -> None:
         self.fragments.append(fragment)
         self.length += len(fragment)
-        self.tail = (self.tail + fragment)[-5:]
+
+    def tail(self) -> str:
+        """The text's last 5 characters (each fragment holds at least one)."""
+        return "".join(self.fragments[-5:])[-5:]
 
     def partial(self) -> dict[str, Any]:
         """The partial arguments after the last fragment, as pi-ai's
         ``ToolCallArgumentsStream.append`` returns them (a snapshot after every fragment)."""
-        with self.lock:
+        with _READ_LOCK:
             parser = self.parser
             if parser is None:
                 parser = self.parser = StreamingJsonParser()
@@ -59,8 +64,8 @@ class StreamedArguments:
             snapshot = parser.snapshot()
             if snapshot is not self.snapshot:
                 self.snapshot = snapshot
-                self.arguments = snapshot.value if snapshot is not None and \
-                    snapshot.is_object else {}
+                value = snapshot.value if snapshot is not None and snapshot.is_object else {}
+                self.arguments = sanitize_surrogates_in(value) if self.clean else value
             return self.arguments
 
     def text(self) -> str:
@@ -70,53 +75,50 @@ class StreamedArguments:
 
 
 class PartialToolCall(ToolCall):
-    """A tool call whose arguments are still streaming; ``arguments`` is built on read.
+    """A tool call whose arguments are still streaming; ``arguments`` is built on read
+    (``_src``: the call's ``StreamedArguments``, ``None`` once someone set the arguments;
+    ``_args``: the last built; ``_seen``: how many fragments it was built from).
 
     Equal to, copied and pickled as the plain ``ToolCall`` it stands for."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.__dict__["_source"] = None
-        self.__dict__["_clean"] = False
-        super().__init__(*args, **kwargs)
-        self.__dict__["_assigned"] = False
 
     @property
     def arguments(self) -> dict[str, Any]:
         state = self.__dict__
-        source: StreamedArguments | None = state["_source"]
+        source: StreamedArguments | None = state["_src"]
         if source is not None and state["_seen"] != len(source.fragments):
             state["_seen"] = len(source.fragments)
-            value = source.partial()
-            state["_arguments"] = sanitize_surrogates_in(value) if state["_clean"] else value
-        return state["_arguments"]  # type: ignore[no-any-return]
+            state["_args"] = source.partial()
+        return state["_args"]  # type: ignore[no-any-return]
 
     @arguments.setter
     def arguments(self, value: dict[str, Any]) -> None:
-        self.__dict__["_source"] = None
-        self.__dict__["_arguments"] = value
-        self.__dict__["_assigned"] = True  # final: not replaced by a parse at the end
+        state = self.__dict__
+        state["_src"] = None  # final: not replaced by a parse at the end
+        state["_args"] = value
 
     def show(self, source: StreamedArguments) -> None:
         """The arguments are ``source``'s partial ones, built when read."""
         state = self.__dict__
-        state["_source"] = source
+        state["_src"] = source
         state["_seen"] = -1
-        state["_assigned"] = False
 
     @property
     def assigned(self) -> bool:
         """Someone set ``arguments`` after the last fragment (the proxy's final call)."""
-        return bool(self.__dict__["_assigned"])
+        return self.__dict__["_src"] is None
 
-    def mark_clean(self) -> None:
+    def mark_clean(self, source: StreamedArguments) -> None:
         """From now on the arguments shown are cleaned of unpaired surrogates."""
+        if source.clean:
+            return
+        source.clean = True
         state = self.__dict__
-        if not state["_clean"]:
-            state["_clean"] = True
-            if state["_source"] is None:
-                state["_arguments"] = sanitize_surrogates_in(state["_arguments"])
-            else:
-                state["_seen"] = -1  # built again, cleaned, on the next read
+        if state["_src"] is None:
+            state["_args"] = sanitize_surrogates_in(state["_args"])
+        else:
+            with _READ_LOCK:
+                source.snapshot = None  # built again, cleaned, on the next read
+            state["_seen"] = -1
 
     def plain(self) -> ToolCall:
         return ToolCall(self.id, self.name, self.arguments, self.thought_signature,
@@ -149,10 +151,7 @@ def settle(block: Any, arguments: dict[str, Any] | None = None) -> None:
         return
     value = block.arguments if arguments is None else arguments
     state = block.__dict__
-    state.pop("_source", None)
-    state.pop("_clean", None)
-    state.pop("_assigned", None)
-    state.pop("_seen", None)
-    state.pop("_arguments", None)
     block.__class__ = ToolCall  # type: ignore[assignment]
+    del state["_src"], state["_args"]
+    state.pop("_seen", None)
     state["arguments"] = value
