@@ -7,10 +7,12 @@ import json
 import pickle
 from typing import Any
 
+from hypothesis import given, settings, strategies as st
+
 from piagent.messages import AssistantMessage, ToolCall, sanitize_surrogates_in
 from piagent.models import Model
 from piagent.providers.kit import MessageBuilder
-from piagent.stream import AssistantMessageEventStream, StreamingJsonParser
+from piagent.stream import AssistantMessageEventStream, StreamingJsonParser, parse_streaming_json
 
 from .record_streaming_json import RECORDING
 
@@ -124,3 +126,32 @@ def test_builder_reads_when_read_and_shows_what_pi_shows_then() -> None:
                     # lone surrogates are the builder's to remove (tests/providers)
                     expected = sanitize_surrogates_in(json.loads(pi_after[i]))
                     assert _same(shown, expected), ("".join(pieces), i)
+
+
+_JSONISH = st.lists(st.sampled_from(list('{}[]":,\\ unltrefa0123456789.-eE+x\n\t\u00e9')
+                                    + ["\\u", "\\ud83d", "\\ude00", "😀"]),
+                    max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_JSONISH, cuts=st.lists(st.integers(0, 60), max_size=8),
+       reads=st.lists(st.booleans(), max_size=10))
+def test_never_raises_and_ends_with_the_whole_parse(text: str, cuts: list[int],
+                                                    reads: list[bool]) -> None:
+    """Any text, cut anywhere, read or not after each piece: no exception, a dict shown,
+    and the final arguments are ``parse_streaming_json`` of the whole text."""
+    points = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    pieces = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+    out, stream = _builder()
+    out.start()
+    index = out.open_tool_call("call_1", "f")
+    for k, piece in enumerate(pieces):
+        out.add_tool_arguments(index, piece)
+        if k < len(reads) and reads[k]:
+            assert isinstance(out.message.content[index].arguments, dict)
+    out.close_block(index)
+    out.finish("toolUse")
+    final = stream.result(5.0).content[0]
+    assert type(final) is ToolCall
+    assert final.arguments == sanitize_surrogates_in(parse_streaming_json(text)) or \
+        final.arguments != final.arguments  # NaN
