@@ -8,6 +8,10 @@ assistant messages already in the request), so any number of clients can share i
   answer with ``T`` parallel calls of the tool ``NAME`` (arguments ``{"i": j}``, streamed
   in two fragments each, as OpenAI does); then a short final text.
 * ``text:N`` — a plain text answer streamed as ``N`` deltas (the providers' benchmark).
+* ``args:N:D`` — one tool call ``write`` whose arguments ``{"path": ..., "content": ...}``
+  are about ``N`` characters of JSON (a source file: escapes, quotes, newlines), streamed in
+  ``D``-character fragments; the events go out in 64 KB HTTP chunks, so the server's cost
+  stays small beside the client's (the streamed-arguments benchmark).
 * ``stall:S`` — send the role chunk and one text delta, then hold the response for up to
   ``S`` seconds (a model that stops mid-stream), then finish the text. A client that
   disconnects (an abort) ends the hold at the next write.
@@ -32,7 +36,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["BenchServer", "main", "response_events", "text_events"]
+__all__ = ["BenchServer", "args_events", "big_arguments", "main", "response_events",
+           "text_events"]
 
 _STALL_MAX_S = 30.0  # every hold is bounded
 
@@ -78,6 +83,26 @@ def text_events(model: str, deltas: int) -> list[dict[str, Any]]:
     events = [_chunk(model, {"role": "assistant", "content": None})]
     events += [_chunk(model, {"content": f"word{k} "}) for k in range(deltas)]
     events += [_chunk(model, {}, "stop"), _usage(model, 10)]
+    return events
+
+
+def big_arguments(size: int) -> str:
+    """The argument JSON of ``args:N``: about ``size`` characters, a file's content."""
+    line = 'def f(x):\n\t"""Doc."""\n    return {"k": x}  # ok\n'
+    content = line * max(1, size // len(json.dumps(line)[1:-1]))
+    return json.dumps({"path": "big.py", "content": content})
+
+
+def args_events(model: str, size: int, piece: int) -> list[dict[str, Any]]:
+    """One tool call whose arguments (``big_arguments(size)``) stream in ``piece``-character
+    fragments, then the stop chunk and usage."""
+    text = big_arguments(size)
+    events = [_chunk(model, {"role": "assistant", "content": None}),
+              _chunk(model, {"tool_calls": [{"index": 0, "id": "call_big", "type": "function",
+                                             "function": {"name": "write", "arguments": ""}}]})]
+    events += [_chunk(model, {"tool_calls": [{"index": 0, "function": {
+        "arguments": text[k:k + piece]}}]}) for k in range(0, len(text), piece)]
+    events += [_chunk(model, {}, "tool_calls"), _usage(model, 10)]
     return events
 
 
@@ -185,6 +210,9 @@ def _handler_class(stop: threading.Event) -> type[BaseHTTPRequestHandler]:
                     self._stream(events, None)
                 elif parts[0] == "text" and len(parts) == 2:
                     self._stream(text_events(model, int(parts[1])), None)
+                elif parts[0] == "args" and len(parts) == 3:
+                    self._stream(args_events(model, int(parts[1]), int(parts[2])), None,
+                                 batch=65536)
                 elif parts[0] == "stall" and len(parts) == 2:
                     events = response_events(model, 0, 0, 0, "")
                     self._stream(events, min(float(parts[1]), _STALL_MAX_S))
@@ -201,7 +229,8 @@ def _handler_class(stop: threading.Event) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _stream(self, events: list[dict[str, Any]], stall_s: float | None) -> None:
+        def _stream(self, events: list[dict[str, Any]], stall_s: float | None,
+                    batch: int = 0) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -209,6 +238,9 @@ def _handler_class(stop: threading.Event) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             write = self.wfile.write
             payloads = [_sse(e) for e in events] + [_sse("[DONE]")]
+            if batch:  # many events per HTTP chunk
+                joined = b"".join(payloads)
+                payloads = [joined[k:k + batch] for k in range(0, len(joined), batch)]
             last = len(payloads) - 1
             for index, data in enumerate(payloads):
                 end = b"0\r\n\r\n" if index == last else b""  # [DONE] and the end together

@@ -38,8 +38,10 @@ from ..stream import (
     ToolCallStartEvent,
     parse_streaming_json,
 )
+from ._streamed_args import PartialToolCall, StreamedArguments, settle
 
 __all__ = ["MessageBuilder"]
+
 
 _Block = TypeVar("_Block", TextContent, ThinkingContent, ToolCall)
 
@@ -90,9 +92,10 @@ class MessageBuilder:
         self._ended = False
         self._started = False
         self._open: dict[int, str] = {}  # index → "text" | "thinking" | "toolCall", in order
-        self._args: dict[int, str] = {}  # tool-call index → accumulated argument JSON
-        # tool-call index → the JSON text its ``arguments`` were last parsed from (that very
-        # string object), so an unchanged text is not parsed again
+        # tool-call index → its argument text and streaming parser, until the call ends
+        self._calls: dict[int, StreamedArguments] = {}
+        # tool-call index → the complete JSON text its ``arguments`` were parsed from (that
+        # very string object: replace_tool_arguments), so it is not parsed again at the end
         self._parsed: dict[int, str] = {}
         # _held, _suspect and _watch: the class's empty defaults until a surrogate comes
 
@@ -172,39 +175,49 @@ class MessageBuilder:
 
     def open_tool_call(self, call_id: str, name: str, arguments_json: str = "") -> int:
         """Append a tool call (arguments parsed from ``arguments_json``); ``toolcall_start``."""
-        if arguments_json and _WATCH.search(arguments_json):
-            arguments_json = sanitize_surrogates(arguments_json)
-            block = ToolCall(id=call_id, name=name, arguments={})
-            index = self._open_block(block, "toolCall")
-            with self._lock:
-                self._args[index] = self._parsed[index] = arguments_json
-                block.arguments = self._watched(index, arguments_json, 0,
-                                                parse_streaming_json(arguments_json))
-            return index
-        block = ToolCall(id=call_id, name=name,
-                         arguments=parse_streaming_json(arguments_json) if arguments_json else {})
+        call = StreamedArguments()
+        block = PartialToolCall(id=call_id, name=name, arguments={})
+        watched = bool(arguments_json) and _WATCH.search(arguments_json) is not None
+        if arguments_json:
+            if watched:
+                arguments_json = sanitize_surrogates(arguments_json)
+            call.add(arguments_json)
+        block.show(call)
         index = self._open_block(block, "toolCall")
-        self._args[index] = self._parsed[index] = arguments_json
+        with self._lock:
+            content = self.message.content
+            if index < len(content) and content[index] is block:
+                self._calls[index] = call
+                if watched and self._watched(index, arguments_json, 0):
+                    block.mark_clean(call)
         return index
 
     def add_tool_arguments(self, index: int, fragment: str) -> None:
-        """Append argument JSON, re-parse it into ``arguments``; push ``toolcall_delta``.
+        """Append argument JSON, read it into the partial ``arguments``; ``toolcall_delta``.
 
-        An empty fragment changes nothing, so nothing is parsed (the event still goes out).
+        The partial arguments are pi-ai 1.6.1's (its streaming parser), built when someone
+        reads them: each fragment is read once, and not at all when nobody looks before
+        the call ends (then its text is parsed once). An empty fragment changes nothing.
         """
         with self._lock:
             if self._ended:
                 return
             block = self.message.content[index]
-            if type(block) is not ToolCall:
-                block = self._block(index, ToolCall)  # a subclass, or the adapter's mistake
+            if type(block) is not PartialToolCall:
+                block = self._block(index, ToolCall)  # closed, or the adapter's mistake
             if fragment:
-                buffer = self._args.get(index, "") + fragment
+                call = self._calls.get(index)
+                if call is None:
+                    call = self._calls[index] = StreamedArguments()
                 if _WATCH.search(fragment) or (self._watch and index in self._watch):
-                    fragment = self._add_watched_arguments(block, index, buffer, fragment)
+                    fragment = self._add_watched_arguments(block, index, call, fragment)
                 else:
-                    self._args[index] = self._parsed[index] = buffer
-                    block.arguments = parse_streaming_json(buffer)  # always a dict
+                    call.add(fragment)
+                if type(block) is PartialToolCall:
+                    if block.__dict__["_src"] is not call:
+                        block.show(call)
+                else:  # a plain block (the adapter's mistake): built now
+                    block.arguments = call.partial()
             stream = self._stream_ref()  # _push, inline: this runs per chunk
             if stream is not None:
                 event = ToolCallDeltaEvent(index, fragment, self.message)
@@ -214,36 +227,37 @@ class MessageBuilder:
                 else:
                     stream.push(event)
 
-    def _add_watched_arguments(self, block: ToolCall, index: int, buffer: str,
+    def _add_watched_arguments(self, block: ToolCall, index: int, call: StreamedArguments,
                                fragment: str) -> str:
         """``add_tool_arguments`` where the fragment holds a surrogate, an escape of one or
         the start of an escape, or where the call is watched: a high surrogate at the
         fragment's end is held back (``_whole``). Returns the fragment the event carries.
         ``_lock`` held."""
-        before = buffer[:len(buffer) - len(fragment)]
         if not fragment.isascii() and _SURROGATE.search(fragment):
-            fragment = self._whole(index, fragment, len(before))
-            buffer = before + fragment
-        self._args[index] = self._parsed[index] = buffer
-        block.arguments = self._watched(index, buffer, len(before),
-                                        parse_streaming_json(buffer))
+            fragment = self._whole(index, fragment, call.length)
+        tail = call.tail()
+        call.add(fragment)
+        if self._watched(index, tail + fragment, len(tail)):
+            if type(block) is PartialToolCall:
+                block.mark_clean(call)
+            else:
+                call.clean = True
         return fragment
 
-    def _watched(self, index: int, text: str, new: int, arguments: dict[str, Any]
-                 ) -> dict[str, Any]:
-        """``arguments`` (parsed from ``text``, new from ``new`` on) without unpaired
-        surrogates once the text holds one or an escape of one (an escape may straddle two
-        fragments: the search starts 5 characters before ``new``; a negative start is 0);
-        whether the next fragment is watched. ``_lock`` held."""
+    def _watched(self, index: int, text: str, new: int) -> bool:
+        """Whether the call's arguments are to be cleaned of unpaired surrogates: its text
+        (``text``, new from ``new`` on) holds a surrogate or an escape of one (an escape may
+        straddle two fragments: the search starts 5 characters before ``new``; a negative
+        start is 0); and whether the next fragment is watched. ``_lock`` held."""
         if index in self._suspect or _ESCAPED_SURROGATE.search(text, new - 5):
             self._suspect = self._suspect | {index}
             self._watch = self._watch | {index}
-            return sanitize_surrogates_in(arguments)  # type: ignore[no-any-return]
+            return True
         if _OPEN_ESCAPE.search(text, len(text) - 3):
             self._watch = self._watch | {index}
         elif index in self._watch:
             self._watch = self._watch - {index}
-        return arguments
+        return False
 
     def replace_tool_arguments(self, index: int, arguments_json: str) -> None:
         """Set the complete argument JSON (a provider's final ``.done``); no event."""
@@ -252,9 +266,13 @@ class MessageBuilder:
                 return
             block = self._block(index, ToolCall)
             arguments_json = sanitize_surrogates(arguments_json)
-            self._args[index] = self._parsed[index] = arguments_json
-            block.arguments = self._watched(index, arguments_json, 0,
-                                            parse_streaming_json(arguments_json))
+            call = self._calls[index] = StreamedArguments()
+            call.add(arguments_json)
+            self._parsed[index] = arguments_json
+            arguments = parse_streaming_json(arguments_json)
+            if self._watched(index, arguments_json, 0):
+                arguments = sanitize_surrogates_in(arguments)
+            block.arguments = arguments
 
     def set_signature(self, index: int, signature: str, *, append: bool = False) -> None:
         """Set (or extend) the provider signature of the block at ``index``; no event.
@@ -275,7 +293,8 @@ class MessageBuilder:
 
     def tool_arguments_json(self, index: int) -> str:
         """The argument JSON accumulated so far for the tool call at ``index``."""
-        return self._args.get(index, "")
+        call = self._calls.get(index)
+        return call.text() if call is not None else ""
 
     # ends ---------------------------------------------------------------------------------
 
@@ -293,12 +312,16 @@ class MessageBuilder:
             elif isinstance(block, ThinkingContent):
                 self._push(ThinkingEndEvent(index, block.thinking, self.message))
             elif isinstance(block, ToolCall):
-                text = self._args.pop(index, "")
-                # else: parsed (and cleaned of unpaired surrogates) from it already
-                if self._parsed.pop(index, None) is not text:
-                    block.arguments = parse_streaming_json(text)
+                call = self._calls.pop(index, None)
+                text = call.text() if call is not None else ""
+                if self._parsed.pop(index, None) is text or (
+                        type(block) is PartialToolCall and block.assigned):
+                    settle(block)  # replaced, or set by the caller: final already
+                else:  # the one full parse of the complete text
+                    arguments = parse_streaming_json(text)
                     if index in self._suspect or _ESCAPED_SURROGATE.search(text):
-                        block.arguments = sanitize_surrogates_in(block.arguments)
+                        arguments = sanitize_surrogates_in(arguments)
+                    settle(block, arguments)
                 self._push(ToolCallEndEvent(index, block, self.message))
 
     def close_open_blocks(self) -> None:
@@ -326,8 +349,7 @@ class MessageBuilder:
                 return
             self._ended = True
             self.message.stop_reason = stop_reason
-            self._args.clear()
-            self._parsed.clear()
+            self._settle_calls()
             self._push(DoneEvent(stop_reason, self.message), end=True)
 
     def fail(self, error_message: str, *, aborted: bool = False) -> None:
@@ -340,9 +362,16 @@ class MessageBuilder:
             self.message.stop_reason = reason
             self.message.error_message = error_message
             self._open.clear()
-            self._args.clear()
-            self._parsed.clear()
+            self._settle_calls()
             self._push(ErrorEvent(reason, self.message), end=True)
+
+    def _settle_calls(self) -> None:
+        """Calls still streaming keep the partial arguments they show. ``_lock`` held."""
+        content = self.message.content
+        for index in self._calls:
+            settle(content[index])
+        self._calls.clear()
+        self._parsed.clear()
 
     def _whole(self, index: int, delta: str, length: int) -> str:
         """``delta`` (which holds a surrogate) made whole: a high surrogate held back from

@@ -35,6 +35,10 @@ class OpenAICompat:
     requires_tool_result_name: bool = False
     requires_assistant_after_tool_result: bool = False
     requires_thinking_as_text: bool = False
+    requires_tools_with_tool_history: bool = False
+    """Send ``"tools": []`` when the request has no tools but its history has tool calls or
+    results (older LiteLLM proxies in front of Anthropic). Off by default, as in pi-ai 1.5.2+:
+    vLLM 0.20+ answers 400 to an empty tool list."""
     thinking_format: str = "openai"
     """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together"""
     supports_strict_mode: bool = True

@@ -86,8 +86,8 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
                 function["strict"] = False
             wire_tools.append({"type": "function", "function": function})
         body["tools"] = wire_tools
-    elif any(isinstance(m, ToolResultMessage) for m in messages):
-        body["tools"] = []  # LiteLLM-style proxies reject tool history without a tools list
+    elif compat.requires_tools_with_tool_history and _has_tool_history(messages):
+        body["tools"] = []  # older LiteLLM proxies reject tool history without a tools list
     body[compat.max_tokens_field] = max_tokens if max_tokens is not None else \
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
@@ -97,6 +97,17 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
+
+
+def _has_tool_history(messages: Sequence[AgentMessage]) -> bool:
+    """A tool result, or an assistant message with a tool call, is in ``messages``."""
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            return True
+        if isinstance(message, AssistantMessage) and any(
+                isinstance(block, ToolCall) for block in message.content):
+            return True
+    return False
 
 
 def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat) -> None:

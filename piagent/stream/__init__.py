@@ -7,6 +7,7 @@
 - ``Context``, ``StreamOptions`` (with ``ClientIdentity``, ``ClientAttribution`` and
   ``ProviderResponse``), ``StreamFn`` and the process-wide default stream function.
 - ``parse_streaming_json``: incomplete JSON (tool arguments as they stream) to a dict.
+- ``StreamingJsonParser``: the same read incrementally, each piece once (pi-ai 1.6.1's rules).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ._options import (
     set_default_stream_fn,
 )
 from ._partial_json import parse_streaming_json
+from ._streaming_json import Snapshot, StreamingJsonParser
 
 __all__ = [
     "AssistantMessageEvent",
@@ -51,9 +53,11 @@ __all__ = [
     "ErrorEvent",
     "EventStream",
     "ProviderResponse",
+    "Snapshot",
     "StartEvent",
     "StreamFn",
     "StreamOptions",
+    "StreamingJsonParser",
     "TextDeltaEvent",
     "TextEndEvent",
     "TextStartEvent",

@@ -220,6 +220,30 @@ def test_history_wire_format(sse_server):
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}]
 
 
+@pytest.mark.parametrize("with_result", [True, False])
+def test_no_empty_tools_list_unless_the_compat_asks(with_result):
+    """pi-ai 1.5.2+: a request without tools after tool calls sends no ``tools`` (vLLM 0.20+
+    answers 400 to ``[]``); ``requiresToolsWithToolHistory`` sends ``[]`` for a history
+    with a tool call, with or without its result."""
+    call = AssistantMessage(content=[ToolCall("call_1", "get_weather", {"city": "Paris"})],
+                            api="openai-completions", provider="vllm", model="m",
+                            stop_reason="toolUse")
+    history = [UserMessage(content="Weather?"), call]
+    if with_result:
+        history.append(ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")]))
+    history.append(UserMessage(content="Thanks"))
+    url = "http://127.0.0.1:8000/v1"
+    plain = Model(id="m", api="openai-completions", provider="vllm", base_url=url)
+    assert "tools" not in build_completions_request(plain, history, StreamOptions())
+    for key in ("requiresToolsWithToolHistory", "requires_tools_with_tool_history"):
+        flagged = Model(id="m", api="openai-completions", provider="vllm", base_url=url,
+                        compat={key: True})
+        assert build_completions_request(flagged, history, StreamOptions())["tools"] == []
+        # no tool history: nothing to declare, even with the flag
+        assert "tools" not in build_completions_request(
+            flagged, [UserMessage(content="Hi")], StreamOptions())
+
+
 def test_mid_conversation_system_message_and_developer_role(sse_server):
     model = _model(sse_server, reasoning=True, provider="vllm",
                    compat={"supportsDeveloperRole": True, "supportsReasoningEffort": True,

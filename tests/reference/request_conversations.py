@@ -89,6 +89,8 @@ def conversations() -> list[dict[str, Any]]:
            [{"text": "1"}, {"calls": [["noargs", {}]]}, T]),
         _c("tools-removed", [_p("Weather?"), {"set_tools": ["noargs"]}, _p("Now ping")],
            [W, T, {"calls": [["noargs", {}]]}, T], tools=["weather", "noargs"]),
+        _c("tools-to-none", [_p("Weather?"), {"set_tools": []}, _p("Thanks")],
+           [W, T, {"text": "Bye."}]),
         _c("tools-from-none", [_p("Hi"), {"set_tools": ["weather"]}, _p("Weather?")],
            [{"text": "1"}, W, T], tools=[]),
         _c("thinking-replayed", [_p("Think"), _p("Again")],

@@ -69,6 +69,14 @@ def _full_schema(requests: Requests, conv: Conversation, api: str) -> Requests:
     return out
 
 
+def _no_empty_tools(requests: Requests, conv: Conversation, api: str) -> Requests:
+    out = copy.deepcopy(requests)
+    for r in out:
+        if r["body"].get("tools") == []:
+            del r["body"]["tools"]
+    return out
+
+
 REQUEST_ROWS: dict[str, RequestRow] = {
     "request-anthropic-path": RequestRow(
         "pi's Anthropic SDK posts to its beta client's /v1/messages?beta=true; piagent posts "
@@ -93,4 +101,10 @@ REQUEST_ROWS: dict[str, RequestRow] = {
         "of any other field never reaches the wire; piagent sends the hook's body as it is",
         lambda conv, api: conv.get("payload") == "mark" and api == "google-generative-ai",
         _google_marker),
+    "request-no-empty-tools": RequestRow(
+        "changed upstream in 1.5/1.6: pi-ai 1.4.0 sends \"tools\": [] to Chat Completions "
+        "when a request without tools has tool history; pi-ai 1.5.2+ (and piagent) only with "
+        "the compat flag requiresToolsWithToolHistory (vLLM 0.20+ answers 400 to it)",
+        lambda conv, api: conv["name"] == "tools-to-none" and api == "openai-completions",
+        _no_empty_tools),
 }
