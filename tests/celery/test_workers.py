@@ -290,8 +290,10 @@ def test_a_store_that_goes_away_from_the_worker_fails_the_run_clearly(
         wait_until((cluster.dir / "entered-block-cut").exists, "the tool to start",
                    wake=run_change(runner, run_id))
         proxy.cut()
+        # the lease (2 s) runs out once the worker cannot renew it; a loaded machine may
+        # take longer to get there than the default wait
         wait_until(lambda: runner.status(run_id).state == "lost", "the run to read lost",
-                   wake=run_change(runner, run_id))
+                   wake=run_change(runner, run_id), timeout=SLOW_WAIT)
         wait_until(lambda: "is unavailable" in cluster.log("w-cut"),
                    "the worker to log the store's error", wake=exit_of(worker))
         assert "PostgreSQL at" in cluster.log("w-cut")
