@@ -346,6 +346,21 @@ def _sequential(scenario: dict[str, Any], names: set[str]) -> bool:
         and t.get("executionMode") == "sequential" for t in scenario.get("tools", []))
 
 
+def _join_results(value: Any, last_id: str, results: list[Json]) -> None:
+    """In every list inside ``value`` holding the result of ``last_id`` (not yet
+    ``results``): ``results`` inserted after it."""
+    if isinstance(value, list):
+        ids = [m.get("toolCallId") if isinstance(m, dict) else None for m in value]
+        if last_id in ids and results[0]["toolCallId"] not in ids:
+            place = ids.index(last_id) + 1
+            value[place:place] = copy.deepcopy(results)
+        for item in value:
+            _join_results(item, last_id, results)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _join_results(item, last_id, results)
+
+
 def abort_answers_every_call(out: Json, scenario: dict[str, Any]) -> Json:
     """pi-agent-core 1.6.0 (#9986): the calls of a batch pi 1.4.0 left without a result after
     an abort get ``tool_execution_start``, an "Operation aborted" ``tool_execution_end`` and
@@ -384,29 +399,18 @@ def abort_answers_every_call(out: Json, scenario: dict[str, Any]) -> Json:
                      for kind in ("message_start", "message_end")] for m in results]
         if _sequential(scenario, {c["name"] for c in calls}):
             log[last_result + 1:last_result + 1] = [
-                e for pair, msgs in zip(pairs, messages) for e in pair + msgs]
+                e for pair, msgs in zip(pairs, messages, strict=True)
+                for e in pair + msgs]
         else:
             log[last_result + 1:last_result + 1] = [e for msgs in messages for e in msgs]
             last_end = max(i for i in range(at, last_result)
                            if log[i].get("type") == "tool_execution_end")
             log[last_end + 1:last_end + 1] = [e for pair in pairs for e in pair]
 
-        def join(value: Any) -> None:
-            if isinstance(value, list):
-                ids = [m.get("toolCallId") for m in value if isinstance(m, dict)]
-                if last_id in ids and results[0]["toolCallId"] not in ids:
-                    place = ids.index(last_id) + 1
-                    value[place:place] = copy.deepcopy(results)
-                for item in value:
-                    join(item)
-            elif isinstance(value, dict):
-                for item in value.values():
-                    join(item)
-
-        join({k: v for k, v in out.items() if k != "log"})
+        _join_results({k: v for k, v in out.items() if k != "log"}, last_id, results)
         for e in log:
             if e.get("type") in ("turn_end", "agent_end"):
-                join(e)
+                _join_results(e, last_id, results)
     return out
 
 
