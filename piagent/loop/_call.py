@@ -64,11 +64,13 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
                       ) -> Prepared | Finalized | Waiting:
     """Phase 1: the tool (``None``: not found), its arguments prepared and validated, then
     ``before_tool_call``. A failure, a block or an abort finishes the call with an error
-    result; a call the tool or the hook wants approved waits unless it has its ``approval``."""
+    result; a call the tool or the hook wants approved waits unless it has its ``approval``.
+    Once aborted, the call ends "Operation aborted" before the lookup: nothing is prepared,
+    no hook runs, and the caller still records the result (pi-agent-core 1.6.0, #9986)."""
+    if signal.is_set():
+        return Finalized(tool_call, error_result(ABORTED_TEXT), True)
     if tool is None:
         return Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
-    if signal.is_set():  # an aborted run prepares nothing and runs no hook
-        return Finalized(tool_call, error_result(ABORTED_TEXT), True)
     try:
         arguments = tool_call.arguments
         if tool.prepare_arguments is not None:

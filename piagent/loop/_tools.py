@@ -134,20 +134,16 @@ class Batch:
         elif self.config.tool_execution == "sequential" or any(
                 getattr(self.tools.get(call.name), "execution_mode", None) == "sequential"
                 for call in self.calls):
-            for call in self.calls:  # each call prepared, executed, finalized and recorded
+            for call in self.calls:  # each prepared, executed, finalized, recorded (aborted
+                # ones too: no call of the batch is left without a result, pi's #9986)
                 slot = self.prepare(call)
                 failure = None
                 if type(slot) is Prepared:
                     (slot,), failure = self.execute([slot])
                 self.record([slot], failure)  # type: ignore[list-item]  # executed
-                if self.signal.is_set() and type(slot) is not Waiting:
-                    break
         else:  # every call prepared in source order, then the prepared ones run together
-            slots: list[Finalized | Prepared | Waiting] = []
-            for call in self.calls:
-                slots.append(self.prepare(call))
-                if self.signal.is_set():
-                    break
+            slots: list[Finalized | Prepared | Waiting] = [
+                self.prepare(call) for call in self.calls]  # once aborted: each "aborted"
             prepared = [slot for slot in slots if type(slot) is Prepared]
             failure = None
             if prepared:

@@ -150,19 +150,31 @@ def test_abort_during_a_tool_lets_it_finish_and_makes_no_further_request() -> No
         "queued during the tool", "follow-up during the tool"]
 
 
-def test_abort_during_a_sequential_batch_skips_the_remaining_calls() -> None:
+def test_abort_during_a_sequential_batch_answers_the_remaining_calls() -> None:
+    """pi-agent-core 1.6.0 (#9986): the calls not yet run still start, end "Operation
+    aborted" and get their result, so the transcript leaves no call unanswered."""
     gate = GateTool(until_abort=True)
     agent, fn = make_agent([assistant_tool_calls(("read", {"path": "a"}), ("read", {"path": "b"})),
                             assistant_text("never")], tools=[gate.tool],
                            tool_execution="sequential")
+    rec = Recorder(agent)
     run = agent.prompt("go", block=False)
     assert gate.started("call_1").wait(WAIT)
     agent.abort()
     assert run.wait(WAIT)
     assert not gate.started("call_2").is_set()
-    assert labels(run.messages) == [
+    assert summary(rec.events)[7:15] == [
+        ("tool_execution_start", "call_1"), ("tool_execution_end", "call_1"),
+        ("message_start", "toolResult", "call_1:stopped"),
+        ("message_end", "toolResult", "call_1:stopped"),
+        ("tool_execution_start", "call_2"), ("tool_execution_end", "call_2"),
+        ("message_start", "toolResult", "call_2:Operation aborted"),
+        ("message_end", "toolResult", "call_2:Operation aborted")]
+    assert labels(agent.state.messages)[1:] == labels(run.messages) == [
         ("user", "go"), ("assistant", "toolUse:call:call_1|call:call_2"),
-        ("toolResult", "call_1:stopped"), ("assistant", "aborted:")]
+        ("toolResult", "call_1:stopped"), ("toolResult", "call_2:Operation aborted"),
+        ("assistant", "aborted:")]
+    assert fn.call_count == 1
 
 
 def test_a_new_run_after_an_abort_starts_with_a_fresh_signal() -> None:

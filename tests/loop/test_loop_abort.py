@@ -204,23 +204,64 @@ def test_an_abort_while_streaming_is_a_hard_exit() -> None:
     assert rec.rows()[-3:] == closing_rows()[1:]
 
 
-def test_an_abort_during_preflight_prepares_no_sibling_and_no_hook() -> None:
+def batch_rows(rec: Recorder) -> list[tuple[Any, ...]]:
+    """The tool events and the tool result messages, in order."""
+    return [r for r in rec.rows() if r[0].startswith("tool_") or r[1:2] == ("toolResult",)]
+
+
+def answered_rows(*ids: str) -> list[tuple[Any, ...]]:
+    """Sequential (or one call): each call's start, end and result message in turn."""
+    return [row for i in ids for row in (
+        ("tool_execution_start", i), ("tool_execution_end", i),
+        ("message_start", "toolResult", i), ("message_end", "toolResult", i))]
+
+
+def aborted_ends(rec: Recorder) -> dict[str, tuple[bool, str]]:
+    return {e.tool_call_id: (e.is_error, e.result.content[0].text)
+            for e in rec.events if e.type == "tool_execution_end"}
+
+
+def assert_every_call_answered(new: list[Any]) -> None:
+    """No tool call of the transcript is left without its result (a provider answers 400)."""
+    asked = [c.id for m in new if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    answered = [m.tool_call_id for m in new if m.role == "toolResult"]
+    assert answered == asked
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+def test_an_abort_during_preflight_answers_every_sibling_without_its_hook(
+        execution: str) -> None:
+    """pi-agent-core 1.6.0 (#9986): the calls after the abort still start, end "Operation
+    aborted" and get their result message; no before_tool_call runs for them."""
     controller = AbortController()
     hooks = Hooks({"before_tool_call": controller.abort})
-    fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
-                                                ("read", {"path": "b"})), assistant_text("no")])
+    ran: list[str] = []
+    fn = ScriptedStreamFn([assistant_tool_calls(*[("read", {"path": p}) for p in "abc"]),
+                           assistant_text("no")])
     rec = Recorder()
-    new = run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
+    tool = make_tool(execute=lambda call_id, *a: ran.append(call_id))
+    new = run_agent_loop([UserMessage("go")], context_for(tool),
+                         hooks.config(fn, tool_execution=execution), rec,
                          signal=controller.signal, stream_fn=fn)
-    assert hooks.log.count("before_tool_call") == 1
-    tool_rows = [r for r in rec.rows() if r[0].startswith("tool_") or r[1:2] == ("toolResult",)]
-    assert tool_rows == [("tool_execution_start", "call_1"), ("tool_execution_end", "call_1"),
-                         ("message_start", "toolResult", "call_1"),
-                         ("message_end", "toolResult", "call_1")]
-    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+    assert hooks.log.count("before_tool_call") == 1 and ran == []
+    starts_and_ends = [("tool_execution_start", "call_1"), ("tool_execution_end", "call_1"),
+                       ("tool_execution_start", "call_2"), ("tool_execution_end", "call_2"),
+                       ("tool_execution_start", "call_3"), ("tool_execution_end", "call_3")]
+    results = [(kind, "toolResult", i) for i in ("call_1", "call_2", "call_3")
+               for kind in ("message_start", "message_end")]
+    assert batch_rows(rec) == (starts_and_ends + results if execution == "parallel"
+                               else answered_rows("call_1", "call_2", "call_3"))
+    assert aborted_ends(rec) == {i: (True, "Operation aborted")
+                                 for i in ("call_1", "call_2", "call_3")}
+    assert [m.role for m in new] == ["user", "assistant", *["toolResult"] * 3, "assistant"]
+    assert [m.content[0].text for m in new[2:5]] == ["Operation aborted"] * 3
+    assert all(m.is_error for m in new[2:5])
+    assert_every_call_answered(new)
 
 
-def test_an_abort_before_preflight_runs_no_tool_hook() -> None:
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+def test_an_abort_before_preflight_answers_every_call_and_runs_no_tool_hook(
+        execution: str) -> None:
     controller = AbortController()
     hooks = Hooks()
 
@@ -231,16 +272,41 @@ def test_an_abort_before_preflight_runs_no_tool_hook() -> None:
     fn = ScriptedStreamFn([assistant_tool_calls(("read", {"path": "a"}),
                                                 ("read", {"path": "b"})), assistant_text("no")])
     rec = Recorder(on_event=listener)
-    run_agent_loop([UserMessage("go")], context_for(make_tool()), hooks.config(fn), rec,
-                   signal=controller.signal, stream_fn=fn)
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool()),
+                         hooks.config(fn, tool_execution=execution), rec,
+                         signal=controller.signal, stream_fn=fn)
     assert "before_tool_call" not in hooks.log and "finish_turn" not in hooks.log
     assert fn.call_count == 1
-    ends = [e for e in rec.events if e.type == "tool_execution_end"]
-    assert [(e.tool_call_id, e.result.content[0].text) for e in ends] == [
-        ("call_1", "Operation aborted")]
+    assert aborted_ends(rec) == {"call_1": (True, "Operation aborted"),
+                                 "call_2": (True, "Operation aborted")}
+    assert len(batch_rows(rec)) == 8
+    assert_every_call_answered(new)
 
 
-def test_orphan_tool_calls_are_left_after_an_aborted_sequential_batch() -> None:
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+def test_an_abort_comes_before_the_lookup_and_the_validation(execution: str) -> None:
+    """An unknown tool and invalid arguments: once aborted, both end "Operation aborted"
+    (pi-agent-core 1.6.0 checks the signal first), not "not found" or a validation error."""
+    controller = AbortController()
+
+    def listener(event: AgentEvent) -> None:
+        if event.type == "message_end" and event.message.role == "assistant":
+            controller.abort()
+
+    fn = ScriptedStreamFn([assistant_tool_calls(("ghost", {}), ("read", {}))])
+    rec = Recorder(on_event=listener)
+    new = run_agent_loop([UserMessage("go")], context_for(make_tool()),
+                         AgentLoopConfig(model=fn.model, convert_to_llm=list,
+                                         tool_execution=execution),  # type: ignore[arg-type]
+                         rec, signal=controller.signal, stream_fn=fn)
+    assert aborted_ends(rec) == {"call_1": (True, "Operation aborted"),
+                                 "call_2": (True, "Operation aborted")}
+    assert [m.content[0].text for m in new if m.role == "toolResult"] == [
+        "Operation aborted", "Operation aborted"]
+    assert_every_call_answered(new)
+
+
+def test_every_call_of_an_aborted_sequential_batch_is_answered() -> None:
     controller = AbortController()
     ran: list[str] = []
 
@@ -256,12 +322,13 @@ def test_orphan_tool_calls_are_left_after_an_aborted_sequential_batch() -> None:
                                          tool_execution="sequential"),
                          rec, signal=controller.signal, stream_fn=fn)
     assert ran == ["call_1"]
-    assert [r for r in rec.rows() if r[0].startswith("tool_")] == [
-        ("tool_execution_start", "call_1"), ("tool_execution_end", "call_1")]
-    assistant = new[1]
-    assert isinstance(assistant, AssistantMessage) and len(assistant.tool_calls) == 3
+    assert batch_rows(rec) == answered_rows("call_1", "call_2", "call_3")
+    assert aborted_ends(rec) == {"call_1": (False, "first"),
+                                 "call_2": (True, "Operation aborted"),
+                                 "call_3": (True, "Operation aborted")}
     assert [getattr(m, "tool_call_id", m.role) for m in new] == [
-        "user", "assistant", "call_1", "assistant"]
+        "user", "assistant", "call_1", "call_2", "call_3", "assistant"]
+    assert_every_call_answered(new)
 
 
 def test_a_parallel_call_not_started_before_the_abort_is_not_executed() -> None:

@@ -687,6 +687,24 @@ def test_run_tool_call_never_raises_for_tool_failures() -> None:
         assert outcome.is_error and text_of(outcome.result).startswith(text)
 
 
+def test_run_tool_call_with_an_aborted_signal_runs_nothing() -> None:
+    """pi-agent-core 1.6.0: the signal is checked first, before the lookup, the validation
+    and before_tool_call; the outcome is the "Operation aborted" error."""
+    seen: list[str] = []
+    config = AgentLoopConfig(model=None, convert_to_llm=list,
+                             before_tool_call=lambda c, s: seen.append("before"))
+    controller = AbortController()
+    controller.abort()
+    tool = make_tool(execute=lambda *a: seen.append("execute"))
+    for call in (ToolCall("n1", "ghost", {}), ToolCall("n2", "read", {}),
+                 ToolCall("n3", "read", {"path": "a"})):
+        outcome = run_tool_call(call, **nested_args(tools=[tool], config=config),
+                                signal=controller.signal)
+        assert outcome.tool_call is call and outcome.is_error
+        assert text_of(outcome.result) == "Operation aborted"
+    assert seen == []
+
+
 def test_run_tool_call_passes_updates_and_ignores_late_ones() -> None:
     saved: list[Callable[[Any], None]] = []
     updates: list[str] = []

@@ -425,7 +425,15 @@ add("abort_parallel_sibling", description="Abort while two parallel tools run.",
 add("abort_in_before_hook", description="before_tool_call aborts the run.",
     tools=[READ], hooks={**OBSERVE, "beforeToolCall": [{"abort": True}]},
     responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2")), text("unused")],
-    differences=["no-request-when-aborted", "no-hooks-after-abort"])
+    differences=["abort-answers-every-call", "no-request-when-aborted", "no-hooks-after-abort"])
+add("abort_sequential_rest_answered", description="Abort while the first of three sequential "
+    "tools runs: the two not run yet are answered too (pi-agent-core 1.6.0, #9986).",
+    hooks=OBSERVE, config={"toolExecution": "sequential"},
+    tools=[tool(READ, default={"waitAbort": True})],
+    actions=[{"on": {"type": "tool_execution_start", "toolCallId": "c1"}, "do": [{"abort": True}]}],
+    responses=[calls(("read", {"path": "a"}, "c1"), ("read", {"path": "b"}, "c2"),
+                     ("read", {"path": "c"}, "c3")), text("unused")],
+    differences=["abort-answers-every-call", "no-request-when-aborted", "no-hooks-after-abort"])
 add("abort_in_prepare_next_turn", description="prepare_next_turn aborts: which hooks still run?",
     tools=[READ], hooks={"prepareNextTurn": {"1": {"abort": True}},
                          "prepareRequest": {}, "transformContext": {}},

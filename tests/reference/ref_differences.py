@@ -335,7 +335,94 @@ def approval_waits(out: Json, scenario: dict[str, Any]) -> Json:
     return out
 
 
+# --- changed upstream in 1.5/1.6 (pi-agent-core 1.6.0 is the reference from issue 46) ----
+
+_ABORTED = {"content": [{"type": "text", "text": "Operation aborted"}], "details": {}}
+
+
+def _sequential(scenario: dict[str, Any], names: set[str]) -> bool:
+    return scenario.get("config", {}).get("toolExecution") == "sequential" or any(
+        isinstance(t, dict) and t.get("name") in names
+        and t.get("executionMode") == "sequential" for t in scenario.get("tools", []))
+
+
+def _join_results(value: Any, last_id: str, results: list[Json]) -> None:
+    """In every list inside ``value`` holding the result of ``last_id`` (not yet
+    ``results``): ``results`` inserted after it."""
+    if isinstance(value, list):
+        ids = [m.get("toolCallId") if isinstance(m, dict) else None for m in value]
+        if last_id in ids and results[0]["toolCallId"] not in ids:
+            place = ids.index(last_id) + 1
+            value[place:place] = copy.deepcopy(results)
+        for item in value:
+            _join_results(item, last_id, results)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _join_results(item, last_id, results)
+
+
+def abort_answers_every_call(out: Json, scenario: dict[str, Any]) -> Json:
+    """pi-agent-core 1.6.0 (#9986): the calls of a batch pi 1.4.0 left without a result after
+    an abort get ``tool_execution_start``, an "Operation aborted" ``tool_execution_end`` and
+    a result message: parallel, each start and end after the batch's last end and each
+    message after its last result message; sequential, all four after its last result
+    message. The messages join every list holding the batch's results (``turn_end``,
+    ``agent_end``, the transcript, the returned messages)."""
+    out = copy.deepcopy(out)
+    log = out["log"]
+    asking = [e for e in log if e.get("kind") == "event" and e.get("type") == "message_end"
+              and e["message"].get("role") == "assistant"]
+    for entry in asking:
+        calls = [b for b in entry["message"]["content"] if b.get("type") == "toolCall"]
+        if not calls:
+            continue
+        at = next(i for i, e in enumerate(log) if e is entry)
+        batch_end = next((i for i in range(at + 1, len(log)) if log[i].get("kind") == "event"
+                          and log[i].get("type") in ("turn_end", "agent_end")), len(log))
+        started = {e["toolCallId"] for e in log[at:batch_end]
+                   if e.get("type") == "tool_execution_start"}
+        missing = [c for c in calls if c["id"] not in started]
+        if not started or not missing:
+            continue
+        last_result = max(i for i in range(at, batch_end) if log[i].get("type") == "message_end"
+                          and log[i]["message"].get("role") == "toolResult")
+        last_id = log[last_result]["message"]["toolCallId"]
+        stamp = {k: v for k, v in log[last_result]["message"].items() if k == "timestamp"}
+        results = [{"role": "toolResult", "toolCallId": c["id"], "toolName": c["name"],
+                    **copy.deepcopy(_ABORTED), "isError": True, **stamp} for c in missing]
+        pairs = [[{"kind": "event", "type": "tool_execution_start", "toolCallId": c["id"],
+                   "toolName": c["name"], "args": c["arguments"]},
+                  {"kind": "event", "type": "tool_execution_end", "toolCallId": c["id"],
+                   "toolName": c["name"], "result": copy.deepcopy(_ABORTED), "isError": True}]
+                 for c in missing]
+        messages = [[{"kind": "event", "type": kind, "message": copy.deepcopy(m)}
+                     for kind in ("message_start", "message_end")] for m in results]
+        if _sequential(scenario, {c["name"] for c in calls}):
+            log[last_result + 1:last_result + 1] = [
+                e for pair, msgs in zip(pairs, messages, strict=True)
+                for e in pair + msgs]
+        else:
+            log[last_result + 1:last_result + 1] = [e for msgs in messages for e in msgs]
+            last_end = max(i for i in range(at, last_result)
+                           if log[i].get("type") == "tool_execution_end")
+            log[last_end + 1:last_end + 1] = [e for pair in pairs for e in pair]
+
+        _join_results({k: v for k, v in out.items() if k != "log"}, last_id, results)
+        for e in log:
+            if e.get("type") in ("turn_end", "agent_end"):
+                _join_results(e, last_id, results)
+    return out
+
+
 DELIBERATE: dict[str, Difference] = {d.id: d for d in [
+    Difference("abort-answers-every-call",
+               "changed upstream in 1.5/1.6 (pi-agent-core 1.6.0, #9986): once the signal is "
+               "aborted, every call of the batch not yet finished still gets "
+               "tool_execution_start, an error tool_execution_end and the result \"Operation "
+               "aborted\", checked before the lookup, validation and before_tool_call; pi "
+               "1.4.0 left the calls after the abort without a result (a provider answers 400 "
+               "to such a transcript).",
+               abort_answers_every_call),
     Difference("approval-waits",
                "A call whose tool (needs_approval) or before_tool_call asks for approval does "
                "not run: the run reports it (tool_approval_request, an event pi does not have) "
