@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import queue
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -79,6 +80,11 @@ class ToolRunner:
         self.signal, self.emit, self.trace = signal, emit, trace
         self.cap, self.executor = config.max_parallel_tools, config.tool_executor
         self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
+        self.timeout = config.tool_timeout  # the calls' default limit (a tool's own wins)
+        # the threads of timed calls on the run's own side (_timeout.py), which close()
+        # joins, and those of calls that timed out, which nothing joins
+        self.timed: list[threading.Thread] = []
+        self.abandoned: set[threading.Thread] = set()
 
     def pool(self) -> Executor:
         if self.executor is not None:
@@ -88,10 +94,16 @@ class ToolRunner:
         return self.own
 
     def close(self) -> None:
-        """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
+        """Shut the run's own pool down and wait for its threads (a caller's: untouched);
+        the threads of timed-out calls are left running (docs/threading.md)."""
         if self.own is not None:
             self.own.shutdown(wait=True)
             self.own = None
+        if self.timed:
+            for thread in self.timed:
+                if thread not in self.abandoned:
+                    thread.join()  # it posted its result: it is ending
+            self.timed.clear()
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
@@ -220,6 +232,9 @@ class Batch:
         ``max_parallel_tools``); updates and ends emitted as they arrive. The results and the
         first failure (a listener's, ``on_tool_execute``'s, or the executor's refusal)."""
         runner, inbox, count = self.runner, Inbox(), len(prepared)
+        if runner.timeout is not None or any(p.tool.timeout is not None for p in prepared):
+            from ._timeout import execute_timed  # only batches with a time limit need it
+            return execute_timed(self, prepared)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
         pool, submitted, finished = runner.pool(), 0, 0
@@ -277,7 +292,8 @@ class Batch:
             _log.exception("A listener raised again at %s after an earlier failure", event.type)
         return failure
 
-    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
+    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox,
+                    signal: AbortSignal | None = None) -> None:
         """Pool thread: ``on_tool_execute`` (the durable start mark), phases 2 and 3; always
         posts the completion. No lock: an update slipping past ``accepting`` is dropped."""
         accepting = True
@@ -286,7 +302,8 @@ class Batch:
             if accepting:
                 inbox.put(Update(index, partial))
 
-        call, signal, hook = prepared.tool_call, self.signal, self.config.on_tool_execute
+        call, hook = prepared.tool_call, self.config.on_tool_execute
+        signal = self.signal if signal is None else signal  # a timed call's own (_timeout.py)
         done: Finalized | None = None
         failure: Exception | None = None  # on_tool_execute's: the run fails
         try:
