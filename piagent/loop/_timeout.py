@@ -15,15 +15,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..abort import AbortController
 from ..events import ToolExecutionEndEvent, ToolExecutionUpdateEvent
 from ._call import Finalized, Prepared
+from ._inbox import Done, Inbox, Update, refused
 from ._results import error_result
-
-if TYPE_CHECKING:
-    from ._tools import Batch
 
 __all__ = ["TIMED_OUT_KEY", "execute_timed", "timeout_text"]
 
@@ -38,12 +36,14 @@ def timeout_text(name: str, seconds: float) -> str:
             f"will not be used.")
 
 
-def execute_timed(batch: Batch, prepared: list[Prepared]
+def execute_timed(batch: Any, prepared: list[Prepared], grace: float,
+                  late_text: Callable[[list[Prepared], list[Finalized | None]], str]
                   ) -> tuple[list[Finalized], BaseException | None]:
     """``Batch.execute`` for calls of which some have a time limit: each limit counted from
     when the call is handed to its thread (a caller's executor's queue included); a call
-    past it finished with an error result, the others as ``Batch.execute`` does."""
-    from ._tools import ABORT_GRACE_S, Done, Inbox, Update, _not_returned_text, _refused
+    past it finished with an error result, the others as ``Batch.execute`` does (``batch``
+    is that ``Batch``; after an abort, the calls not back ``grace`` seconds later are named
+    once, in ``late_text``)."""
 
     runner, inbox, count = batch.runner, Inbox(), len(prepared)
     default = runner.timeout
@@ -72,7 +72,7 @@ def execute_timed(batch: Batch, prepared: list[Prepared]
                         runner.pool().submit(run, batch.execute_one, prepared[index], index,
                                              inbox)
                     except RuntimeError as exc:
-                        refusal, submitted = _refused(exc, prepared, index, inbox), count
+                        refusal, submitted = refused(exc, prepared, index, inbox), count
                     continue
                 controllers[index] = controller = AbortController()
                 unlink.append(batch.signal.on_abort(controller.abort))  # the run's abort too
@@ -89,10 +89,10 @@ def execute_timed(batch: Batch, prepared: list[Prepared]
                         runner.executor.submit(run, batch.execute_one, prepared[index], index,
                                                inbox, controller.signal)
                     except RuntimeError as exc:
-                        refusal, submitted = _refused(exc, prepared, index, inbox), count
+                        refusal, submitted = refused(exc, prepared, index, inbox), count
             waits = [d for i, d in enumerate(deadlines) if d is not None and results[i] is None]
             if noticed_at is not None:
-                waits.append(noticed_at + ABORT_GRACE_S)
+                waits.append(noticed_at + grace)
             try:
                 item = inbox.get(timeout=max(min(waits) - time.monotonic(), 0.0)) \
                     if waits else inbox.get()
@@ -110,8 +110,8 @@ def execute_timed(batch: Batch, prepared: list[Prepared]
                         done.tool_call.id, done.tool_call.name, done.result, done.is_error,
                         done.duration_ms), failure)
                     finished += 1
-                if noticed_at is not None and now >= noticed_at + ABORT_GRACE_S:
-                    _log.warning("%s", _not_returned_text(prepared, results))
+                if noticed_at is not None and now >= noticed_at + grace:
+                    _log.warning("%s", late_text(prepared, results))
                     noticed_at = None
                 continue
             if type(item) is Done:

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
@@ -39,7 +38,9 @@ from ._call import (
 )
 from ._config import AgentContext, AgentLoopConfig
 from ._emit import Emit, emit_messages, record_despite_failure
+from ._inbox import Done, Inbox, Update, refused as _refused
 from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
+from ._timeout import execute_timed
 from ._trace import UNTRACED, RunTrace
 
 __all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messages",
@@ -50,24 +51,6 @@ _log = logging.getLogger("piagent.loop")
 ABORT_GRACE_S = 2.0  # after an abort, the tools not back this long after are named (once)
 
 
-@dataclass(slots=True)
-class Update:
-    """Call ``index`` of an execution reported progress (its ``on_update``)."""
-
-    index: int
-    partial: Any
-
-
-@dataclass(slots=True)
-class Done:
-    """Call ``index`` finished; ``failure``: ``on_tool_execute`` raised (it did not run)."""
-
-    index: int
-    done: Finalized
-    failure: BaseException | None = None
-
-
-Inbox = queue.SimpleQueue[Update | Done | None]  # None: the run was aborted
 
 
 class ToolRunner:
@@ -233,8 +216,7 @@ class Batch:
         first failure (a listener's, ``on_tool_execute``'s, or the executor's refusal)."""
         runner, inbox, count = self.runner, Inbox(), len(prepared)
         if runner.timeout is not None or any(p.tool.timeout is not None for p in prepared):
-            from ._timeout import execute_timed  # only batches with a time limit need it
-            return execute_timed(self, prepared)
+            return execute_timed(self, prepared, ABORT_GRACE_S, _not_returned_text)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
         pool, submitted, finished = runner.pool(), 0, 0
@@ -331,17 +313,6 @@ class Batch:
         finally:
             accepting = False
             inbox.put(Done(index, done, failure))  # type: ignore[arg-type]  # set above
-
-
-def _refused(exc: RuntimeError, prepared: list[Prepared], index: int,
-             inbox: Inbox) -> RuntimeError:
-    """The executor refused call ``index`` (shut down): it and the later ones get an error."""
-    error = RuntimeError(f"The tool executor refused a tool call ({exc}); a caller-owned "
-                         "tool_executor must stay open while runs use it.")
-    error.__cause__ = exc
-    for late in range(index, len(prepared)):
-        inbox.put(Done(late, Finalized(prepared[late].tool_call, error_result(str(error)), True)))
-    return error
 
 
 def _not_returned_text(prepared: list[Prepared], results: list[Finalized | None]) -> str:
