@@ -21,9 +21,9 @@ import pytest
 from piagent import AbortSignal, Agent, AgentTool, AgentToolResult, tool
 from piagent.testing import assistant_text, assistant_tool_calls
 from tests.conftest import WAIT, join_piagent_threads
-from tests.tools.conftest import make_tool, ok
+from tests.tools.conftest import NO_PARAMS, make_tool, ok
 
-from .conftest import NO_PARAMS, make_agent
+from .conftest import make_agent
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 0.2  # seconds: the limit of the stuck tools
