@@ -75,7 +75,8 @@ def execute_timed(batch: Any, prepared: list[Prepared], grace: float,
                         refusal, submitted = refused(exc, prepared, index, inbox), count
                     continue
                 controllers[index] = controller = AbortController()
-                unlink.append(batch.signal.on_abort(controller.abort))  # the run's abort too
+                unlink.append(batch.signal.on_abort(  # the run's abort, with its reason
+                    lambda controller=controller: controller.abort(batch.signal.reason)))
                 deadlines[index] = handed[index] + limit
                 args = (batch.execute_one, prepared[index], index, inbox, controller.signal)
                 if runner.executor is None:

@@ -233,3 +233,25 @@ def test_a_process_with_a_tool_that_never_returns_exits() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "True after 1"
     assert lines[1] == repr([timed_out("forever"), "fine"])
+
+
+def test_the_runs_abort_reaches_a_timed_call_with_its_reason() -> None:
+    entered = threading.Event()
+    reasons: list[object] = []
+
+    def polite(tool_call_id: str, params: Any, signal: AbortSignal,
+               on_update: Callable[[Any], None]) -> AgentToolResult:
+        entered.set()
+        signal.wait(WAIT)
+        reasons.append(signal.reason)
+        return ok("stopped")
+
+    agent, _ = make_agent([assistant_tool_calls(("polite", {})), assistant_text("never")],
+                          tools=[make_tool("polite", polite, parameters=NO_PARAMS,
+                                           timeout=WAIT * 3)])
+    run = agent.prompt("go", block=False)
+    assert entered.wait(WAIT)
+    run.abort("user pressed stop")
+    assert run.wait(WAIT)
+    assert reasons == ["user pressed stop"] and run.abandoned_tool_calls == 0
+    assert join_piagent_threads() == []
