@@ -131,6 +131,7 @@ class Agent(QueueMethods, AgentApprovalMethods):
         tool_execution: ToolExecutionMode = "parallel",
         max_parallel_tools: int | None = None,
         tool_executor: Executor | None = None,
+        tool_timeout: float | None = None,
         session_id: str | None = None,
         api_key: str | None = None,
         max_tokens: int | None = None,
@@ -172,6 +173,7 @@ class Agent(QueueMethods, AgentApprovalMethods):
         self.tool_execution = tool_execution
         self.max_parallel_tools = max_parallel_tools
         self.tool_executor = tool_executor
+        self.tool_timeout = tool_timeout
         self.session_id = session_id
         self.api_key = api_key
         self.max_tokens = max_tokens

@@ -35,8 +35,8 @@ _MESSAGE_CLASSES = ("UserMessage, AssistantMessage, ToolResultMessage, SystemMes
 # the Agent's options that are the loop's too, checked by building an AgentLoopConfig
 _LOOP_OPTIONS = ("transform_context", "get_api_key", "finish_turn", "prepare_request",
                  "prepare_next_turn", "before_tool_call", "after_tool_call", "tool_execution",
-                 "max_parallel_tools", "tool_executor", "session_id", "api_key", "max_tokens",
-                 "temperature", "max_retry_delay_ms", "on_payload", "on_response",
+                 "max_parallel_tools", "tool_executor", "tool_timeout", "session_id", "api_key",
+                 "max_tokens", "temperature", "max_retry_delay_ms", "on_payload", "on_response",
                  "on_provider_stream_event", "identity", "timeout_ms", "env", "telemetry")
 
 

@@ -70,6 +70,7 @@ def loop_config(setup: RunSetup) -> AgentLoopConfig:
         tool_execution=agent.tool_execution,
         max_parallel_tools=agent.max_parallel_tools,
         tool_executor=agent.tool_executor,
+        tool_timeout=agent.tool_timeout,
         before_tool_call=agent.before_tool_call,
         after_tool_call=agent.after_tool_call,
         on_tool_execute=link.mark_started() if link is not None else None,

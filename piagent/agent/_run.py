@@ -99,6 +99,16 @@ class AgentRun:
         return guard.hit if guard is not None and self.done else None
 
     @property
+    def abandoned_tool_calls(self) -> int:
+        """How many tool calls timed out so far (``AgentTool.timeout``, ``tool_timeout``):
+        each was answered with an error result while its thread, which Python cannot stop,
+        was left running (docs/tools.md, "Timeouts")."""
+        return sum(1 for event in list(self._record.events)
+                   if event.type == "tool_execution_end" and event.is_error
+                   and type(details := event.result.details) is dict
+                   and "timed_out_after_s" in details)  # piagent.loop's timed-out mark
+
+    @property
     def reply(self) -> AssistantMessage | None:
         """The last assistant message the run added (its answer), or ``None``."""
         for message in reversed(self._record.messages):

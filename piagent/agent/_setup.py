@@ -86,6 +86,7 @@ class AgentOptions(Protocol):
     get_api_key: Callable[[str], str | None] | None
     tool_execution: ToolExecutionMode
     max_parallel_tools: int | None
+    tool_timeout: float | None
     session_id: str | None
     api_key: str | None
     max_tokens: int | None

@@ -98,6 +98,13 @@ def check_loop_config(config: Any) -> None:
     if mode != "parallel" and mode != "sequential":
         msg = f"tool_execution must be 'parallel' or 'sequential', got {mode!r}."
         raise ValueError(msg)
+    timeout = config.tool_timeout
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+            timeout, (int, float)) or not 0 < timeout < float("inf")):
+        msg = ("tool_timeout must be a positive number of seconds or None (no limit), got "
+               f"{describe(timeout)}.")
+        raise (ValueError if isinstance(timeout, (int, float)) and not isinstance(
+            timeout, bool) else TypeError)(msg)
     limit = config.max_parallel_tools
     if limit is None:
         return

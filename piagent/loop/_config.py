@@ -190,6 +190,10 @@ class AgentLoopConfig(StreamOptions):
                                BeforeToolCallResult | None] | None = None
     after_tool_call: Callable[[AfterToolCallContext, AbortSignal],
                               AfterToolCallResult | None] | None = None
+    tool_timeout: float | None = None
+    """Seconds a tool call may run when its tool sets no ``timeout``; ``None``: no limit.
+    Past it the call gets an error result and its signal is aborted; its thread is left to
+    finish on its own (docs/tools.md, "Timeouts")."""
     on_tool_execute: Callable[[ToolCall], None] | None = None
     """Called on the tool's pool thread just before a batch call's ``execute`` (never for a
     call that does not run: blocked, invalid, aborted, or waiting for a pool slot). The

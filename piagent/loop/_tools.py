@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextvars
 import logging
 import queue
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
@@ -38,7 +38,9 @@ from ._call import (
 )
 from ._config import AgentContext, AgentLoopConfig
 from ._emit import Emit, emit_messages, record_despite_failure
+from ._inbox import Done, Inbox, Update, refused as _refused
 from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
+from ._timeout import execute_timed
 from ._trace import UNTRACED, RunTrace
 
 __all__ = ["ABORT_GRACE_S", "Batch", "Done", "ToolRunner", "Update", "emit_messages",
@@ -49,24 +51,6 @@ _log = logging.getLogger("piagent.loop")
 ABORT_GRACE_S = 2.0  # after an abort, the tools not back this long after are named (once)
 
 
-@dataclass(slots=True)
-class Update:
-    """Call ``index`` of an execution reported progress (its ``on_update``)."""
-
-    index: int
-    partial: Any
-
-
-@dataclass(slots=True)
-class Done:
-    """Call ``index`` finished; ``failure``: ``on_tool_execute`` raised (it did not run)."""
-
-    index: int
-    done: Finalized
-    failure: BaseException | None = None
-
-
-Inbox = queue.SimpleQueue[Update | Done | None]  # None: the run was aborted
 
 
 class ToolRunner:
@@ -79,6 +63,11 @@ class ToolRunner:
         self.signal, self.emit, self.trace = signal, emit, trace
         self.cap, self.executor = config.max_parallel_tools, config.tool_executor
         self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
+        self.timeout = config.tool_timeout  # the calls' default limit (a tool's own wins)
+        # the threads of timed calls on the run's own side (_timeout.py), which close()
+        # joins, and those of calls that timed out, which nothing joins
+        self.timed: list[threading.Thread] = []
+        self.abandoned: set[threading.Thread] = set()
 
     def pool(self) -> Executor:
         if self.executor is not None:
@@ -88,10 +77,16 @@ class ToolRunner:
         return self.own
 
     def close(self) -> None:
-        """Shut the run's own pool down and wait for its threads (a caller's: untouched)."""
+        """Shut the run's own pool down and wait for its threads (a caller's: untouched);
+        the threads of timed-out calls are left running (docs/threading.md)."""
         if self.own is not None:
             self.own.shutdown(wait=True)
             self.own = None
+        if self.timed:
+            for thread in self.timed:
+                if thread not in self.abandoned:
+                    thread.join()  # it posted its result: it is ending
+            self.timed.clear()
 
     def run_batch(self, context: AgentContext, message: AssistantMessage,
                   config: AgentLoopConfig, calls: list[ToolCall] | None = None,
@@ -216,6 +211,8 @@ class Batch:
         ``max_parallel_tools``); updates and ends emitted as they arrive. The results and the
         first failure (a listener's, ``on_tool_execute``'s, or the executor's refusal)."""
         runner, inbox, count = self.runner, Inbox(), len(prepared)
+        if runner.timeout is not None or any(p.tool.timeout is not None for p in prepared):
+            return execute_timed(self, prepared, ABORT_GRACE_S, _not_returned_text)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
         pool, submitted, finished = runner.pool(), 0, 0
@@ -273,7 +270,8 @@ class Batch:
             _log.exception("A listener raised again at %s after an earlier failure", event.type)
         return failure
 
-    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox) -> None:
+    def execute_one(self, prepared: Prepared, index: int, inbox: Inbox,
+                    signal: AbortSignal | None = None) -> None:
         """Pool thread: ``on_tool_execute`` (the durable start mark), phases 2 and 3; always
         posts the completion. No lock: an update slipping past ``accepting`` is dropped."""
         accepting = True
@@ -282,7 +280,8 @@ class Batch:
             if accepting:
                 inbox.put(Update(index, partial))
 
-        call, signal, hook = prepared.tool_call, self.signal, self.config.on_tool_execute
+        call, hook = prepared.tool_call, self.config.on_tool_execute
+        signal = self.signal if signal is None else signal  # a timed call's own (_timeout.py)
         done: Finalized | None = None
         failure: Exception | None = None  # on_tool_execute's: the run fails
         try:
@@ -310,17 +309,6 @@ class Batch:
         finally:
             accepting = False
             inbox.put(Done(index, done, failure))  # type: ignore[arg-type]  # set above
-
-
-def _refused(exc: RuntimeError, prepared: list[Prepared], index: int,
-             inbox: Inbox) -> RuntimeError:
-    """The executor refused call ``index`` (shut down): it and the later ones get an error."""
-    error = RuntimeError(f"The tool executor refused a tool call ({exc}); a caller-owned "
-                         "tool_executor must stay open while runs use it.")
-    error.__cause__ = exc
-    for late in range(index, len(prepared)):
-        inbox.put(Done(late, Finalized(prepared[late].tool_call, error_result(str(error)), True)))
-    return error
 
 
 def _not_returned_text(prepared: list[Prepared], results: list[Finalized | None]) -> str:

@@ -20,7 +20,14 @@ from ..abort import AbortSignal
 from ..messages import ImageContent, TextContent
 from ._docstrings import parse_docstring
 from ._hints import Converter, converter_for, schema_for, type_hints, unwrap_annotated
-from ._tool import AgentTool, AgentToolResult, ReplayPolicy, ToolExecutionMode, ToolUpdateFn
+from ._tool import (
+    AgentTool,
+    AgentToolResult,
+    ReplayPolicy,
+    ToolExecutionMode,
+    ToolUpdateFn,
+    check_tool_timeout,
+)
 
 __all__ = ["tool"]
 
@@ -39,6 +46,7 @@ def tool(
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
     needs_approval: bool | Callable[[Any], bool] = False,
+    timeout: float | None = None,
 ) -> AgentTool: ...
 
 
@@ -54,6 +62,7 @@ def tool(
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
     needs_approval: bool | Callable[[Any], bool] = False,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -68,6 +77,7 @@ def tool(
     prepare_arguments: Callable[[Any], Any] | None = None,
     replay: ReplayPolicy | None = None,
     needs_approval: bool | Callable[[Any], bool] = False,
+    timeout: float | None = None,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Build an ``AgentTool`` from a plain (synchronous) function.
 
@@ -85,11 +95,13 @@ def tool(
     gets the member, a dataclass parameter an instance, a TypedDict a dict. Its return
     value becomes the result: an ``AgentToolResult`` as is, a ``str`` as text content,
     ``None`` as empty content, content blocks as content, and anything else as JSON text
-    with the value in ``structured_content``.
+    with the value in ``structured_content``. ``timeout`` (seconds) bounds each call
+    (``AgentTool.timeout``; docs/tools.md, "Timeouts").
 
     Raises:
         TypeError: a parameter's type has no JSON Schema, or ``fn`` is a coroutine function.
     """
+    timeout = check_tool_timeout(timeout, "@tool(timeout=...)")
 
     def build(f: Callable[..., Any], stacklevel: int = 3) -> AgentTool:
         return _build_tool(
@@ -102,6 +114,7 @@ def tool(
             replay=replay,
             stacklevel=stacklevel,
             needs_approval=needs_approval,
+            timeout=timeout,
         )
 
     # a warning points at the decorated function's line: one frame more through tool()
@@ -174,6 +187,7 @@ def _build_tool(
     replay: ReplayPolicy | None,
     stacklevel: int = 3,
     needs_approval: bool | Callable[[Any], bool] = False,
+    timeout: float | None = None,
 ) -> AgentTool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         msg = f"Tool function {fn!r} is async; piagent runs tools on threads, pass a def."
@@ -241,6 +255,7 @@ def _build_tool(
         execution_mode=execution_mode,
         replay=replay,
         needs_approval=needs_approval,
+        timeout=timeout,
     )
 
 

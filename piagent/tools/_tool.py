@@ -75,7 +75,10 @@ class AgentTool:
     its process stopped: ``"safe"`` runs it again, ``"never"`` or ``None`` does not (the
     call gets an unknown-outcome error result; docs/sessions.md). ``needs_approval``
     (``True``, or a function of the validated arguments returning a bool) makes a call wait
-    for ``Agent.approve()``/``deny()`` before it runs (docs/approvals.md).
+    for ``Agent.approve()``/``deny()`` before it runs (docs/approvals.md). ``timeout``
+    (seconds, or ``None``: the agent's ``tool_timeout``) bounds one call: past it the call
+    gets an error result, its signal is aborted and its thread is left to finish on its own
+    (docs/tools.md, "Timeouts").
 
     Thread safety: treat a tool as immutable while a run uses it; do not change
     ``parameters`` in place (assign a new dict instead).
@@ -91,8 +94,11 @@ class AgentTool:
     execution_mode: ToolExecutionMode | None = None
     replay: ReplayPolicy | None = None
     needs_approval: bool | Callable[[Any], bool] = False
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
+        if self.timeout is not None:
+            self.timeout = check_tool_timeout(self.timeout, f"AgentTool {self.name!r}: timeout")
         ask = self.needs_approval
         if not (ask is True or ask is False or callable(ask)):
             msg = (f"AgentTool {self.name!r}: needs_approval must be True, False or a function "
@@ -111,6 +117,21 @@ class AgentTool:
                    f"to call; call tool.execute(tool_call_id, params, signal, on_update).")
             raise TypeError(msg)
         return fn(*args, **kwargs)
+
+
+def check_tool_timeout(value: object, where: str) -> float | None:
+    """``value`` as seconds (a positive finite number) or ``None``; ``TypeError`` or
+    ``ValueError`` naming ``where`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = (f"{where} must be a positive number of seconds or None (no limit), not "
+               f"{type(value).__name__}.")
+        raise TypeError(msg)
+    if not 0 < value < float("inf"):
+        msg = f"{where} must be a positive number of seconds or None (no limit), got {value!r}."
+        raise ValueError(msg)
+    return float(value)
 
 
 def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:

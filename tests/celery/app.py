@@ -18,7 +18,8 @@ every run in ``ran-<session>``; ``steer3-*`` calls ``batch`` three times, one ba
 turn (batch ``n`` touches ``entered-<session>-<n>`` and waits for ``gate-<session>-<n>``),
 takes every queued steer at once (``steering_mode="all"``), then answers ``done``;
 ``approve-*`` calls ``delete`` (needs approval) and ``look`` in one batch (each records its
-runs in ``ran-<session>``), then sums the results up.
+runs in ``ran-<session>``), then sums the results up; ``hang-*`` calls ``hang``, which
+ignores its signal and outlives its 0.5 s timeout (then echoes the timeout's result).
 
 A worker (``PIAGENT_TEST_WORKER`` set) traces its runs with ``piagent.otel``: each finished
 span is one JSON line in ``spans-<pid>.jsonl`` (name, trace and span ids, parent id).
@@ -127,6 +128,13 @@ def make_agent(session_id: str) -> Agent:
         _record(session_id, "delete")
         return f"deleted {name}"
 
+    @tool(timeout=0.5)
+    def hang() -> str:
+        """Never answers in time, and ignores its signal (a stuck call)."""
+        (DIR / f"entered-{session_id}").touch()
+        threading.Event().wait(BLOCK_S)
+        return "late"
+
     @tool
     def batch(n: int, signal: AbortSignal) -> str:
         """Batch ``n``: wait for the test's gate file."""
@@ -144,6 +152,8 @@ def make_agent(session_id: str) -> Agent:
         asked = last.role == "user" and getattr(last, "text", "") != "steered"
         if asked and session_id.startswith("block-"):
             return assistant_tool_calls(("block", {}))
+        if asked and session_id.startswith("hang-"):
+            return assistant_tool_calls(("hang", {}))
         if asked and session_id.startswith("approve-"):
             return assistant_tool_calls(("delete", {"name": "report"}, "c-delete"),
                                         ("look", {}, "c-look"))
@@ -155,7 +165,8 @@ def make_agent(session_id: str) -> Agent:
         return _echo(context, options)
 
     scripted = ScriptedStreamFn([answer] * 20)
-    agent = Agent(model=scripted.model, stream_fn=scripted, tools=[block, look, charge, batch, delete],
+    agent = Agent(model=scripted.model, stream_fn=scripted,
+                  tools=[block, look, charge, batch, delete, hang],
                   system_prompt="test",
                   steering_mode="all" if session_id.startswith("steer3-") else "one-at-a-time")
     return agent

@@ -72,5 +72,6 @@ def test_the_runner_keeps_no_state_of_a_batch() -> None:
                                      if isinstance(node, ast.Attribute)
                                      and isinstance(node.ctx, ast.Store)})
                 for method in runner.body if isinstance(method, ast.FunctionDef)}
-    assert assigned == {"__init__": ["cap", "emit", "executor", "own", "signal", "trace"],
+    assert assigned == {"__init__": ["abandoned", "cap", "emit", "executor", "own", "signal",
+                                     "timed", "timeout", "trace"],
                         "pool": ["own"], "close": ["own"], "run_batch": []}
