@@ -167,6 +167,13 @@ def test_max_tokens_is_length(sse_server):
     assert (message.stop_reason, message.text) == ("length", "cut")
 
 
+def test_continuation_is_length(sse_server):
+    """CONTINUATION (the per-request token limit, with a continuation token piagent does not
+    use) ends the turn as "length", as pi-ai 1.6 reads it."""
+    message = _result(sse_server, _text("cut", finish="CONTINUATION"))
+    assert (message.stop_reason, message.text, message.error_message) == ("length", "cut", None)
+
+
 def test_split_writes_reassemble(sse_server):
     raw = b"".join(_text("h\u00e9llo \u2705"))
     cut = raw.index("\u2705".encode()) + 2
