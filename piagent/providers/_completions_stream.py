@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ..errors import ProviderError
-from ..messages import StopReason
+from ..messages import StopReason, TextContent, ToolCall
 from ._compat import OpenAICompat
 from ._errors import MESSAGE_BODY_LIMIT, clip
 from .kit import MessageBuilder
@@ -32,9 +32,11 @@ class CompletionsStreamState:
     Thread safety: used only by the worker thread.
     """
 
-    def __init__(self, out: MessageBuilder, label: str) -> None:
+    def __init__(self, out: MessageBuilder, label: str, *, openrouter: bool = False) -> None:
         self.out = out
         self.label = label
+        self.openrouter = openrouter  # read OpenRouter's native_finish_reason
+        self.native_reason: str | None = None
         self.text: int | None = None
         self.thinking: int | None = None
         self.tools_by_index: dict[int, int] = {}
@@ -77,6 +79,10 @@ class CompletionsStreamState:
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
+                if self.openrouter:
+                    native = choice.get("native_finish_reason")
+                    if isinstance(native, str) and native:
+                        self.native_reason = native
             break  # only the first choice is used
         if usage and isinstance(usage, dict):
             self._usage(usage, chunk)
@@ -202,12 +208,37 @@ class CompletionsStreamState:
                 raise ProviderError(msg)
             reason = "tool_calls" if has_tools else "stop"
         stop = _STOP_REASONS.get(reason)
+        native = self.native_reason
+        if native is not None and native != reason:
+            # OpenRouter's upstream reason: "stop.MALFORMED_RESPONSE" (pi-ai 1.6)
+            out.message.raw_stop_reason = f"{reason}.{native}"
         if stop is None:
-            raise ProviderError(f"Provider finish_reason: {reason}")
+            msg = f"Provider finish_reason: {reason}"
+            if native is not None and native != reason:
+                msg += f" (native_finish_reason: {native})"
+            raise ProviderError(msg)
         if stop == "stop" and has_tools:
             stop = "toolUse"  # some servers say "stop" after tool calls
+        if (stop == "stop" and native is not None
+                and native.lower() not in _CLEAN_NATIVE_STOPS and not _visible(out)):
+            # OpenRouter reports an upstream failure it has no case for as "stop": without
+            # visible output and a clean native reason it is an error (pi-ai 1.6), retryable
+            msg = f"OpenRouter returned an empty response (native_finish_reason: {native})"
+            raise ProviderError(msg)
         out.close_open_blocks()
         out.finish(stop)
+
+
+# OpenRouter's native finish reasons that are a clean stop (pi-ai 1.6.1's allowlist: a
+# missing one costs a retry of an empty turn, a missing failure would end a turn silently)
+_CLEAN_NATIVE_STOPS = frozenset(("stop", "end_turn", "stop_sequence", "eos", "complete",
+                                 "completed", "pause_turn", "compaction", "end_of_stream"))
+
+
+def _visible(out: MessageBuilder) -> bool:
+    """Text that is not blank, or a tool call (thinking does not count)."""
+    return any(isinstance(b, ToolCall) or (isinstance(b, TextContent) and b.text.strip())
+               for b in out.message.content)
 
 
 _DETAIL_FIELDS = {"reasoning.text": "text", "reasoning.summary": "summary",

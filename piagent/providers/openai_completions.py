@@ -330,7 +330,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
     body = build_completions_request(model, call.messages, options, compat,
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
-    state = CompletionsStreamState(call.out, call.label)
+    state = CompletionsStreamState(call.out, call.label, openrouter=model.provider == "openrouter"
+                                   or "openrouter.ai" in model.base_url)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
     # _BODIES: the old messages' JSON reused
     try:

@@ -397,3 +397,54 @@ def test_reasoning_detail_fragments_join_into_one_entry(sse_server):
         {"type": "reasoning.text", "text": "Two and two.", "signature": "sig", "format": "a",
          "index": 0},
         {"type": "reasoning.encrypted", "data": "x"}]
+
+
+# --- OpenRouter's native finish reasons (pi-ai 1.6) -----------------------------------------
+
+
+def _openrouter_run(server, *chunks, provider="openrouter"):
+    server.add(Reply(body=[*sse_events(*chunks), b"data: [DONE]\n\n"]))
+    model = _model(server, provider=provider)
+    return stream_simple(model, _context(), StreamOptions(api_key="k")).result(WAIT)
+
+
+def _native(finish, native, **extra):
+    body = _chunk(finish=finish, **extra)
+    body["choices"][0]["native_finish_reason"] = native
+    return body
+
+
+def test_openrouter_native_reason_recorded(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "STOP"))
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop.STOP")
+    same = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "stop"))
+    assert (same.stop_reason, same.raw_stop_reason) == ("stop", None)
+
+
+def test_openrouter_empty_stop_with_a_failure_reason_is_an_error(sse_server):
+    """A "stop" without visible output whose native reason is not a clean stop (Gemini's
+    MALFORMED_RESPONSE after reasoning) fails, with a retryable text."""
+    from piagent.providers import is_retryable_error
+
+    message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
+                              _native("stop", "MALFORMED_RESPONSE"))
+    assert message.stop_reason == "error"
+    assert message.error_message == (
+        "OpenRouter returned an empty response (native_finish_reason: MALFORMED_RESPONSE)")
+    assert is_retryable_error(message)
+    # a clean native reason ends an empty turn quietly (Claude's empty end_turn)
+    quiet = _openrouter_run(sse_server, _chunk({"content": " "}), _native("stop", "end_turn"))
+    assert quiet.stop_reason == "stop"
+
+
+def test_openrouter_error_finish_names_the_native_reason(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"content": "Hi"}),
+                              _native("error", "SERVICE_UNAVAILABLE"))
+    assert message.error_message == (
+        "Provider finish_reason: error (native_finish_reason: SERVICE_UNAVAILABLE)")
+
+
+def test_native_reason_read_only_for_openrouter(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
+                              _native("stop", "MALFORMED_RESPONSE"), provider="openai")
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", None)
