@@ -9,6 +9,7 @@ the compatible servers. The request side and the stream function are in
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ..errors import ProviderError
@@ -192,7 +193,8 @@ class CompletionsStreamState:
         if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
             output += reasoning  # xAI bills reasoning tokens outside completion_tokens
         self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
-                           cache_read=cache_read, cache_write=cache_write)
+                           cache_read=cache_read, cache_write=cache_write,
+                           billed=_billed(usage) if self.openrouter else None)
 
     def finish(self, compat: OpenAICompat) -> None:
         out = self.out
@@ -233,6 +235,36 @@ class CompletionsStreamState:
 # missing one costs a retry of an empty turn, a missing failure would end a turn silently)
 _CLEAN_NATIVE_STOPS = frozenset(("stop", "end_turn", "stop_sequence", "eos", "complete",
                                  "completed", "pause_turn", "compaction", "end_of_stream"))
+
+
+def _cost(value: Any) -> float | None:
+    """A valid reported cost (a finite number >= 0) as a float, else ``None``."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0):
+        return float(value)
+    return None
+
+
+def _billed(usage: dict[str, Any]) -> float | None:
+    """What OpenRouter reports it charged (pi-ai 1.6): ``cost`` when not BYOK; with BYOK
+    ``cost`` plus the upstream inference cost; ``None`` when the accounting is incomplete."""
+    cost, byok = _cost(usage.get("cost")), usage.get("is_byok")
+    if cost is None:
+        return None
+    if byok is False:
+        return cost
+    details = usage.get("cost_details")
+    if byok is not True or not isinstance(details, dict):
+        return None
+    raw = details.get("upstream_inference_cost")
+    if raw is None and "upstream_inference_cost" in details:  # null: the sum of the two parts
+        prompt = _cost(details.get("upstream_inference_prompt_cost"))
+        completion = _cost(details.get("upstream_inference_completions_cost"))
+        if prompt is None or completion is None:
+            return None
+        return cost + prompt + completion
+    upstream = _cost(raw)
+    return None if upstream is None else cost + upstream
 
 
 def _visible(out: MessageBuilder) -> bool:

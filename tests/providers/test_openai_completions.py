@@ -448,3 +448,56 @@ def test_native_reason_read_only_for_openrouter(sse_server):
     message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
                               _native("stop", "MALFORMED_RESPONSE"), provider="openai")
     assert (message.stop_reason, message.raw_stop_reason) == ("stop", None)
+
+
+# --- OpenRouter's billed cost: usage.cost.total_from_provider (pi-ai 1.6) --------------------
+
+
+def _billed_run(server, usage, provider="openrouter"):
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, **usage}
+    return _openrouter_run(server, _chunk({"content": "Hi"}), _chunk(finish="stop"),
+                           _chunk(usage=usage, choices=[]), provider=provider)
+
+
+@pytest.mark.parametrize(("reported", "total"), [
+    ({"cost": 0.0123, "is_byok": False}, 0.0123),
+    ({"cost": 0.001, "is_byok": True, "cost_details": {"upstream_inference_cost": 0.02}},
+     0.021),
+    ({"cost": 0.001, "is_byok": True, "cost_details": {
+        "upstream_inference_cost": None, "upstream_inference_prompt_cost": 0.01,
+        "upstream_inference_completions_cost": 0.005}}, 0.016),
+])
+def test_openrouter_billed_cost_is_the_total(sse_server, reported, total):
+    from piagent.messages import usage_from_dict, usage_to_dict
+
+    message = _billed_run(sse_server, reported)
+    cost = message.usage.cost
+    assert cost.total == pytest.approx(total) and cost.total_from_provider is True
+    assert cost.input + cost.output != pytest.approx(total)  # not the catalogue's estimate
+    data = usage_to_dict(message.usage)
+    assert data["cost"]["totalFromProvider"] is True
+    assert usage_from_dict(data).cost.total_from_provider is True
+
+
+@pytest.mark.parametrize("reported", [
+    {},  # no cost
+    {"cost": 0.01},  # is_byok unknown: incomplete accounting
+    {"cost": 0.001, "is_byok": True},  # BYOK without details
+    {"cost": 0.001, "is_byok": True, "cost_details": {"upstream_inference_cost": None}},
+    {"cost": -1, "is_byok": False},
+])
+def test_openrouter_incomplete_cost_keeps_the_estimate(sse_server, reported):
+    from piagent.messages import usage_to_dict
+
+    message = _billed_run(sse_server, reported)
+    cost = message.usage.cost
+    assert cost.total_from_provider is False
+    assert cost.total == pytest.approx(cost.input + cost.output + cost.cache_read
+                                       + cost.cache_write)
+    assert "totalFromProvider" not in usage_to_dict(message.usage)["cost"]
+
+
+def test_reported_cost_read_only_from_openrouter(sse_server):
+    message = _billed_run(sse_server, {"cost": 5.0, "is_byok": False}, provider="openai")
+    assert message.usage.cost.total_from_provider is False
+    assert message.usage.cost.total != 5.0
