@@ -287,6 +287,20 @@ def test_compat_override_snake_and_camel():
     assert compat.supports_developer_role  # detected default kept
 
 
+@pytest.mark.parametrize(("provider", "model_id", "base_url", "developer"), [
+    ("openai", "gpt-5", "http://127.0.0.1:9/v1", True),
+    ("custom", "gpt-5", "https://api.openai.com/v1", True),
+    # pi-ai 1.4.0 sent developer to these two; 1.6 (pi #10741) and piagent send system
+    ("openrouter", "openai/gpt-5", "https://openrouter.ai/api/v1", False),
+    ("openrouter", "anthropic/claude-sonnet-4.5", "https://openrouter.ai/api/v1", False),
+    ("groq", "openai/gpt-oss-120b", "https://api.groq.com/openai/v1", False),
+])
+def test_developer_role_only_on_openai_s_api(provider, model_id, base_url, developer):
+    """The developer role is OpenAI's: other hosts' chat templates may reject it."""
+    model = Model(id=model_id, api="openai-completions", provider=provider, base_url=base_url)
+    assert get_compat(model).supports_developer_role is developer
+
+
 def test_api_key_from_environment(sse_server, monkeypatch):
     monkeypatch.setenv("GROQ_API_KEY", KEY)
     sse_server.add(Reply(status=401, content_type="application/json",
