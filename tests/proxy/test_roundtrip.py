@@ -22,7 +22,12 @@ from piagent.messages import (
     message_to_dict,
 )
 from piagent.proxy import ProxyServer, ProxyStreamOptions, proxy_stream_fn, stream_proxy
-from piagent.proxy._protocol import model_from_dict, model_to_dict, options_to_dict
+from piagent.proxy._protocol import (
+    model_from_dict,
+    model_to_dict,
+    options_to_dict,
+    validate_request,
+)
 from piagent.stream import Context, StreamOptions, ToolCallDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
 from tests.conftest import WAIT
@@ -144,6 +149,20 @@ def test_model_json_round_trips():
     model = dataclasses.replace(fn.model, headers={"X": "y"}, compat={"a": True},
                                 reasoning=True, input=("text", "image"))
     assert model_from_dict(model_to_dict(model)) == model
+
+
+def test_model_cost_tiers_travel():
+    """The proxy sends pi-ai's cost.tiers, so the server prices as the client would."""
+    from piagent.providers import get_model
+
+    model = get_model("google", "gemini-2.5-pro")
+    assert model.cost.tiers
+    assert model_to_dict(model)["cost"]["tiers"] == [{
+        "inputTokensAbove": 200_000, "input": 2.5, "output": 15.0, "cacheRead": 0.25,
+        "cacheWrite": 0.0}]
+    assert model_from_dict(model_to_dict(model)).cost == model.cost
+    validate_request({"model": model_to_dict(model), "context": {"messages": []}})
+    assert "tiers" not in model_to_dict(get_model("google", "gemini-2.5-flash"))["cost"]
 
 
 def test_proxy_stream_fn_upgrades_loop_options(serve):
