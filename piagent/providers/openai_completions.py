@@ -251,7 +251,8 @@ def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any
         wire[thinking_field] = "\n\n".join(thinking)
     if compat.requires_reasoning_content_on_assistant_messages:
         wire.setdefault("reasoning_content", "\n\n".join(thinking))
-    if wire["content"] is None and compat.requires_assistant_after_tool_result:
+    if wire["content"] is None and (compat.requires_assistant_after_tool_result
+                                    or compat.requires_non_null_assistant_content):
         wire["content"] = ""
     return wire
 

@@ -515,3 +515,21 @@ def test_reported_cost_read_only_from_openrouter(sse_server):
     message = _billed_run(sse_server, {"cost": 5.0, "is_byok": False}, provider="openai")
     assert message.usage.cost.total_from_provider is False
     assert message.usage.cost.total != 5.0
+
+
+def test_requires_non_null_assistant_content():
+    """pi-ai 1.6's requiresNonNullAssistantContent: "" for a tool-call-only assistant turn."""
+    from piagent.messages import AssistantMessage, ToolCall, ToolResultMessage
+
+    call = AssistantMessage(content=[ToolCall("call_1", "get_weather", {"city": "Paris"})],
+                            stop_reason="toolUse", api="openai-completions", provider="openai",
+                            model="gpt-4o-mini")
+    result = ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])
+    messages = _context(call, result).messages
+    for flag, content in ((None, None), (True, "")):
+        compat = {"requiresNonNullAssistantContent": flag} if flag else None
+        model = Model(id="gpt-4o-mini", api="openai-completions", provider="openai",
+                      base_url="http://127.0.0.1:9/v1", compat=compat)
+        body = build_completions_request(model, messages, StreamOptions(), get_compat(model))
+        [assistant] = [m for m in body["messages"] if m["role"] == "assistant"]
+        assert assistant["content"] == content
