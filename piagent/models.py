@@ -8,7 +8,7 @@ from typing import Any
 
 from .messages import Cost, Usage
 
-__all__ = ["Model", "ModelCost", "calculate_cost"]
+__all__ = ["CostTier", "Model", "ModelCost", "calculate_cost"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,44 @@ class ModelCost:
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    tiers: tuple[CostTier, ...] = ()
+    """Higher prices for a request whose input (``input + cache_read + cache_write``) is
+    above a tier's ``input_tokens_above``; the tier with the highest such threshold applies
+    (pi-ai's ``cost.tiers``: Gemini 2.5 Pro and Claude above 200 000 input tokens)."""
+
+
+@dataclass(frozen=True)
+class CostTier:
+    """The prices (dollars per million tokens) of a request above ``input_tokens_above``."""
+
+    input_tokens_above: int
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    @staticmethod
+    def from_json(tiers: Any) -> tuple[CostTier, ...]:
+        """The tiers of pi's JSON ``cost.tiers`` (``inputTokensAbove``, ``input``, …);
+        ``()`` for none. ``ValueError`` for a list entry that is not such an object."""
+        if not tiers:
+            return ()
+        out = []
+        for tier in tiers:
+            if not isinstance(tier, Mapping) or not isinstance(tier.get("inputTokensAbove"),
+                                                                (int, float)):
+                msg = f"cost.tiers entries need a number inputTokensAbove, got {tier!r}."
+                raise ValueError(msg)
+            out.append(CostTier(int(tier["inputTokensAbove"]), float(tier.get("input", 0)),
+                                float(tier.get("output", 0)), float(tier.get("cacheRead", 0)),
+                                float(tier.get("cacheWrite", 0))))
+        return tuple(out)
+
+    def to_json(self) -> dict[str, Any]:
+        """pi's JSON form of the tier."""
+        return {"inputTokensAbove": self.input_tokens_above, "input": self.input,
+                "output": self.output, "cacheRead": self.cache_read,
+                "cacheWrite": self.cache_write}
 
 
 @dataclass
@@ -48,8 +86,15 @@ class Model:
 
 
 def calculate_cost(model: Model | None, usage: Usage) -> Cost:
-    """Fill ``usage.cost`` from the model's prices and return it."""
-    prices = model.cost if model is not None else ModelCost()
+    """Fill ``usage.cost`` from the model's prices (its tier for the request's input, if
+    any) and return it."""
+    prices: ModelCost | CostTier = model.cost if model is not None else ModelCost()
+    if model is not None and model.cost.tiers:
+        above = usage.input + usage.cache_read + usage.cache_write
+        threshold = -1
+        for tier in model.cost.tiers:
+            if above > tier.input_tokens_above > threshold:
+                prices, threshold = tier, tier.input_tokens_above
     cost = usage.cost
     cost.input = prices.input * usage.input / 1_000_000
     cost.output = prices.output * usage.output / 1_000_000

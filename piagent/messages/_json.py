@@ -144,6 +144,8 @@ def usage_to_dict(usage: Usage) -> dict[str, Any]:
     cost = usage.cost
     cost_out = {"input": cost.input, "output": cost.output, "cacheRead": cost.cache_read,
                 "cacheWrite": cost.cache_write, "total": cost.total}
+    if cost.total_from_provider:
+        cost_out["totalFromProvider"] = True
     if cost.extra:
         _write_extra(cost_out, cost.extra)
     if usage.cache_write_1h is None and usage.reasoning is None:
@@ -194,7 +196,9 @@ def usage_from_dict(data: Any) -> Usage:
              ct if type(ct) is float else _num(ct)),
     )
     if not (_COST_KEYS.issuperset(cost) and None not in cost.values()):
-        usage.cost.extra = _extra(cost, _COST_KEYS)
+        if cget("totalFromProvider") is True:
+            usage.cost.total_from_provider = True
+        usage.cost.extra = _extra(cost, _COST_KEYS | {"totalFromProvider"})
     if not (_USAGE_COMMON_KEYS.issuperset(data) and None not in data.values()):
         if get("cacheWrite1h") is not None:
             usage.cache_write_1h = _count(data["cacheWrite1h"])

@@ -162,6 +162,9 @@ class Cost:
     cache_write: float = 0.0
     total: float = 0.0
     _: KW_ONLY
+    total_from_provider: bool = False
+    """``True`` when ``total`` is the cost the provider billed (OpenRouter reports it), not the
+    catalogue's estimate (pi-ai 1.6's ``totalFromProvider``; in JSON only when true)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Unknown JSON keys, written back as they were."""
 

@@ -1,8 +1,10 @@
-"""The output-token limit every request carries: pi-ai 1.4.0's ``clampMaxTokensToContext``.
+"""The output-token limit every request carries: pi-ai 1.6.1's ``clampMaxTokensToContext``.
 
 A request asks for ``options.max_tokens`` or the model's ``max_tokens``, clamped so that the
 estimated context plus the answer fits the model's ``context_window`` with a margin of
-``CONTEXT_SAFETY_TOKENS``: the context is the usage of the last assistant message that
+``CONTEXT_SAFETY_RATIO`` (15 %) of the context, at least ``CONTEXT_SAFETY_TOKENS``; when that
+leaves less than ``MIN_OUTPUT_WITH_RATIO_MARGIN`` tokens, only ``CONTEXT_SAFETY_TOKENS`` and
+at most ``MIN_OUTPUT_WITH_RATIO_MARGIN`` (pi-ai 1.4.0 kept the fixed margin only). The context is the usage of the last assistant message that
 reported one (``total_tokens``, else the sum of its parts) plus about one token per 3.5
 characters of every message after it (4800 characters per image), or that estimate of the
 whole transcript when none did. Lengths are counted as JavaScript does (UTF-16 code units),
@@ -34,6 +36,8 @@ from ..transcript import get_system_message_text
 __all__ = ["CONTEXT_SAFETY_TOKENS", "clamp_max_tokens", "estimate_context_tokens"]
 
 CONTEXT_SAFETY_TOKENS = 4096
+CONTEXT_SAFETY_RATIO = 0.15
+MIN_OUTPUT_WITH_RATIO_MARGIN = 32768
 _CHARS_PER_TOKEN = 3.5
 _IMAGE_CHARS = 4800
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -135,5 +139,13 @@ def clamp_max_tokens(model: Model, messages: Sequence[AgentMessage], requested: 
     """``requested`` within what the context window leaves (at least 1)."""
     if model.context_window <= 0:
         return max(1, requested)
-    available = model.context_window - estimate_context_tokens(messages) - CONTEXT_SAFETY_TOKENS
-    return min(requested, max(1, available))
+    used = estimate_context_tokens(messages)
+    # pi-ai 1.6: a margin of 15 % of the input (OpenRouter counts up to 12 % more tokens than
+    # the provider), at least CONTEXT_SAFETY_TOKENS, kept only while it leaves 32768 tokens
+    # of output; else only the fixed margin, and at most 32768 tokens of output
+    room = model.context_window - used - max(CONTEXT_SAFETY_TOKENS,
+                                             math.ceil(used * CONTEXT_SAFETY_RATIO))
+    if room < MIN_OUTPUT_WITH_RATIO_MARGIN:
+        room = min(MIN_OUTPUT_WITH_RATIO_MARGIN,
+                   model.context_window - used - CONTEXT_SAFETY_TOKENS)
+    return min(requested, max(1, room))

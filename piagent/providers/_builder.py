@@ -330,8 +330,10 @@ class MessageBuilder:
             self.close_block(index)
 
     def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0,
-                  total_tokens: int | None = None) -> None:
-        """Replace the usage counters and recompute the cost from the model's prices."""
+                  total_tokens: int | None = None, billed: float | None = None) -> None:
+        """Replace the usage counters and recompute the cost from the model's prices;
+        ``billed``: the total the provider reports it charged, which replaces the estimated
+        ``cost.total`` (``cost.total_from_provider``)."""
         with self._lock:
             if self._ended:
                 return
@@ -341,6 +343,11 @@ class MessageBuilder:
             usage.total_tokens = (total_tokens if total_tokens is not None
                                   else input + output + cache_read + cache_write)
             calculate_cost(self.model, usage)
+            if billed is not None:
+                usage.cost.total = billed
+                usage.cost.total_from_provider = True
+            elif usage.cost.total_from_provider:
+                usage.cost.total_from_provider = False
 
     def finish(self, stop_reason: StopReason) -> None:
         """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""

@@ -186,6 +186,8 @@ class ProviderCall:
         ``retryDelay``), else exponential back-off (0.5 s·2^n ≤ 8 s, clamped to
         ``max_retry_delay_ms``). A server delay above ``max_retry_delay_ms`` fails at once.
         The wait is ``signal.wait(delay)``, so an abort ends it immediately.
+        ``on_response`` sees every HTTP response: each failed attempt (before the retry
+        decision) and the accepted one (before ``start``).
         """
         body = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
         headers: dict[str, str | None] = {
@@ -276,7 +278,9 @@ class ProviderCall:
             raise Aborted
         status = response.status_code
         if 300 <= status < 400:
-            return Failure(self._redirect_error(request.url, response), retryable=False)
+            failure = Failure(self._redirect_error(request.url, response), retryable=False)
+            self._report_error(request, response)
+            return failure
         if status >= 400:
             # redacted before anything is cut, so no part of a key survives a truncation
             body_text = self.redact(self._read_error_body(response))
@@ -286,6 +290,7 @@ class ProviderCall:
             delay = retry_delay_s(response.headers, body_text)
             error = ProviderError(msg, provider=provider, status_code=status,
                                   body=body_text, retry_after=delay)
+            self._report_error(request, response)
             return Failure(error, is_retryable(status, response.headers, body_text), delay)
         content_type = response.headers.get("content-type", "")
         if content_type and not content_type.lower().startswith("text/event-stream"):
@@ -296,8 +301,21 @@ class ProviderCall:
                    "at a server that speaks this API and supports streaming.")
             error = ProviderResponseError(self.redact(msg), provider=provider,
                                           status_code=status)
+            self._report_error(request, response)
             return Failure(error, retryable=False)
         return SSEResponse(self, response)
+
+    @staticmethod
+    def _report_error(request: SSERequest, response: requests.Response) -> None:
+        """Hand an error response's status and headers to ``on_response`` (pi-ai 1.6: every
+        response, also the failed attempts that are retried), before the retry decision."""
+        if request.on_response is None:
+            return
+        headers = {name.lower(): value for name, value in response.headers.items()}
+        try:
+            request.on_response(ProviderResponse(response.status_code, headers))
+        except Exception as exc:
+            raise _hook_error("on_response", exc) from exc
 
     def _redirect_error(self, url: str, response: requests.Response) -> ProviderError:
         location = response.headers.get("location", "")

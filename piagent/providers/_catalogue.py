@@ -9,7 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..models import Model, ModelCost
+from ..models import CostTier, Model, ModelCost
 
 __all__ = ["check_base_url", "get_model", "get_models", "get_providers", "resolve_model"]
 
@@ -29,7 +29,8 @@ def _to_model(provider: str, model_id: str, entry: dict[str, Any]) -> Model:
         input=tuple(entry.get("input") or ("text",)),
         cost=ModelCost(input=float(cost.get("input", 0)), output=float(cost.get("output", 0)),
                        cache_read=float(cost.get("cacheRead", 0)),
-                       cache_write=float(cost.get("cacheWrite", 0))),
+                       cache_write=float(cost.get("cacheWrite", 0)),
+                       tiers=CostTier.from_json(cost.get("tiers"))),
         context_window=int(entry.get("contextWindow", 128_000)),
         max_tokens=int(entry.get("maxTokens", 16_384)),
         headers=entry.get("headers"), compat=entry.get("compat"),

@@ -34,6 +34,9 @@ class OpenAICompat:
     max_tokens_field: str = "max_completion_tokens"
     requires_tool_result_name: bool = False
     requires_assistant_after_tool_result: bool = False
+    requires_non_null_assistant_content: bool = False
+    """Send ``"content": ""`` instead of ``null`` for an assistant message with tool calls and
+    no text (pi-ai 1.6's ``requiresNonNullAssistantContent``, for servers that reject null)."""
     requires_thinking_as_text: bool = False
     requires_tools_with_tool_history: bool = False
     """Send ``"tools": []`` when the request has no tools but its history has tool calls or

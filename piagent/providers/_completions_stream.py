@@ -9,10 +9,11 @@ the compatible servers. The request side and the stream function are in
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ..errors import ProviderError
-from ..messages import StopReason
+from ..messages import StopReason, TextContent, ToolCall
 from ._compat import OpenAICompat
 from ._errors import MESSAGE_BODY_LIMIT, clip
 from .kit import MessageBuilder
@@ -32,9 +33,11 @@ class CompletionsStreamState:
     Thread safety: used only by the worker thread.
     """
 
-    def __init__(self, out: MessageBuilder, label: str) -> None:
+    def __init__(self, out: MessageBuilder, label: str, *, openrouter: bool = False) -> None:
         self.out = out
         self.label = label
+        self.openrouter = openrouter  # read OpenRouter's native_finish_reason
+        self.native_reason: str | None = None
         self.text: int | None = None
         self.thinking: int | None = None
         self.tools_by_index: dict[int, int] = {}
@@ -77,6 +80,10 @@ class CompletionsStreamState:
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
+                if self.openrouter:
+                    native = choice.get("native_finish_reason")
+                    if isinstance(native, str) and native:
+                        self.native_reason = native
             break  # only the first choice is used
         if usage and isinstance(usage, dict):
             self._usage(usage, chunk)
@@ -186,7 +193,8 @@ class CompletionsStreamState:
         if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
             output += reasoning  # xAI bills reasoning tokens outside completion_tokens
         self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
-                           cache_read=cache_read, cache_write=cache_write)
+                           cache_read=cache_read, cache_write=cache_write,
+                           billed=_billed(usage) if self.openrouter else None)
 
     def finish(self, compat: OpenAICompat) -> None:
         out = self.out
@@ -202,12 +210,67 @@ class CompletionsStreamState:
                 raise ProviderError(msg)
             reason = "tool_calls" if has_tools else "stop"
         stop = _STOP_REASONS.get(reason)
+        native = self.native_reason
+        if native is not None and native != reason:
+            # OpenRouter's upstream reason: "stop.MALFORMED_RESPONSE" (pi-ai 1.6)
+            out.message.raw_stop_reason = f"{reason}.{native}"
         if stop is None:
-            raise ProviderError(f"Provider finish_reason: {reason}")
+            msg = f"Provider finish_reason: {reason}"
+            if native is not None and native != reason:
+                msg += f" (native_finish_reason: {native})"
+            raise ProviderError(msg)
         if stop == "stop" and has_tools:
             stop = "toolUse"  # some servers say "stop" after tool calls
+        if (stop == "stop" and native is not None
+                and native.lower() not in _CLEAN_NATIVE_STOPS and not _visible(out)):
+            # OpenRouter reports an upstream failure it has no case for as "stop": without
+            # visible output and a clean native reason it is an error (pi-ai 1.6), retryable
+            msg = f"OpenRouter returned an empty response (native_finish_reason: {native})"
+            raise ProviderError(msg)
         out.close_open_blocks()
         out.finish(stop)
+
+
+# OpenRouter's native finish reasons that are a clean stop (pi-ai 1.6.1's allowlist: a
+# missing one costs a retry of an empty turn, a missing failure would end a turn silently)
+_CLEAN_NATIVE_STOPS = frozenset(("stop", "end_turn", "stop_sequence", "eos", "complete",
+                                 "completed", "pause_turn", "compaction", "end_of_stream"))
+
+
+def _cost(value: Any) -> float | None:
+    """A valid reported cost (a finite number >= 0) as a float, else ``None``."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0):
+        return float(value)
+    return None
+
+
+def _billed(usage: dict[str, Any]) -> float | None:
+    """What OpenRouter reports it charged (pi-ai 1.6): ``cost`` when not BYOK; with BYOK
+    ``cost`` plus the upstream inference cost; ``None`` when the accounting is incomplete."""
+    cost, byok = _cost(usage.get("cost")), usage.get("is_byok")
+    if cost is None:
+        return None
+    if byok is False:
+        return cost
+    details = usage.get("cost_details")
+    if byok is not True or not isinstance(details, dict):
+        return None
+    raw = details.get("upstream_inference_cost")
+    if raw is None and "upstream_inference_cost" in details:  # null: the sum of the two parts
+        prompt = _cost(details.get("upstream_inference_prompt_cost"))
+        completion = _cost(details.get("upstream_inference_completions_cost"))
+        if prompt is None or completion is None:
+            return None
+        return cost + prompt + completion
+    upstream = _cost(raw)
+    return None if upstream is None else cost + upstream
+
+
+def _visible(out: MessageBuilder) -> bool:
+    """Text that is not blank, or a tool call (thinking does not count)."""
+    return any(isinstance(b, ToolCall) or (isinstance(b, TextContent) and b.text.strip())
+               for b in out.message.content)
 
 
 _DETAIL_FIELDS = {"reasoning.text": "text", "reasoning.summary": "summary",

@@ -20,7 +20,10 @@ from .kit import MessageBuilder, format_http_error
 __all__ = ["LABEL", "GoogleStreamState"]
 
 LABEL = "Google"
-_FINISH_REASONS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
+# CONTINUATION: the per-request token limit was reached with a continuation token; pi-ai 1.6
+# reads it as "length" and does not resume (nor does piagent)
+_FINISH_REASONS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length",
+                                          "CONTINUATION": "length"}
 _tool_call_counter = itertools.count(1)  # generated ids; next() on a count is atomic in CPython
 
 class GoogleStreamState:

@@ -125,7 +125,48 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
 def _declaration(tool: ToolDeclaration) -> dict[str, Any]:
     out: dict[str, Any] = {"name": tool.name, "description": tool.description}
     if tool.parameters:
-        out["parametersJsonSchema"] = tool.parameters
+        out["parametersJsonSchema"] = _const_as_enum(tool.parameters)
+    return out
+
+
+# schema keywords whose value maps names to subschemas, and those holding subschemas
+_NAME_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions",
+                        "dependentSchemas", "dependencies"))
+_SUBSCHEMAS = frozenset(("additionalProperties", "unevaluatedProperties", "propertyNames",
+                         "items", "prefixItems", "additionalItems", "unevaluatedItems",
+                         "contains", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                         "contentSchema"))
+
+
+def _const_as_enum(schema: Any, name_map: bool = False) -> Any:
+    """``schema`` with each string or number ``const`` sent as a one-value ``enum``: Gemini
+    ignores ``const`` in ``parametersJsonSchema`` but honours ``enum`` (pi-ai 1.6). The
+    same object comes back when nothing changes (the usual case: no copy)."""
+    if isinstance(schema, list):
+        items = [_const_as_enum(item) for item in schema]
+        return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
+    if not isinstance(schema, dict):
+        return schema
+    changed: dict[str, Any] = {}
+    for key, value in schema.items():
+        if isinstance(value, (dict, list)):
+            if name_map or key in _SUBSCHEMAS:
+                new = _const_as_enum(value)
+            elif key in _NAME_MAPS:
+                new = _const_as_enum(value, True)
+            else:
+                continue
+            if new is not value:
+                changed[key] = new
+    const = schema.get("const", schema) if not name_map and "enum" not in schema else schema
+    rewrite = (const is not schema and isinstance(const, (str, int, float))
+               and not isinstance(const, bool))
+    if not changed and not rewrite:
+        return schema
+    out = {**schema, **changed}
+    if rewrite:
+        del out["const"]
+        out["enum"] = [const]
     return out
 
 

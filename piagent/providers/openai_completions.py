@@ -251,7 +251,8 @@ def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any
         wire[thinking_field] = "\n\n".join(thinking)
     if compat.requires_reasoning_content_on_assistant_messages:
         wire.setdefault("reasoning_content", "\n\n".join(thinking))
-    if wire["content"] is None and compat.requires_assistant_after_tool_result:
+    if wire["content"] is None and (compat.requires_assistant_after_tool_result
+                                    or compat.requires_non_null_assistant_content):
         wire["content"] = ""
     return wire
 
@@ -330,7 +331,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
     body = build_completions_request(model, call.messages, options, compat,
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"
-    state = CompletionsStreamState(call.out, call.label)
+    state = CompletionsStreamState(call.out, call.label, openrouter=model.provider == "openrouter"
+                                   or "openrouter.ai" in model.base_url)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
     # _BODIES: the old messages' JSON reused
     try:

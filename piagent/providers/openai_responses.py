@@ -143,8 +143,10 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
             items.append(item)
         elif isinstance(block, ToolCall):
             call_id, _, fc_id = block.id.partition("|")
+            # replayed as OpenAI returned it: "completed" (pi-ai 1.6; without it a resent
+            # history no longer matches and the reasoning after the call is dropped)
             item = {"type": "function_call", "call_id": call_id, "name": block.name,
-                    "arguments": arguments_json(block.arguments)}
+                    "status": "completed", "arguments": arguments_json(block.arguments)}
             if fc_id:
                 item["id"] = fc_id
             items.append(item)

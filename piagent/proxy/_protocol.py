@@ -26,7 +26,7 @@ from ..messages import (
     usage_from_dict,
     usage_to_dict,
 )
-from ..models import Model, ModelCost
+from ..models import CostTier, Model, ModelCost
 from ..stream import (
     AssistantMessageEvent,
     Context,
@@ -62,6 +62,7 @@ SERIALISABLE_OPTIONS: dict[str, str] = {
     "reasoning": "reasoning",
     "cache_retention": "cacheRetention",
     "session_id": "sessionId",
+    "disable_continuation": "disableContinuation",
     "headers": "headers",
     "metadata": "metadata",
     "transport": "transport",
@@ -97,7 +98,11 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "input": {"type": "array", "items": _STRING},
                 "cost": {"type": "object", "properties": {
                     "input": _NUMBER, "output": _NUMBER, "cacheRead": _NUMBER,
-                    "cacheWrite": _NUMBER}},
+                    "cacheWrite": _NUMBER,
+                    "tiers": {"type": ["array", "null"], "items": {
+                        "type": "object", "required": ["inputTokensAbove"], "properties": {
+                            "inputTokensAbove": _NUMBER, "input": _NUMBER, "output": _NUMBER,
+                            "cacheRead": _NUMBER, "cacheWrite": _NUMBER}}}}},
                 "contextWindow": {"type": "integer", "minimum": 0},
                 "maxTokens": {"type": "integer", "minimum": 0},
                 "headers": _STRING_MAP,
@@ -134,6 +139,7 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "reasoning": {"type": ["string", "null"]},
                 "cacheRetention": {"type": ["string", "null"]},
                 "sessionId": {"type": ["string", "null"]},
+                "disableContinuation": {"type": ["boolean", "null"]},
                 "headers": _HEADER_MAP,
                 "metadata": _OBJECT_OR_NULL,
                 "transport": {"type": ["string", "null"]},
@@ -175,6 +181,8 @@ def model_to_dict(model: Model) -> dict[str, Any]:
                  "cacheRead": model.cost.cache_read, "cacheWrite": model.cost.cache_write},
         "contextWindow": model.context_window, "maxTokens": model.max_tokens,
     }
+    if model.cost.tiers:
+        out["cost"]["tiers"] = [tier.to_json() for tier in model.cost.tiers]
     if model.headers is not None:
         out["headers"] = dict(model.headers)
     if model.compat is not None:
@@ -194,7 +202,8 @@ def model_from_dict(data: Mapping[str, Any]) -> Model:
         reasoning=bool(data.get("reasoning", False)),
         input=tuple(data.get("input") or defaults.input),
         cost=ModelCost(float(cost.get("input", 0.0)), float(cost.get("output", 0.0)),
-                       float(cost.get("cacheRead", 0.0)), float(cost.get("cacheWrite", 0.0))),
+                       float(cost.get("cacheRead", 0.0)), float(cost.get("cacheWrite", 0.0)),
+                       CostTier.from_json(cost.get("tiers"))),
         context_window=int(data.get("contextWindow", defaults.context_window)),
         max_tokens=int(data.get("maxTokens", defaults.max_tokens)),
         headers=dict(headers) if headers is not None else None,

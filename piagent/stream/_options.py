@@ -120,6 +120,12 @@ class StreamOptions:
     reasoning: ThinkingLevel | None = None
     """The thinking level ("minimal" … "max"); ``None`` (or "off") for none."""
     session_id: str | None = None
+    disable_continuation: bool | None = None
+    """``True``: do not use or record server-side continuation state for this request (pi-ai
+    1.6's ``disableContinuation``, for replays such as cache warming that must not replace the
+    real conversation's state). No built-in adapter keeps such state (pi-ai's only user is
+    Anthropic's message threads, which piagent does not implement), so they ignore it; the
+    proxy forwards it to the server's stream function."""
     max_tokens: int | None = None
     temperature: float | None = None
     headers: Mapping[str, str | None] | None = None
@@ -141,8 +147,9 @@ class StreamOptions:
     before it is sent; return a replacement body, or ``None`` to send ``body`` (edits made
     to it in place included). Called once per request (not again on a retry)."""
     on_response: Callable[[ProviderResponse, Model], None] | None = None
-    """``on_response(response, model)``: called with the accepted response's status and
-    headers (rate-limit headers, request ids) after the retries, before any event."""
+    """``on_response(response, model)``: called with the status and headers (rate-limit
+    headers, request ids) of every HTTP response: each error response (retried or not) and
+    the accepted one, before any event."""
     on_provider_stream_event: Callable[[Any, Model], None] | None = None
     """``on_provider_stream_event(data, model)``: called with each parsed provider event (the
     JSON of one server-sent event) before piagent maps it; read it, do not change it."""
@@ -168,6 +175,10 @@ class StreamOptions:
                 or self.session_id is not None or self.max_retries is not None
                 or self.max_retry_delay_ms is not None):
             _check_values(self)
+        if self.disable_continuation is not None and type(self.disable_continuation) is not bool:
+            msg = (f"disable_continuation must be a bool or None, got "
+                   f"{_got(self.disable_continuation)}.")
+            raise TypeError(msg)
         if (self.on_payload is not None or self.on_response is not None
                 or self.on_provider_stream_event is not None or self.identity is not None
                 or self.timeout_ms is not None or self.env is not None

@@ -62,6 +62,20 @@ def test_clamp() -> None:
     assert clamp_max_tokens(unknown, full, 0) == 1
 
 
+def test_clamp_keeps_pi_ai_1_6_s_margin() -> None:
+    """15 % of the input (at least 4096) while that leaves 32768 tokens of output; else only
+    4096, with the output at most 32768 (pi-ai 1.6; 1.4.0 kept 4096 only)."""
+    wide = dataclasses.replace(
+        get_model("local", "my-model", base_url="http://127.0.0.1:8000/v1"),
+        context_window=1_000_000)
+    history = [_reply(400_000), UserMessage(content="hi", timestamp=20)]  # 400 001 tokens
+    assert clamp_max_tokens(wide, history, 900_000) == 1_000_000 - 400_001 - 60_001
+    full = [_reply(900_000), UserMessage(content="hi", timestamp=20)]
+    assert clamp_max_tokens(wide, full, 900_000) == 32_768  # 15 %: 0 left; 4096 alone: 95 903
+    nearly = [_reply(990_000), UserMessage(content="hi", timestamp=20)]
+    assert clamp_max_tokens(wide, nearly, 900_000) == 1_000_000 - 990_001 - 4096
+
+
 def test_a_model_outside_the_catalogue_gets_the_guessed_limits() -> None:
     """get_model of an id the catalogue does not list: the guessed 128 000-token window and
     16 384 output tokens, so max_completion_tokens is 16 384 until the context nears the

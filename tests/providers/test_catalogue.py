@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from piagent.messages import AssistantMessage, TextContent, UserMessage
-from piagent.models import Model
+from piagent.models import Model, ModelCost
 from piagent.providers import (
     get_model,
     get_models,
@@ -121,3 +121,23 @@ def test_a_web_page_404_from_a_responses_url_names_the_completions_api(sse_serve
         "only Chat Completions (Ollama, vLLM, llama.cpp, LM Studio, ...) needs "
         'api="openai-completions" (get_model(provider, model_id, base_url=..., '
         'api="openai-completions")).')
+
+
+def test_tiered_prices_above_200k_input_tokens():
+    """pi-ai's cost.tiers: above the threshold the whole request is priced at the tier."""
+    from piagent.messages import Usage
+    from piagent.models import CostTier, calculate_cost
+
+    model = get_model("google", "gemini-2.5-pro")
+    assert model.cost.tiers == (CostTier(200_000, 2.5, 15.0, 0.25, 0.0),)
+    small = calculate_cost(model, Usage(input=150_000, output=1000, cache_read=50_000))
+    assert small.total == pytest.approx((150_000 * 1.25 + 1000 * 10 + 50_000 * 0.31) / 1e6)
+    big = calculate_cost(model, Usage(input=150_000, output=1000, cache_read=50_001))
+    assert big.total == pytest.approx((150_000 * 2.5 + 1000 * 15 + 50_001 * 0.25) / 1e6)
+    # the highest threshold below the input wins, whatever the order
+    two = Model(id="m", api="openai-completions", provider="p", base_url="http://x",
+                cost=ModelCost(1, 1, tiers=(CostTier(500, 3, 3), CostTier(100, 2, 2))))
+    assert calculate_cost(two, Usage(input=600)).total == pytest.approx(600 * 3 / 1e6)
+    assert calculate_cost(two, Usage(input=200)).total == pytest.approx(200 * 2 / 1e6)
+    with pytest.raises(ValueError, match="cost.tiers entries need a number inputTokensAbove"):
+        CostTier.from_json([{"input": 1}])

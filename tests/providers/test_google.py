@@ -167,6 +167,13 @@ def test_max_tokens_is_length(sse_server):
     assert (message.stop_reason, message.text) == ("length", "cut")
 
 
+def test_continuation_is_length(sse_server):
+    """CONTINUATION (the per-request token limit, with a continuation token piagent does not
+    use) ends the turn as "length", as pi-ai 1.6 reads it."""
+    message = _result(sse_server, _text("cut", finish="CONTINUATION"))
+    assert (message.stop_reason, message.text, message.error_message) == ("length", "cut", None)
+
+
 def test_split_writes_reassemble(sse_server):
     raw = b"".join(_text("h\u00e9llo \u2705"))
     cut = raw.index("\u2705".encode()) + 2
@@ -492,3 +499,35 @@ def test_sequential_requests_reuse_the_connection(sse_server):
     assert _stream(sse_server).result(WAIT).text == "one"
     assert _stream(sse_server).result(WAIT).text == "two"
     assert sse_server.requests[0].peer == sse_server.requests[1].peer
+
+
+def test_const_is_sent_as_a_one_value_enum(sse_server):
+    """Gemini ignores ``const`` in ``parametersJsonSchema``: string and number consts go as
+    one-value enums (pi-ai 1.6); a property named "const", a boolean const and a const
+    beside an enum stay as they are, and the declaration itself is not changed."""
+    schema = {"type": "object", "properties": {
+        "kind": {"const": "circle"},
+        "const": {"type": "integer", "const": 3},  # a property named "const"
+        "flag": {"const": True},
+        "both": {"const": "a", "enum": ["a", "b"]},
+        "shape": {"anyOf": [{"const": 1.5}, {"type": "array", "items": {"const": "x"}}]},
+    }, "$defs": {"Unit": {"const": "cm"}}}
+    original = json.loads(json.dumps(schema))
+    tool = ToolDeclaration("draw", "Draw.", schema)
+    sse_server.add(Reply(body=_text()))
+    context = _context(SystemMessage(content="Be brief.", tools_added=[tool]),
+                       UserMessage(content="Draw"))
+    _stream(sse_server, context).result(WAIT)
+    sent = sse_server.requests[0].json["tools"][0]["functionDeclarations"][0]
+    assert sent["parametersJsonSchema"] == {"type": "object", "properties": {
+        "kind": {"enum": ["circle"]},
+        "const": {"type": "integer", "enum": [3]},
+        "flag": {"const": True},
+        "both": {"const": "a", "enum": ["a", "b"]},
+        "shape": {"anyOf": [{"enum": [1.5]}, {"type": "array", "items": {"enum": ["x"]}}]},
+    }, "$defs": {"Unit": {"enum": ["cm"]}}}
+    assert schema == original
+    # without a const the declaration's own schema object is sent (no copy per request)
+    from piagent.providers.google import _const_as_enum
+
+    assert _const_as_enum(WEATHER.parameters) is WEATHER.parameters

@@ -287,6 +287,20 @@ def test_compat_override_snake_and_camel():
     assert compat.supports_developer_role  # detected default kept
 
 
+@pytest.mark.parametrize(("provider", "model_id", "base_url", "developer"), [
+    ("openai", "gpt-5", "http://127.0.0.1:9/v1", True),
+    ("custom", "gpt-5", "https://api.openai.com/v1", True),
+    # pi-ai 1.4.0 sent developer to these two; 1.6 (pi #10741) and piagent send system
+    ("openrouter", "openai/gpt-5", "https://openrouter.ai/api/v1", False),
+    ("openrouter", "anthropic/claude-sonnet-4.5", "https://openrouter.ai/api/v1", False),
+    ("groq", "openai/gpt-oss-120b", "https://api.groq.com/openai/v1", False),
+])
+def test_developer_role_only_on_openai_s_api(provider, model_id, base_url, developer):
+    """The developer role is OpenAI's: other hosts' chat templates may reject it."""
+    model = Model(id=model_id, api="openai-completions", provider=provider, base_url=base_url)
+    assert get_compat(model).supports_developer_role is developer
+
+
 def test_api_key_from_environment(sse_server, monkeypatch):
     monkeypatch.setenv("GROQ_API_KEY", KEY)
     sse_server.add(Reply(status=401, content_type="application/json",
@@ -397,3 +411,125 @@ def test_reasoning_detail_fragments_join_into_one_entry(sse_server):
         {"type": "reasoning.text", "text": "Two and two.", "signature": "sig", "format": "a",
          "index": 0},
         {"type": "reasoning.encrypted", "data": "x"}]
+
+
+# --- OpenRouter's native finish reasons (pi-ai 1.6) -----------------------------------------
+
+
+def _openrouter_run(server, *chunks, provider="openrouter"):
+    server.add(Reply(body=[*sse_events(*chunks), b"data: [DONE]\n\n"]))
+    model = _model(server, provider=provider)
+    return stream_simple(model, _context(), StreamOptions(api_key="k")).result(WAIT)
+
+
+def _native(finish, native, **extra):
+    body = _chunk(finish=finish, **extra)
+    body["choices"][0]["native_finish_reason"] = native
+    return body
+
+
+def test_openrouter_native_reason_recorded(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "STOP"))
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop.STOP")
+    same = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "stop"))
+    assert (same.stop_reason, same.raw_stop_reason) == ("stop", None)
+
+
+def test_openrouter_empty_stop_with_a_failure_reason_is_an_error(sse_server):
+    """A "stop" without visible output whose native reason is not a clean stop (Gemini's
+    MALFORMED_RESPONSE after reasoning) fails, with a retryable text."""
+    from piagent.providers import is_retryable_error
+
+    message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
+                              _native("stop", "MALFORMED_RESPONSE"))
+    assert message.stop_reason == "error"
+    assert message.error_message == (
+        "OpenRouter returned an empty response (native_finish_reason: MALFORMED_RESPONSE)")
+    assert is_retryable_error(message)
+    # a clean native reason ends an empty turn quietly (Claude's empty end_turn)
+    quiet = _openrouter_run(sse_server, _chunk({"content": " "}), _native("stop", "end_turn"))
+    assert quiet.stop_reason == "stop"
+
+
+def test_openrouter_error_finish_names_the_native_reason(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"content": "Hi"}),
+                              _native("error", "SERVICE_UNAVAILABLE"))
+    assert message.error_message == (
+        "Provider finish_reason: error (native_finish_reason: SERVICE_UNAVAILABLE)")
+
+
+def test_native_reason_read_only_for_openrouter(sse_server):
+    message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
+                              _native("stop", "MALFORMED_RESPONSE"), provider="openai")
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", None)
+
+
+# --- OpenRouter's billed cost: usage.cost.total_from_provider (pi-ai 1.6) --------------------
+
+
+def _billed_run(server, usage, provider="openrouter"):
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, **usage}
+    return _openrouter_run(server, _chunk({"content": "Hi"}), _chunk(finish="stop"),
+                           _chunk(usage=usage, choices=[]), provider=provider)
+
+
+@pytest.mark.parametrize(("reported", "total"), [
+    ({"cost": 0.0123, "is_byok": False}, 0.0123),
+    ({"cost": 0.001, "is_byok": True, "cost_details": {"upstream_inference_cost": 0.02}},
+     0.021),
+    ({"cost": 0.001, "is_byok": True, "cost_details": {
+        "upstream_inference_cost": None, "upstream_inference_prompt_cost": 0.01,
+        "upstream_inference_completions_cost": 0.005}}, 0.016),
+])
+def test_openrouter_billed_cost_is_the_total(sse_server, reported, total):
+    from piagent.messages import usage_from_dict, usage_to_dict
+
+    message = _billed_run(sse_server, reported)
+    cost = message.usage.cost
+    assert cost.total == pytest.approx(total) and cost.total_from_provider is True
+    assert cost.input + cost.output != pytest.approx(total)  # not the catalogue's estimate
+    data = usage_to_dict(message.usage)
+    assert data["cost"]["totalFromProvider"] is True
+    assert usage_from_dict(data).cost.total_from_provider is True
+
+
+@pytest.mark.parametrize("reported", [
+    {},  # no cost
+    {"cost": 0.01},  # is_byok unknown: incomplete accounting
+    {"cost": 0.001, "is_byok": True},  # BYOK without details
+    {"cost": 0.001, "is_byok": True, "cost_details": {"upstream_inference_cost": None}},
+    {"cost": -1, "is_byok": False},
+])
+def test_openrouter_incomplete_cost_keeps_the_estimate(sse_server, reported):
+    from piagent.messages import usage_to_dict
+
+    message = _billed_run(sse_server, reported)
+    cost = message.usage.cost
+    assert cost.total_from_provider is False
+    assert cost.total == pytest.approx(cost.input + cost.output + cost.cache_read
+                                       + cost.cache_write)
+    assert "totalFromProvider" not in usage_to_dict(message.usage)["cost"]
+
+
+def test_reported_cost_read_only_from_openrouter(sse_server):
+    message = _billed_run(sse_server, {"cost": 5.0, "is_byok": False}, provider="openai")
+    assert message.usage.cost.total_from_provider is False
+    assert message.usage.cost.total != 5.0
+
+
+def test_requires_non_null_assistant_content():
+    """pi-ai 1.6's requiresNonNullAssistantContent: "" for a tool-call-only assistant turn."""
+    from piagent.messages import AssistantMessage, ToolCall, ToolResultMessage
+
+    call = AssistantMessage(content=[ToolCall("call_1", "get_weather", {"city": "Paris"})],
+                            stop_reason="toolUse", api="openai-completions", provider="openai",
+                            model="gpt-4o-mini")
+    result = ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])
+    messages = _context(call, result).messages
+    for flag, content in ((None, None), (True, "")):
+        compat = {"requiresNonNullAssistantContent": flag} if flag else None
+        model = Model(id="gpt-4o-mini", api="openai-completions", provider="openai",
+                      base_url="http://127.0.0.1:9/v1", compat=compat)
+        body = build_completions_request(model, messages, StreamOptions(), get_compat(model))
+        [assistant] = [m for m in body["messages"] if m["role"] == "assistant"]
+        assert assistant["content"] == content

@@ -156,8 +156,10 @@ def test_history_replays_items(sse_server):
                         "status": "completed",
                         "content": [{"type": "output_text", "text": "Checking.",
                                      "annotations": []}]}
+    # replayed with the status OpenAI returned it with (pi-ai 1.6, #12367)
     assert items[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_1",
-                        "name": "get_weather", "arguments": '{"city":"Paris"}'}
+                        "name": "get_weather", "status": "completed",
+                        "arguments": '{"city":"Paris"}'}
     assert items[3] == {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
 
 

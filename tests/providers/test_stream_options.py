@@ -1,7 +1,7 @@
 """pi-ai's request options on each built-in adapter, against a local server.
 
 ``on_payload`` (inspect, edit in place, replace the body), ``on_response`` (status and
-headers before any event, once after the retries), ``on_provider_stream_event`` (each parsed
+headers of every response: the retried and failed ones, the accepted one before any event), ``on_provider_stream_event`` (each parsed
 provider event), ``identity`` (User-Agent and attribution), a ``None`` header removing a
 default one, ``timeout_ms`` (a stalled body, a server that never answers) and ``env`` (the
 API key and ``PI_CACHE_RETENTION``). Plus the checks ``StreamOptions`` makes at
@@ -222,9 +222,23 @@ def test_on_response_sees_status_and_headers_before_any_event(
                            StreamOptions(api_key=KEY, on_response=on_response, max_retries=1))
     for event in stream:
         log.append(event.type)
-    assert log[0] == (200, "42", adapter.api)  # once, for the accepted response: names lower-cased
-    assert log[1] == "start" and log[-1] == "done"
+    # the retried 429 too (pi-ai 1.6), then the accepted response: names lower-cased
+    assert log[:2] == [(429, None, adapter.api), (200, "42", adapter.api)]
+    assert log[2] == "start" and log[-1] == "done"
     assert len(sse_server.requests) == 2
+
+
+def test_on_response_sees_an_error_response(adapter: Adapter,
+                                            sse_server: ScriptedServer) -> None:
+    """A response that fails the call is reported too (pi-ai 1.6), with its headers."""
+    seen: list[tuple[int, str | None]] = []
+    refused = Reply(status=400, content_type="application/json", chunked=False,
+                    headers={"X-Request-Id": "req-7"},
+                    body=[b'{"error": {"message": "bad request"}}'])
+    events, message = _run(adapter, sse_server, refused, on_response=lambda response, model:
+                           seen.append((response.status, response.headers.get("x-request-id"))))
+    assert seen == [(400, "req-7")]
+    assert [e.type for e in events] == ["error"] and message.stop_reason == "error"
 
 
 def test_on_response_that_raises_fails_before_start(sse_server: ScriptedServer) -> None:

@@ -22,7 +22,12 @@ from piagent.messages import (
     message_to_dict,
 )
 from piagent.proxy import ProxyServer, ProxyStreamOptions, proxy_stream_fn, stream_proxy
-from piagent.proxy._protocol import model_from_dict, model_to_dict
+from piagent.proxy._protocol import (
+    model_from_dict,
+    model_to_dict,
+    options_to_dict,
+    validate_request,
+)
 from piagent.stream import Context, StreamOptions, ToolCallDeltaEvent
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
 from tests.conftest import WAIT
@@ -146,6 +151,20 @@ def test_model_json_round_trips():
     assert model_from_dict(model_to_dict(model)) == model
 
 
+def test_model_cost_tiers_travel():
+    """The proxy sends pi-ai's cost.tiers, so the server prices as the client would."""
+    from piagent.providers import get_model
+
+    model = get_model("google", "gemini-2.5-pro")
+    assert model.cost.tiers
+    assert model_to_dict(model)["cost"]["tiers"] == [{
+        "inputTokensAbove": 200_000, "input": 2.5, "output": 15.0, "cacheRead": 0.25,
+        "cacheWrite": 0.0}]
+    assert model_from_dict(model_to_dict(model)).cost == model.cost
+    validate_request({"model": model_to_dict(model), "context": {"messages": []}})
+    assert "tiers" not in model_to_dict(get_model("google", "gemini-2.5-flash"))["cost"]
+
+
 def test_proxy_stream_fn_upgrades_loop_options(serve):
     """proxy_stream_fn keeps the loop's options and adds the proxy URL and token."""
     fn = ScriptedStreamFn([assistant_text("ok")])
@@ -155,6 +174,22 @@ def test_proxy_stream_fn_upgrades_loop_options(serve):
                        StreamOptions(session_id="abc")).result(WAIT)
     assert result.text == "ok"
     assert fn.calls[0].options.session_id == "abc"
+
+
+def test_disable_continuation_reaches_the_server_s_stream_fn(serve):
+    """pi-ai 1.6's disableContinuation travels as pi-agent-core 1.6's proxy sends it."""
+    fn = ScriptedStreamFn([assistant_text("ok"), assistant_text("again")])
+    server = serve(fn)
+    stream_fn = proxy_stream_fn(server.url, TOKEN)
+    for value in (True, None):
+        result = stream_fn(fn.model, Context([UserMessage("hi")]),
+                           StreamOptions(disable_continuation=value)).result(WAIT)
+        assert result.stop_reason == "stop", result.error_message
+    assert [call.options.disable_continuation for call in fn.calls] == [True, None]
+    assert options_to_dict(StreamOptions(session_id="s", disable_continuation=True)) == {
+        "sessionId": "s", "disableContinuation": True}
+    with pytest.raises(TypeError, match="disable_continuation must be a bool or None, got str"):
+        StreamOptions(disable_continuation="yes")  # type: ignore[arg-type]
 
 
 def test_consecutive_requests_reuse_the_client(serve):

@@ -121,6 +121,36 @@ def usage_from_error_chunk(pi: Out, side: Side) -> Out:
                            "cache_write": 0, "total_tokens": prompt + completion})
 
 
+def _reported_cost(body: bytes) -> float | None:
+    """OpenRouter's billed cost in the recording's last usage that has one (pi-ai 1.6's rule:
+    ``cost`` when not BYOK, with BYOK plus the upstream inference cost)."""
+    found = None
+    for line in body.decode().splitlines():
+        if line.startswith("data:") and '"is_byok"' in line:
+            chunk = json.loads(line[5:])
+            usage = chunk.get("usage") or {}
+            if isinstance(usage.get("cost"), (int, float)):
+                found = usage
+    if found is None:
+        return None
+    if found.get("is_byok") is False:
+        return float(found["cost"])
+    upstream = (found.get("cost_details") or {}).get("upstream_inference_cost")
+    return float(found["cost"] + upstream) if isinstance(upstream, (int, float)) else None
+
+
+def openrouter_billed_cost(pi: Out, side: Side) -> Out:
+    """Changed upstream in 1.5/1.6: OpenRouter reports what it billed (``usage.cost``); pi-ai
+    1.4.0 keeps the catalogue's estimate as ``cost.total``, pi-ai 1.6 and piagent the billed
+    amount, with ``cost.totalFromProvider: true``."""
+    billed = _reported_cost(side.body)
+    assert billed is not None, "the recording reports no billed cost"
+    out = copy.deepcopy(pi)
+    for message in _messages(out):
+        message["usage"]["cost"].update({"total": billed, "totalFromProvider": True})
+    return out
+
+
 def done_without_finish_reason(pi: Out, side: Side) -> Out:
     """``data: [DONE]`` with no ``finish_reason`` (Snowflake Cortex never sends one): pi fails
     the message ("Stream ended without finish_reason"), piagent ends it normally."""
@@ -246,6 +276,8 @@ ROWS: dict[str, Row] = {
                                                done_without_finish_reason),
     "provider-deltas-add-up": Row(deltas_add_up.__doc__ or "", deltas_add_up),
     "provider-mistral-typed-parts": Row(mistral_typed_parts.__doc__ or "", mistral_typed_parts),
+    "provider-openrouter-billed-cost": Row(openrouter_billed_cost.__doc__ or "",
+                                           openrouter_billed_cost),
     "provider-gemini-streamed-arguments": Row(gemini_streamed_arguments.__doc__ or "",
                                               gemini_streamed_arguments),
 }
@@ -260,7 +292,11 @@ _ERRORS = ["anthropic-http-400", "anthropic-http-404", "completions-groq-http-40
 RECORDINGS: dict[str, list[str]] = {
     **{name: ["provider-error-sentence"] for name in _ERRORS},
     "completions-openrouter-error-chunk-with-choices": [
-        "provider-error-sentence", "provider-usage-from-error-chunk"],
+        "provider-error-sentence", "provider-usage-from-error-chunk",
+        "provider-openrouter-billed-cost"],
+    **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost"] for name in (
+        "native-options", "streaming-reasoning", "web-search-usage", "reasoning-details",
+        "cache-write")},
     "completions-groq-thinking-long": ["provider-usage-from-wire"],
     "completions-groq-compound-web-search": ["provider-usage-from-wire"],
     "completions-xai-text": ["provider-usage-from-wire"],

@@ -77,6 +77,20 @@ def _no_empty_tools(requests: Requests, conv: Conversation, api: str) -> Request
     return out
 
 
+def _completed_calls(requests: Requests, conv: Conversation, api: str) -> Requests:
+    out = copy.deepcopy(requests)
+    for r in out:
+        for item in r["body"].get("input", []):
+            if item.get("type") == "function_call":
+                item["status"] = "completed"
+    return out
+
+
+def _replays_calls(conv: Conversation, api: str) -> bool:
+    return api == "openai-responses" and any(
+        isinstance(step, dict) and "calls" in step for step in conv["script"][:-1])
+
+
 REQUEST_ROWS: dict[str, RequestRow] = {
     "request-anthropic-path": RequestRow(
         "pi's Anthropic SDK posts to its beta client's /v1/messages?beta=true; piagent posts "
@@ -107,4 +121,9 @@ REQUEST_ROWS: dict[str, RequestRow] = {
         "the compat flag requiresToolsWithToolHistory (vLLM 0.20+ answers 400 to it)",
         lambda conv, api: conv["name"] == "tools-to-none" and api == "openai-completions",
         _no_empty_tools),
+    "request-responses-call-status": RequestRow(
+        "changed upstream in 1.5/1.6: pi-ai 1.4.0 replays a Responses function_call without "
+        "a status; pi-ai 1.6+ (and piagent) with \"status\": \"completed\", as OpenAI "
+        "returned it (a resent history otherwise no longer matches, pi #12367)",
+        _replays_calls, _completed_calls),
 }
