@@ -18,10 +18,9 @@ import piagent.loop
 import piagent.policy
 import piagent.sessions
 from piagent.policy import ApprovalStore, BudgetSpend, BudgetStore
-from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SQLiteStore
+from piagent.sessions import JsonlStore
 
-from .conftest import WAIT
-from .sessions.pg import drop_schema, postgres_dsn, unique_schema
+from .conftest import WAIT, store_of
 
 PACKAGE = Path(piagent.__file__).parent
 
@@ -80,19 +79,8 @@ def test_no_helper_of_the_stores_takes_a_store() -> None:
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        with SQLiteStore(tmp_path / "s.db") as sqlite:
-            yield sqlite
-    else:
-        dsn = postgres_dsn()
-        schema = unique_schema()
-        try:
-            with PostgresStore(dsn, schema=schema) as postgres:
-                yield postgres
-        finally:
-            drop_schema(dsn, schema)
+    with store_of(request.param, tmp_path) as opened:
+        yield opened
 
 
 def test_each_store_charges_in_its_own_method_and_no_charge_is_lost(store: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import AgentBusyError, ApprovalError, ApprovalPendingError
 from ..loop import open_calls
 from ..messages import ToolCall, ToolResultMessage, messages_to_json
-from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, find_entry
+from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, named_call
 from ..sessions import MemoryStore
 from ._input import RunInput
 from ._persistence import StoreLink
@@ -148,13 +148,9 @@ class Approvals:
             raise AgentBusyError(_BUSY_DECIDE)
         self._sync()
         store, session_id = self._where()
-        entries = store.approvals(session_id)
-        named = tool_call_id
-        if entries:
-            entry = entries[find_entry(session_id, entries, tool_call_id)]
-            named = entry.call_key or entry.tool_call_id  # the one meant, exactly
-            if entry.decision is None:
-                self._check_arguments(entry, session_id, digest)
+        named, entry = named_call(session_id, store.approvals(session_id), tool_call_id)
+        if entry is not None and entry.decision is None:
+            self._check_arguments(entry, session_id, digest)
         return store.decide(session_id, named, ApprovalDecision(approved, reason), digest)
 
     def _check_arguments(self, entry: PendingApproval, session_id: str,

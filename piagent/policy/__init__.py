@@ -20,6 +20,7 @@ from ._approvals import (
     check_decision,
     find_entry,
     held_key,
+    named_call,
 )
 from ._budgets import (
     MAX_BUDGET_KEY_LENGTH,
@@ -48,4 +49,5 @@ __all__ = [
     "check_limit",
     "find_entry",
     "held_key",
+    "named_call",
 ]

@@ -23,7 +23,8 @@ from ..errors import ApprovalError
 from ..messages import ToolResultMessage
 
 __all__ = ["HELD_KEY", "ApprovalDecision", "ApprovalStore", "PendingApproval",
-           "approval_digest", "call_key", "check_decision", "find_entry", "held_key"]
+           "approval_digest", "call_key", "check_decision", "find_entry", "held_key",
+           "named_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,17 @@ def find_entry(session_id: str, entries: Sequence[PendingApproval], call: str) -
     msg = (f"No tool call {call!r} waits for approval in session {session_id!r} "
            f"({'waiting: ' + waiting if waiting else 'nothing waits'}).")
     raise ApprovalError(msg)
+
+
+def named_call(session_id: str, entries: Sequence[PendingApproval],
+               call: str) -> tuple[str, PendingApproval | None]:
+    """What a decision for ``call`` (a ``call_key`` or a tool-call id) names in the store:
+    the ``call_key`` (else the id) of the entry ``find_entry`` picks, and that entry;
+    ``(call, None)`` when nothing waits (the store's ``decide`` then says so)."""
+    if not entries:
+        return call, None
+    entry = entries[find_entry(session_id, entries, call)]
+    return entry.call_key or entry.tool_call_id, entry
 
 
 def check_decision(session_id: str, entries: Sequence[PendingApproval], tool_call_id: str,

@@ -19,7 +19,7 @@ import time
 
 from ..errors import ApprovalError, ApprovalPendingError
 from ..loop import open_calls
-from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, find_entry
+from ..policy import ApprovalDecision, ApprovalStore, PendingApproval, approval_digest, named_call
 from ..sessions import SessionStore, check_session_id
 from ._backend import SessionBusy
 
@@ -105,13 +105,9 @@ class RunnerApprovalMethods:
         _check_optional_text(reason, "reason", "it is shown to the model")
         _check_optional_text(digest, "digest", "a PendingApproval's digest")
         store = self._approvals()
-        entries = store.approvals(session_id)
-        named = tool_call_id
-        if entries:
-            entry = entries[find_entry(session_id, entries, tool_call_id)]
-            named = entry.call_key or entry.tool_call_id  # the one meant, exactly
-            if entry.decision is None:
-                self._check_arguments(session_id, entry, digest)
+        named, entry = named_call(session_id, store.approvals(session_id), tool_call_id)
+        if entry is not None and entry.decision is None:
+            self._check_arguments(session_id, entry, digest)
         decision = ApprovalDecision(approved=approved, reason=reason)
         if not store.decide(session_id, named, decision, digest):
             return None
