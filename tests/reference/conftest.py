@@ -73,6 +73,31 @@ def pi_installed() -> Path:
     return HERE / "node_modules"
 
 
+PI16 = HERE / "pi16"
+"""pi-agent-core 1.6.0 with pi-ai 1.6.1 (an npm ``overrides`` entry), the reference from
+issue 46. ``pi16/*.mjs`` are symlinks to the drivers here; ``node_command`` runs them with the
+symlinks preserved so that their imports resolve to ``pi16/node_modules``."""
+
+
+def node_command(root: Path, script: str) -> list[str]:
+    """The command that runs driver ``script`` against the pi installed under ``root``
+    (``HERE`` for 1.4.0, ``PI16`` for 1.6.0 / 1.6.1)."""
+    return ["node", "--preserve-symlinks", "--preserve-symlinks-main", str(root / script)]
+
+
+@pytest.fixture(scope="session")
+def pi16_installed() -> Path:
+    """tests/reference/pi16/node_modules (pi-agent-core 1.6.0, pi-ai 1.6.1), installed with
+    ``npm ci`` from its lock when missing."""
+    modules = npm_installed(PI16, "@earendil-works/pi-agent-core/package.json",
+                            "the reference suite (pi-agent-core 1.6.0 / pi-ai 1.6.1)")
+    for name, pinned in (("pi-agent-core", "1.6.0"), ("pi-ai", "1.6.1")):
+        package = modules / "@earendil-works" / name / "package.json"
+        version = json.loads(package.read_text())["version"]
+        assert version == pinned, f"{name} {version} installed under pi16, {pinned} pinned"
+    return modules
+
+
 @pytest.fixture(scope="session")
 def pi_outputs(pi_installed: Path) -> dict[str, Any]:
     """pi's raw output of every scenario and entry: one node process for the whole suite."""

@@ -1,0 +1,1 @@
+../pi_partial_json.mjs

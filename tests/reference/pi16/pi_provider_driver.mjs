@@ -1,0 +1,1 @@
+../pi_provider_driver.mjs

@@ -1,0 +1,1 @@
+../pi_request_driver.mjs

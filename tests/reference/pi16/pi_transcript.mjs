@@ -1,0 +1,1 @@
+../pi_transcript.mjs

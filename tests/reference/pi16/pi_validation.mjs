@@ -1,0 +1,1 @@
+../pi_validation.mjs
