@@ -180,7 +180,8 @@ def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
 
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
-"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address."""
+"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address
+(``resolve_model``'s, as ``Agent(model="ollama/MODEL")``)."""
 
 
 def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
@@ -190,12 +191,11 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
         raise CliError(msg)
     from ..providers import resolve_model
 
-    if provider == "ollama" and not base_url:
-        base_url = OLLAMA_BASE_URL
     try:
         # a catalogued model keeps its prices (and limits) at another address; --api names
         # the wire (default openai-completions, what local servers speak)
-        return resolve_model(spec, base_url=base_url, api=api if base_url else None)
+        return resolve_model(spec, base_url=base_url or None,
+                             api=api if base_url or provider == "ollama" else None)
     except ValueError as exc:
         raise CliError(str(exc).replace("get_model(base_url=...)", "--base-url")) from None
     except LookupError:
