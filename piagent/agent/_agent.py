@@ -154,6 +154,8 @@ class Agent(QueueMethods, AgentApprovalMethods):
         model, tools, messages = check_agent(locals())
         self.limits, self.output_type = limits, output_type
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
+        if limits is not None:
+            limits.check_model(model)  # a cost limit the model can never reach, too
         stored = [] if store is None else stored_messages(store, session_id, messages)
         # the session store and the session it keeps (``session_id`` is the same value, but
         # it is a public option for the provider that the caller may change)
@@ -401,6 +403,8 @@ class Agent(QueueMethods, AgentApprovalMethods):
         """
         timeout = check_timeout(timeout)
         guard = make_guard(self.limits, self.output_type if output_type is None else output_type)
+        if self.limits is not None:
+            self.limits.check_model(self._state.model)  # the model may have changed since
         record = RunRecord(self._queues.takings(), guard)
         run = (TypedRun if guard is not None and guard.output is not None else AgentRun)(record)
         # blocking, no timeout, off the main thread: nothing else needs the caller, and no

@@ -229,6 +229,12 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except CliError as exc:
         err.write(f"piagent chat: {exc}\n")
         return _EXIT_USAGE
+    limits = _limits(args)
+    unreachable = None if limits is None else limits.unreachable_cost(model)
+    if unreachable is not None:
+        err.write(f"piagent chat: --max-cost: {unreachable.split(': ', 1)[1]}; limit "
+                  f"requests instead (--max-requests N).\n")
+        return _EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     local = bool(args.base_url) or model.provider == "ollama"
     missing = None if local else _missing_key(model.provider, api_key)
@@ -277,7 +283,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None,
                   prepare_next_turn=refresh_tools(*servers) if servers else None,
-                  limits=_limits(args))
+                  limits=limits)
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer: EventPrinter
     if question:  # one-shot: stdout is the answer alone, everything else goes to stderr
