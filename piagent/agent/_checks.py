@@ -88,21 +88,29 @@ _ELSEWHERE = {
 
 
 @functools.cache
-def _keywords(init: Callable[..., None]) -> frozenset[str]:
-    """The keywords an ``__init__`` takes (read once per class)."""
-    return frozenset(inspect.signature(init).parameters) - {"self"}
+def _keywords(init: Callable[..., None]) -> tuple[frozenset[str], bool, bool]:
+    """The keywords an ``__init__`` takes, and whether it takes ``*args`` / ``**kwargs``
+    (read once per class)."""
+    parameters = inspect.signature(init).parameters.values()
+    kinds = {p.kind for p in parameters}
+    named = frozenset(p.name for p in parameters
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)) - {"self"}
+    return named, inspect.Parameter.VAR_POSITIONAL in kinds, inspect.Parameter.VAR_KEYWORD in kinds
 
 
 def check_agent_keywords(init: Callable[..., None], args: tuple[Any, ...],
                          keywords: Iterable[str]) -> None:
     """A ``TypeError`` saying piagent's spelling for a keyword ``Agent()`` does not take
     (``max_turns`` is ``limits=Limits(max_requests=...)``), or a near miss of one it does;
-    nothing when every keyword is accepted (Python's own error then covers the rest)."""
-    if args:
+    nothing when every keyword is accepted (Python's own error then covers the rest). A
+    subclass whose ``__init__`` takes ``*args`` or ``**kwargs`` is left to it."""
+    accepted, var_args, var_keywords = _keywords(init)
+    if args and not var_args:
         msg = (f"Agent() takes keyword arguments only (Agent(model=..., tools=...)), got "
                f"{len(args)} positional.")
         raise TypeError(msg)
-    accepted = _keywords(init)
+    if var_keywords:
+        return
     for name in keywords:
         if name in accepted:
             continue
