@@ -9,9 +9,7 @@ thread waits in ``prompt()`` aborts the run, settles it, and re-raises.
 from __future__ import annotations
 
 import _thread
-import signal as signal_module
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -293,16 +291,6 @@ def test_restored_messages_go_in_front_of_messages_queued_meanwhile_in_order() -
 
 
 # --- Ctrl-C ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """``interrupt_main`` does nothing while SIGINT is ignored (a background job): undo that."""
-    previous = signal_module.signal(signal_module.SIGINT, signal_module.default_int_handler)
-    try:
-        yield
-    finally:
-        signal_module.signal(signal_module.SIGINT, previous)
 
 
 def _interrupt_once_started(gate: GateTool) -> threading.Thread:
