@@ -34,7 +34,9 @@ Import helpers as ``from tests.conftest import WAIT, Recorder`` (or ``from .conf
   independent reference), ``every_prefix(text)`` (every code-unit prefix joined, and
   sanitized), ``assert_utf8(value)`` (its JSON holds no lone surrogate).
 * Fixtures: ``no_gc`` (the cyclic collector off), ``no_thread_leak``,
-  ``piagent_threads_back_to_baseline``, ``no_piagent_threads``;
+  ``piagent_threads_back_to_baseline``, ``no_piagent_threads``; ``sigint_raises`` (Python's
+  own SIGINT handler for the test: a suite started as a background job ignores SIGINT, so
+  ``interrupt_main`` would do nothing and a child process would inherit the ignoring);
   and, for every test, no proxy variables in the environment (so 127.0.0.1 is never
   routed through a proxy).
 """
@@ -46,6 +48,7 @@ import importlib.util
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -140,6 +143,19 @@ def piagent_threads_back_to_baseline() -> Iterator[None]:
     alive = [t.name for t in threading.enumerate() if t.name.startswith("piagent")]
     assert alive == []
     assert threading.active_count() == baseline
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` for the test's duration, then back as it was.
+    Started from a shell that ignores SIGINT (a background job), Python keeps ignoring it:
+    ``_thread.interrupt_main()`` does nothing and a child process inherits the ignoring;
+    a handler of Python's own is reset to the default in a child, which then has its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -49,11 +49,23 @@ def _text(message: object) -> str:
                    if getattr(block, "type", "") == "text")
 
 
+def _rows(message: object) -> list[str]:
+    """A stored message as the page draws it live: its text, and for an aborted or failed
+    answer the note "(aborted: <why>)" (as the live page adds at its message_end)."""
+    role, text = getattr(message, "role", ""), _text(message)
+    rows = [f'<div class="{role}">{html.escape(text)}</div>'] \
+        if role in ("user", "assistant") and text else []
+    reason = getattr(message, "stop_reason", None)
+    if role == "assistant" and reason in ("aborted", "error"):
+        why = getattr(message, "error_message", None) or reason
+        rows.append(f'<div class="note">({reason}: {html.escape(why)})</div>')
+    return rows
+
+
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
     session_id = _session(request) or f"web-{uuid.uuid4().hex}"
-    rows = [f'<div class="{m.role}">{html.escape(_text(m))}</div>'
-            for m in store.load(session_id) if m.role in ("user", "assistant") and _text(m)]
+    rows = [row for m in store.load(session_id) for row in _rows(m)]
     response = HttpResponse(PAGE.replace("<!--HISTORY-->", "\n".join(rows)))
     response.set_cookie(COOKIE, session_id, httponly=True, samesite="Lax")
     return response
@@ -201,7 +213,14 @@ function follow(id) {
   });
   source.addEventListener("message_end", e => {
     const m = JSON.parse(e.data).message;
-    if (m.role === "assistant") reply = null;
+    if (m.role !== "assistant") return;
+    // the final text (an aborted answer's deltas may have stopped short of it), then for
+    // an aborted or failed answer a note saying why, as a reload draws it
+    const t = m.content.filter(b => b.type === "text").map(b => b.text).join("");
+    if (t) { if (!reply) reply = add("assistant", ""); reply.textContent = t; }
+    if (m.stopReason === "aborted" || m.stopReason === "error")
+      add("note", `(${m.stopReason}: ${m.errorMessage || m.stopReason})`);
+    reply = null;
   });
   source.addEventListener("tool_execution_update", e => {
     const p = JSON.parse(e.data).partialResult;

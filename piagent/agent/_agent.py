@@ -36,7 +36,7 @@ from ..stream import ClientIdentity, ProviderResponse, StreamFn
 from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
 from ._approvals import AgentApprovalMethods, Approvals
-from ._checks import check_agent, check_timeout
+from ._checks import check_agent, check_agent_keywords, check_timeout
 from ._input import (
     RunInput,
     check_listener,
@@ -59,6 +59,7 @@ from ._worker import run_worker
 __all__ = ["Agent", "Listener"]
 
 T = TypeVar("T")
+_A = TypeVar("_A", bound="Agent")
 PromptInput = str | AgentMessage | Sequence[AgentMessage]  # what prompt() takes
 Images = Sequence[ImageContent] | None
 
@@ -102,6 +103,11 @@ class Agent(QueueMethods, AgentApprovalMethods):
     worker thread, in subscription order, each a barrier; tools run on a pool thread. Do
     not wait for the agent's own run from inside a listener: that deadlocks.
     """
+
+    def __new__(cls: type[_A], *args: Any, **kwargs: Any) -> _A:
+        # a keyword __init__ does not take fails here, saying piagent's spelling for it
+        check_agent_keywords(cls.__init__, args, kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -154,6 +160,8 @@ class Agent(QueueMethods, AgentApprovalMethods):
         model, tools, messages = check_agent(locals())
         self.limits, self.output_type = limits, output_type
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
+        if limits is not None:
+            limits.check_model(model)  # a cost limit the model can never reach, too
         stored = [] if store is None else stored_messages(store, session_id, messages)
         # the session store and the session it keeps (``session_id`` is the same value, but
         # it is a public option for the provider that the caller may change)
@@ -401,6 +409,8 @@ class Agent(QueueMethods, AgentApprovalMethods):
         """
         timeout = check_timeout(timeout)
         guard = make_guard(self.limits, self.output_type if output_type is None else output_type)
+        if self.limits is not None:
+            self.limits.check_model(self._state.model)  # the model may have changed since
         record = RunRecord(self._queues.takings(), guard)
         run = (TypedRun if guard is not None and guard.output is not None else AgentRun)(record)
         # blocking, no timeout, off the main thread: nothing else needs the caller, and no
@@ -477,3 +487,4 @@ class Agent(QueueMethods, AgentApprovalMethods):
             self._writer.run_settled()
             self._slot.active = None
         run.settle()
+

@@ -10,8 +10,10 @@ run would start with, so the Agent and the loop say the same thing.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..loop import AgentLoopConfig, check_tools
@@ -22,6 +24,7 @@ from ._input import default_convert_to_llm
 
 __all__ = [
     "check_agent",
+    "check_agent_keywords",
     "check_tools",
     "check_messages",
     "check_model",
@@ -64,6 +67,62 @@ def check_agent(arguments: dict[str, Any]
                     **{name: arguments[name] for name in _LOOP_OPTIONS})
     tools = check_tools(arguments["tools"], "tools")
     return model, tools, check_messages(arguments["messages"], "messages")
+
+
+# what other agent libraries call an option, and piagent's way to say it
+_ELSEWHERE = {
+    "max_turns": "limits=Limits(max_requests=...) (one request per turn)",
+    "max_iterations": "limits=Limits(max_requests=...)",
+    "max_steps": "limits=Limits(max_requests=...)",
+    "max_requests": "limits=Limits(max_requests=...)",
+    "max_tool_calls": "limits=Limits(max_tool_calls=...)",
+    "max_cost": "limits=Limits(max_cost=...)",
+    "budget": "limits=Limits(budget=...)",
+    "instructions": "system_prompt=...",
+    "system": "system_prompt=...",
+    "system_message": "system_prompt=...",
+    "timeout": "prompt(..., timeout=...) for a run, timeout_ms=... for a request",
+    "result_type": "output_type=...",
+    "response_format": "output_type=...",
+}
+
+
+@functools.cache
+def _keywords(init: Callable[..., None]) -> tuple[frozenset[str], bool, bool]:
+    """The keywords an ``__init__`` takes, and whether it takes ``*args`` / ``**kwargs``
+    (read once per class)."""
+    parameters = inspect.signature(init).parameters.values()
+    kinds = {p.kind for p in parameters}
+    named = frozenset(p.name for p in parameters
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)) - {"self"}
+    return named, inspect.Parameter.VAR_POSITIONAL in kinds, inspect.Parameter.VAR_KEYWORD in kinds
+
+
+def check_agent_keywords(init: Callable[..., None], args: tuple[Any, ...],
+                         keywords: Iterable[str]) -> None:
+    """A ``TypeError`` saying piagent's spelling for a keyword ``Agent()`` does not take
+    (``max_turns`` is ``limits=Limits(max_requests=...)``), or a near miss of one it does;
+    nothing when every keyword is accepted (Python's own error then covers the rest). A
+    subclass whose ``__init__`` takes ``*args`` or ``**kwargs`` is left to it."""
+    accepted, var_args, var_keywords = _keywords(init)
+    if args and not var_args:
+        msg = (f"Agent() takes keyword arguments only (Agent(model=..., tools=...)), got "
+               f"{len(args)} positional.")
+        raise TypeError(msg)
+    if var_keywords:
+        return
+    for name in keywords:
+        if name in accepted:
+            continue
+        hint = _ELSEWHERE.get(name)
+        if hint is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, sorted(accepted), n=1)
+            hint = f"{close[0]}=..." if close else None
+        said = f"; use {hint} instead" if hint else " (help(Agent) lists the options)"
+        msg = f"Agent() got an unexpected keyword argument {name!r}{said}."
+        raise TypeError(msg)
 
 
 def check_model(model: object, where: str = "model") -> Model | None:

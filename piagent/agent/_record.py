@@ -42,6 +42,14 @@ class RunSettled(enum.Enum):
     SETTLED = "settled"
 
 
+_PROVIDER_ABORT = "Request was aborted"  # pi-ai's words for a request the signal ended
+
+
+def aborted_text(reason: object) -> str:
+    """An aborted run's ``error_message``: the abort's reason, or "Operation aborted"."""
+    return str(reason) if reason is not None and str(reason) else "Operation aborted"
+
+
 RUN_SETTLED: Final = RunSettled.SETTLED
 """What ``AgentEventIterator.poll()`` returns once the run has settled and every event was read."""
 
@@ -151,8 +159,14 @@ class RunRecord:
             self.messages.append(event.message)
             self.takings.delivered(event.message)
         elif event.type == "turn_end":
-            if event.message.error_message:
-                self.error_message = event.message.error_message
+            message = event.message
+            if message.error_message:
+                self.error_message = message.error_message
+                if message.stop_reason == "aborted" and self.controller.signal.aborted \
+                        and message.error_message.startswith(_PROVIDER_ABORT):
+                    # one shape whatever the moment (docs/errors.md): the reason, not a
+                    # provider's "Request was aborted: ..." (a hook's exception stays)
+                    self.error_message = aborted_text(self.controller.signal.reason)
         elif event.type == "agent_end":
             self.takings.restore()  # before listeners, so they see the queues right
         self.events.append(event)

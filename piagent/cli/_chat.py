@@ -180,7 +180,8 @@ def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
 
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
-"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address."""
+"""Where ``--model ollama/MODEL`` goes without ``--base-url``: Ollama's default address
+(``resolve_model``'s, as ``Agent(model="ollama/MODEL")``)."""
 
 
 def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
@@ -190,12 +191,11 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
         raise CliError(msg)
     from ..providers import resolve_model
 
-    if provider == "ollama" and not base_url:
-        base_url = OLLAMA_BASE_URL
     try:
         # a catalogued model keeps its prices (and limits) at another address; --api names
         # the wire (default openai-completions, what local servers speak)
-        return resolve_model(spec, base_url=base_url, api=api if base_url else None)
+        return resolve_model(spec, base_url=base_url or None,
+                             api=api if base_url or provider == "ollama" else None)
     except ValueError as exc:
         raise CliError(str(exc).replace("get_model(base_url=...)", "--base-url")) from None
     except LookupError:
@@ -228,6 +228,12 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         model = _resolve_model(args.model, args.base_url, args.api)
     except CliError as exc:
         err.write(f"piagent chat: {exc}\n")
+        return _EXIT_USAGE
+    limits = _limits(args)
+    unreachable = None if limits is None else limits.unreachable_cost(model)
+    if unreachable is not None:
+        err.write(f"piagent chat: --max-cost: {unreachable.split(': ', 1)[1]}; limit "
+                  f"requests instead (--max-requests N).\n")
         return _EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     local = bool(args.base_url) or model.provider == "ollama"
@@ -277,7 +283,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None,
                   prepare_next_turn=refresh_tools(*servers) if servers else None,
-                  limits=_limits(args))
+                  limits=limits)
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer: EventPrinter
     if question:  # one-shot: stdout is the answer alone, everything else goes to stderr

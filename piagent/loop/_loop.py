@@ -119,6 +119,8 @@ class Run:
         tools = list(context.tools)
         if guard is None and (config.limits is not None or config.output_type is not None):
             guard = make_guard(config.limits, config.output_type)
+            if config.limits is not None:
+                config.limits.check_model(config.model)  # a cost limit it can never reach
         self.guard = guard
         if guard is not None:  # through the public hooks and a wrapped stream function
             tools = guard.tools(tools)

@@ -28,6 +28,8 @@ def agent_loop(prompts: Sequence[AgentMessage], context: AgentContext, config: A
     ``AgentLoopError`` chained to the cause.
     """
     prompts = list(prompts)
+    if config.limits is not None:
+        config.limits.check_model(config.model)  # here, at the call, not on the worker
     return _start_worker(lambda emit: run_agent_loop(prompts, context, config, emit, signal,
                                                      stream_fn))
 
@@ -37,6 +39,8 @@ def agent_loop_continue(context: AgentContext, config: AgentLoopConfig,
                         ) -> EventStream[AgentEvent, list[AgentMessage]]:
     """``run_agent_loop_continue`` on a new worker thread (guards raise here, at once)."""
     check_can_continue(context)
+    if config.limits is not None:
+        config.limits.check_model(config.model)
     return _start_worker(lambda emit: run_agent_loop_continue(context, config, emit, signal,
                                                               stream_fn))
 

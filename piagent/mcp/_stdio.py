@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal as signal_module
+import stat
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ __all__ = ["StdioTransport"]
 
 _log = logging.getLogger("piagent.mcp")
 _CLOSE_STEP_S = 0.6  # close(): stdin closed, then terminate, then kill, each waited this long
+_TAIL_BYTES, _TAIL_LINES = 4096, 10  # of a stderr file, said when the server exits
 
 
 class _Slot:
@@ -46,6 +48,9 @@ class StdioTransport:
                  on_message: Callable[[dict[str, Any]], None]) -> None:
         self.label = label
         self._on_message = on_message
+        # a regular file the server logs to: its tail is said when the server exits
+        self._stderr_file = stderr if not isinstance(stderr, int) and _regular_file(stderr) \
+            else None
         full_env = None if env is None else {**os.environ, **env}
         try:
             self._proc = subprocess.Popen(  # noqa: S603 - the user's own command
@@ -136,7 +141,23 @@ class StdioTransport:
             except subprocess.TimeoutExpired:
                 code = None
         self._fail_all(f"The MCP server {self.label} closed its output"
-                       + ("" if code is None else f" (exit code {code})") + ".")
+                       + ("" if code is None else f" (exit code {code})") + "."
+                       + self._stderr_tail())
+
+    def _stderr_tail(self) -> str:
+        """The last lines the server wrote to its stderr file ("" without one), read
+        without moving the file's offset (the server's own descriptor shares it)."""
+        if self._stderr_file is None:
+            return ""
+        try:
+            fd = self._stderr_file.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, _TAIL_BYTES, max(0, size - _TAIL_BYTES))
+        except (OSError, ValueError):  # closed by its owner meanwhile
+            return ""
+        lines = data.decode("utf-8", "replace").strip().splitlines()[-_TAIL_LINES:]
+        return "".join(["\nIts last stderr lines:", *("\n  " + line for line in lines)]) \
+            if lines else ""
 
     def _dispatch(self, line: bytes) -> None:
         if not line.strip():
@@ -204,3 +225,13 @@ class StdioTransport:
             self._reader.join(max(0.05, deadline - time.monotonic()))
         self._fail_all(self._closed_why or "closed")
 
+
+def _regular_file(stderr: object) -> bool:
+    """Whether ``stderr`` is an open regular file (a log file, a ``TemporaryFile``)."""
+    fileno = getattr(stderr, "fileno", None)
+    if fileno is None:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fileno()).st_mode)
+    except (OSError, ValueError):
+        return False

@@ -20,10 +20,11 @@ from ..messages import (
     Usage,
 )
 from ..models import Model
+from ..transcript import get_current_system_prompt
 
 __all__ = ["CAPTURE_VARIABLE", "add_usage", "capture_from_env", "finish_reason",
            "input_messages", "model_attributes", "output_messages", "provider_name",
-           "usage_attributes"]
+           "system_instructions", "usage_attributes"]
 
 CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CAPTURE_ON = frozenset({"span_only", "span_and_event", "true", "1", "yes"})
@@ -76,17 +77,19 @@ def model_attributes(model: Model | None) -> dict[str, Any]:
     return attributes
 
 
-def usage_attributes(usage: Usage, prefix: str = "gen_ai.usage") -> dict[str, Any]:
-    """Token counts (input includes the cached tokens, as the conventions say) and cost."""
+def usage_attributes(usage: Usage) -> dict[str, Any]:
+    """Token counts under the registry's names (input includes the cached tokens, as the
+    conventions say) and the cost, which the registry has no name for, as
+    ``piagent.usage.cost`` (USD)."""
     attributes: dict[str, Any] = {
-        f"{prefix}.input_tokens": usage.input + usage.cache_read + usage.cache_write,
-        f"{prefix}.output_tokens": usage.output,
-        f"{prefix}.cache_read.input_tokens": usage.cache_read,
-        f"{prefix}.cache_creation.input_tokens": usage.cache_write,
+        "gen_ai.usage.input_tokens": usage.input + usage.cache_read + usage.cache_write,
+        "gen_ai.usage.output_tokens": usage.output,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write,
     }
     if usage.reasoning is not None:
-        attributes[f"{prefix}.reasoning.output_tokens"] = usage.reasoning
-    attributes[f"{prefix}.cost"] = usage.cost.total
+        attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning
+    attributes["piagent.usage.cost"] = usage.cost.total
     return attributes
 
 
@@ -130,9 +133,20 @@ def _role(message: AgentMessage) -> str:
 
 
 def input_messages(messages: Sequence[Message]) -> str:
-    """``gen_ai.input.messages``: the request's messages as JSON."""
-    return json.dumps([{"role": _role(m), "parts": _parts(m)} for m in messages],
-                      ensure_ascii=False, default=str)
+    """``gen_ai.input.messages``: the request's messages as JSON, without its system
+    messages (the instructions are ``system_instructions``; a system message that only
+    declares tools sends no text at all)."""
+    return json.dumps([{"role": _role(m), "parts": _parts(m)} for m in messages
+                       if m.role != "system"], ensure_ascii=False, default=str)
+
+
+def system_instructions(messages: Sequence[Message]) -> str | None:
+    """``gen_ai.system_instructions``: the system prompt the request's system messages add
+    up to, as the conventions' JSON parts, or ``None`` when there is none."""
+    prompt = get_current_system_prompt(messages)
+    if not prompt:
+        return None
+    return json.dumps([{"type": "text", "content": prompt}], ensure_ascii=False)
 
 
 def output_messages(message: AssistantMessage) -> str:

@@ -28,6 +28,7 @@ from ._attributes import (
     input_messages,
     model_attributes,
     output_messages,
+    system_instructions,
     usage_attributes,
 )
 
@@ -171,7 +172,7 @@ class RunSpans:
         span, self._run = self._run, None
         if span is None:
             return
-        span.set_attributes(usage_attributes(self._usage, "gen_ai.aggregated_usage"))
+        span.set_attributes(usage_attributes(self._usage))  # the sum over its model calls
         if self._last_stop is not None:
             span.set_attribute("piagent.stop_reason", self._last_stop)
             if self._last_stop in ("error", "aborted"):
@@ -190,6 +191,9 @@ class RunSpans:
         if options.temperature is not None:
             attributes["gen_ai.request.temperature"] = options.temperature
         if self._capture:
+            instructions = system_instructions(context.messages)
+            if instructions is not None:
+                attributes["gen_ai.system_instructions"] = instructions
             attributes["gen_ai.input.messages"] = input_messages(context.messages)
         self._chat = span = self._tracer.start_span(
             f"chat {model_id}".rstrip(), context=self._run_context or self._parent,

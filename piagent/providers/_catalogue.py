@@ -13,6 +13,13 @@ from ..models import CostTier, Model, ModelCost
 
 __all__ = ["check_base_url", "get_model", "get_models", "get_providers", "resolve_model"]
 
+_SERVER_ADDRESSES: dict[str, str | None] = {
+    "ollama": "http://localhost:11434/v1",
+    "vllm": None, "llamacpp": None, "llama.cpp": None, "lmstudio": None, "sglang": None,
+}
+"""The model servers ``resolve_model`` knows by provider name (the CLI's ``--model`` too): the
+default address where the server has one (Ollama's), else ``None``: a base URL must be given."""
+
 
 @lru_cache(maxsize=1)
 def _catalogue() -> dict[str, dict[str, Any]]:
@@ -94,12 +101,15 @@ def resolve_model(spec: str, *, base_url: str | None = None, api: str | None = N
     """The catalogued model named ``"PROVIDER/MODEL"`` (``"openai/gpt-4o-mini"``), as the CLI's
     ``--model`` and ``Agent(model="...")`` take it: ``get_model(PROVIDER, MODEL, base_url=...,
     api=...)``. The provider is the part before the first ``/`` (an OpenRouter id keeps its
-    own: ``"openrouter/openai/gpt-4o-mini"``).
+    own: ``"openrouter/openai/gpt-4o-mini"``). A model server the catalogue does not list
+    takes any model id: ``"ollama/llama3.2"`` goes to Ollama's default address;
+    ``"vllm/..."``, ``"llamacpp/..."``, ``"lmstudio/..."``, ``"sglang/..."`` need ``base_url``.
 
     Raises:
         TypeError: ``spec`` is not a str.
         ValueError: ``spec`` is not ``PROVIDER/MODEL``; a bare model id the catalogue lists
-            gets the spelling to write instead. A wrong ``base_url`` as ``get_model``.
+            gets the spelling to write instead. A wrong ``base_url`` as ``get_model``; a
+            model server without a default address and no ``base_url``.
         LookupError: unknown provider or model, as ``get_model``.
     """
     if not isinstance(spec, str):
@@ -108,6 +118,13 @@ def resolve_model(spec: str, *, base_url: str | None = None, api: str | None = N
     provider, sep, model_id = spec.partition("/")
     if not sep or not provider or not model_id:
         raise ValueError(_not_provider_model(spec))
+    if base_url is None and provider in _SERVER_ADDRESSES and provider not in _catalogue():
+        base_url = _SERVER_ADDRESSES[provider]
+        if base_url is None:
+            msg = (f"{spec!r}: a {provider} server has no default address; give its base "
+                   f"URL (base_url='http://HOST:PORT/v1' in Python, --base-url on the "
+                   f"command line).")
+            raise ValueError(msg)
     return get_model(provider, model_id, base_url=base_url, api=api)
 
 

@@ -91,9 +91,12 @@ class RunBackend(Protocol):
     def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
         """Extend the lease of a live run ``owner`` holds; False if it holds it no more."""
 
-    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None,
+               last_events: tuple[int, Sequence[str]] | None = None) -> None:
         """Record a final state (if ``owner`` still holds the run) and drop the run's
-        delivered and undelivered control entries."""
+        delivered and undelivered control entries. ``last_events`` (``first_seq`` and the
+        texts: the run's ``agent_end``) are stored in the same step, so no reader sees them
+        before the final state."""
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         """Store events ``first_seq``, ``first_seq + 1``, … (pi-JSON text) and wake readers."""

@@ -46,7 +46,8 @@ def wait_slice() -> float:
     return WAIT_SLICE_S if threading.current_thread() is threading.main_thread() \
         else LEASE_CHECK_S
 # start(): how long a session's run whose agent_end is stored may take to record its end
-# before a new run of the session is refused as busy (readers see agent_end a moment first)
+# before a new run of the session is refused as busy (this version stores agent_end with
+# the end state in one step; a run another version executes may store it a moment first)
 END_GRACE_S = 5.0
 
 

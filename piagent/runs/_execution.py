@@ -68,6 +68,9 @@ class LocalRun:
         # where this Agent's agent_start would repeat it. Read by the Agent's worker.
         self.resumed = resumed and next_seq > 0
         self._saw_end = False  # supervisor only
+        # supervisor only: agent_end (and anything after it), stored with the final state in
+        # one step (backend.finish), so a reader that sees it sees the run ended too
+        self._held: list[str] = []
         # set by the listener (an event), by a same-process send (control) and at the end
         self._wake = threading.Event()
         self._control_due = threading.Event()  # a same-process send: poll the inbox now
@@ -187,16 +190,25 @@ class LocalRun:
         run.abort(text)
 
     def _flush(self) -> None:
-        batch = []
+        batch: list[str] = []
         while self._pending:
             event = self._pending.popleft()
             self._saw_end = self._saw_end or event.get("type") == "agent_end"
             # a lone surrogate (a tool's details, say) cannot be stored as UTF-8: removed
-            batch.append(sanitize_surrogates(json.dumps(event, ensure_ascii=False,
-                                                        separators=(",", ":"))))
+            text = sanitize_surrogates(json.dumps(event, ensure_ascii=False,
+                                                  separators=(",", ":")))
+            (self._held if self._saw_end else batch).append(text)
         if batch:
             self.backend.append_events(self.run_id, self._next_seq, batch)
             self._next_seq += len(batch)
+
+    def _last_events(self) -> tuple[int, list[str]] | None:
+        """The held events for ``backend.finish`` (``None``: none), taken once."""
+        held, self._held = self._held, []
+        if not held:
+            return None
+        first, self._next_seq = self._next_seq, self._next_seq + len(held)
+        return first, held
 
     def _at_poll_point(self) -> None:
         """On the Agent's worker, at each poll point: what the inbox holds now goes to the
@@ -255,4 +267,5 @@ class LocalRun:
         elif getattr(run, "waiting", False):  # calls wait for a decision (runs/_approvals.py)
             state = "waiting"
         self.state = state
-        self.backend.finish(self.run_id, self.owner, state, error)
+        self._flush()  # what came after the loop's last flush (nothing, usually)
+        self.backend.finish(self.run_id, self.owner, state, error, self._last_events())

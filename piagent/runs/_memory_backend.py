@@ -103,13 +103,16 @@ class MemoryBackend:
             run.lease_expires_at = now + lease_s
             return True
 
-    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None,
+               last_events: tuple[int, Sequence[str]] | None = None) -> None:
         with self._lock:
             self._inbox = [e for e in self._inbox
                            if e.claimed_by != run_id and e.run_id != run_id]
             run = self._owned(run_id, owner)
             if run is None:
                 return
+            if last_events is not None:
+                self._append(run_id, *last_events)
             run.state, run.error_message, run.ended_at = state, error_message, time.time()
             if self._live.get(run.session_id) == run_id:
                 del self._live[run.session_id]
@@ -117,13 +120,17 @@ class MemoryBackend:
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         with self._lock:
-            run = self._runs[run_id]
-            if first_seq != len(run.events):
-                msg = f"run {run_id!r}: events must be appended in order ({first_seq} after " \
-                      f"{len(run.events)} events)."
-                raise ValueError(msg)
-            run.events.extend(events)
-            self._changed(run)
+            self._changed(self._append(run_id, first_seq, events))
+
+    def _append(self, run_id: str, first_seq: int, events: Sequence[str]) -> _Run:
+        """Under ``_lock``: the events stored, in order."""
+        run = self._runs[run_id]
+        if first_seq != len(run.events):
+            msg = f"run {run_id!r}: events must be appended in order ({first_seq} after " \
+                  f"{len(run.events)} events)."
+            raise ValueError(msg)
+        run.events.extend(events)
+        return run
 
     def info(self, run_id: str) -> RunInfo | None:
         with self._lock:

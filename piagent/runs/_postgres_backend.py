@@ -181,15 +181,17 @@ class PostgresBackend:
             return bool(cur.rowcount == 1)
         return bool(self.transact(write))
 
-    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None,
+               last_events: tuple[int, Sequence[str]] | None = None) -> None:
         def write(cur: Any) -> None:
             cur.execute(self.sql("DELETE FROM {s}.run_control WHERE claimed_by = %s OR "
                                   "run_id = %s"), (run_id, run_id))
             cur.execute(self.sql(f"UPDATE {{s}}.runs SET state = %s, error_message = %s, "
                                   f"ended_at = {_NOW} WHERE run_id = %s AND owner = %s "
-                                  f"AND state IN {_LIVE}"),
-                        (state, error_message, run_id, owner))
-            self._notify(cur, f"e:{run_id}")
+                                  f"AND state IN {_LIVE}"), (state, error_message, run_id, owner))
+            if last_events is not None and cur.rowcount == 1:  # one commit: both or neither
+                self._insert_events(cur, run_id, *last_events)
+            self._notify(cur, f"e:{run_id}")  # one notice: PostgreSQL folds a repeat
         self.transact(write)
 
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
@@ -231,11 +233,12 @@ class PostgresBackend:
         return list(self.transact(write))
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
-        def write(cur: Any) -> None:
-            cur.executemany(self.sql("INSERT INTO {s}.run_events VALUES (%s, %s, %s)"),
-                            [(run_id, first_seq + i, text) for i, text in enumerate(events)])
-            self._notify(cur, f"e:{run_id}")
-        self.transact(write)
+        self.transact(lambda cur: self._insert_events(cur, run_id, first_seq, events))
+
+    def _insert_events(self, cur: Any, run_id: str, first_seq: int, events: Sequence[str]) -> None:
+        cur.executemany(self.sql("INSERT INTO {s}.run_events VALUES (%s, %s, %s)"),
+                        [(run_id, first_seq + i, text) for i, text in enumerate(events)])
+        self._notify(cur, f"e:{run_id}")
 
     def purge(self, older_than: float) -> list[str]:
         def write(cur: Any) -> list[str]:
@@ -258,8 +261,7 @@ class PostgresBackend:
 
     def info(self, run_id: str) -> RunInfo | None:
         def read(cur: Any) -> RunInfo | None:
-            cur.execute(self.sql(f"SELECT {_COLUMNS} FROM {{s}}.runs WHERE run_id = %s"),
-                        (run_id,))
+            cur.execute(self.sql(f"SELECT {_COLUMNS} FROM {{s}}.runs WHERE run_id = %s"), [run_id])
             row = cur.fetchone()
             return None if row is None else _info(row)
         return cast(RunInfo | None, self.transact(read))
@@ -321,10 +323,8 @@ class PostgresBackend:
         return list(self.transact(write))
 
     def release_controls(self, ids: Sequence[int]) -> None:
-        def write(cur: Any) -> None:
-            cur.execute(self.sql("UPDATE {s}.run_control SET claimed_by = NULL "
-                                  "WHERE id = ANY(%s)"), (list(ids),))
-        self.transact(write)
+        self.transact(lambda cur: cur.execute(self.sql(
+            "UPDATE {s}.run_control SET claimed_by = NULL WHERE id = ANY(%s)"), (list(ids),)))
 
     def add_waker(self, session_id: str, wake: Callable[[], None]) -> None:
         self._wakers.add(session_id, wake)

@@ -163,13 +163,18 @@ class SQLiteBackend:
                 (now + lease_s, run_id, owner, now))
             return cursor.rowcount == 1
 
-    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None) -> None:
+    def finish(self, run_id: str, owner: str, state: RunState, error_message: str | None,
+               last_events: tuple[int, Sequence[str]] | None = None) -> None:
         with self.writing() as conn:
             conn.execute("DELETE FROM piagent_run_control WHERE claimed_by = ? OR run_id = ?",
                          (run_id, run_id))
-            conn.execute(f"UPDATE piagent_runs SET state = ?, error_message = ?, ended_at = ? "
-                         f"WHERE run_id = ? AND owner = ? AND state IN {_LIVE}",
-                         (state, error_message, time.time(), run_id, owner))
+            cursor = conn.execute(f"UPDATE piagent_runs SET state = ?, error_message = ?, "
+                                  f"ended_at = ? WHERE run_id = ? AND owner = ? AND state IN "
+                                  f"{_LIVE}", (state, error_message, time.time(), run_id, owner))
+            if last_events is not None and cursor.rowcount == 1:  # one commit: both or neither
+                first_seq, events = last_events
+                conn.executemany("INSERT INTO piagent_run_events VALUES (?, ?, ?)",
+                                 [(run_id, first_seq + i, text) for i, text in enumerate(events)])
         self._changed()
 
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:

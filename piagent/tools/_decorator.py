@@ -176,6 +176,21 @@ class _FunctionExecute:
         return _to_result(self.__wrapped__(*args, **kwargs))
 
 
+def _warn_unannotated(fn: Callable[..., Any], tool_name: str, stacklevel: int) -> None:
+    """A ``UserWarning`` naming the parameters without a type hint: the model is told
+    nothing of what they take (any JSON value), and nothing is converted or checked."""
+    bare = [p.name for p in inspect.signature(fn).parameters.values()
+            if p.annotation is inspect.Parameter.empty and p.name not in _INJECTED
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if bare:
+        names = ", ".join(repr(name) for name in bare)
+        warnings.warn(f"@tool {tool_name!r}: parameter{'s' if len(bare) > 1 else ''} {names} "
+                      f"{'have' if len(bare) > 1 else 'has'} no type hint, so the model may send "
+                      f"any JSON value and nothing is checked; annotate "
+                      f"{'them' if len(bare) > 1 else 'it'} ({bare[0]}: str, ...).",
+                      UserWarning, stacklevel=stacklevel + 1)  # one frame deeper
+
+
 def _build_tool(
     fn: Callable[..., Any],
     *,
@@ -207,6 +222,7 @@ def _build_tool(
                       f"an empty description; write one saying what it does, or pass "
                       f"description='...'.", UserWarning, stacklevel=stacklevel)
     _check_documented_params(fn, tool_name, param_docs)
+    _warn_unannotated(fn, tool_name, stacklevel)
     hints = type_hints(fn)
     properties: dict[str, Any] = {}
     required: list[str] = []

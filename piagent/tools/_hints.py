@@ -3,6 +3,12 @@
 Used by ``@tool``: ``schema_for(hint)`` is a parameter's schema (str, int, float, bool,
 Optional, list/tuple/set, dict, Literal, Enum, TypedDict, dataclass, Annotated);
 ``converter_for(hint)`` builds Enum members and dataclasses from validated JSON.
+
+A pydantic v2 model is recognised by its methods, without importing pydantic: its schema is
+``model_json_schema()`` (``$defs`` inlined) and its value ``model_validate(...)``, so its
+validators run. Any other type pydantic knows (``datetime``, ``UUID``, ...) goes through
+``pydantic.TypeAdapter`` when pydantic is installed (imported for such a type alone).
+Dataclasses and TypedDicts keep the path above either way.
 """
 
 from __future__ import annotations
@@ -151,8 +157,64 @@ def _bare_schema_for(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
                 raise TypeError(msg)
             return {"type": "object", "additionalProperties": schema_for(args[1], seen)}
         return {"type": "object"}
+    if _is_model(hint):
+        return _standalone(hint.model_json_schema())
+    adapter = _type_adapter(hint)
+    if adapter is not None:
+        return _standalone(adapter.json_schema())
     msg = f"no JSON Schema for type {hint!r}"
     raise TypeError(msg)
+
+
+def _is_model(hint: Any) -> bool:
+    """A pydantic v2 model class (duck-typed: ``model_json_schema`` and ``model_validate``)."""
+    return (isinstance(hint, type) and callable(getattr(hint, "model_json_schema", None))
+            and callable(getattr(hint, "model_validate", None)))
+
+
+def _type_adapter(hint: Any) -> Any:
+    """``pydantic.TypeAdapter(hint)`` when pydantic is installed and takes the type, else
+    ``None``. Only a type piagent has no schema for gets here, so pydantic is imported on
+    that path alone (never by ``import piagent``)."""
+    try:
+        from pydantic import TypeAdapter
+    except ImportError:
+        return None
+    try:
+        adapter = TypeAdapter(hint)
+        adapter.json_schema()
+    except Exception:  # pydantic refuses it too: the caller's TypeError says so
+        return None
+    return adapter
+
+
+_LOCAL_REF = "#/$defs/"
+
+
+def _standalone(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic schema with its ``$defs`` inlined: it may sit inside another schema (a
+    tool's parameters) where ``#/$defs/...`` would point nowhere. A recursive reference
+    becomes ``{"type": "object"}``, as for a recursive dataclass."""
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict):
+        return schema
+
+    def inline(node: Any, open_refs: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, open_refs) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_LOCAL_REF) and ref[len(_LOCAL_REF):] in defs:
+            name = ref[len(_LOCAL_REF):]
+            rest = {k: inline(v, open_refs) for k, v in node.items() if k != "$ref"}
+            if name in open_refs:
+                return {"type": "object", **rest}
+            return {**inline(defs[name], open_refs | {name}), **rest}
+        return {k: inline(v, open_refs) for k, v in node.items() if k != "$defs"}
+
+    out: dict[str, Any] = inline(schema, frozenset())
+    return out
 
 
 def _class_doc(cls: type) -> str | None:
@@ -239,6 +301,8 @@ def converter_for(hint: Any, seen: frozenset[Any] = frozenset()) -> Converter | 
         return lambda v: hint(v)
     if hint in seen:
         return None
+    if _is_model(hint):
+        return hint.model_validate  # type: ignore[no-any-return]
     if typing.is_typeddict(hint):
         hints = {k: _strip_required(h) for k, h in type_hints(hint).items()}
         return _mapping_converter(hints, seen | {hint})
@@ -267,7 +331,13 @@ def converter_for(hint: Any, seen: frozenset[Any] = frozenset()) -> Converter | 
     if container in _MAPPINGS and args:
         value = converter_for(args[1], seen)
         return None if value is None else (lambda v: {k: value(x) for k, x in v.items()})
+    if origin is None and isinstance(hint, type) and hint not in _PLAIN:
+        adapter = _type_adapter(hint)  # a type only pydantic knows (schema_for took it)
+        return None if adapter is None else adapter.validate_python
     return None
+
+
+_PLAIN = frozenset((object, str, int, bool, _NONE_TYPE, tuple, *_SEQUENCES, *_SETS, *_MAPPINGS))
 
 
 def _to_float(value: Any) -> Any:

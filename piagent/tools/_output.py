@@ -1,7 +1,7 @@
 """``OutputSchema``: a typed final answer as a tool the model calls to finish.
 
-The output type is a dataclass, a ``TypedDict``, a ``Literal``, an ``Enum`` (or any other
-hint ``@tool`` understands), or a JSON Schema dict. Its schema comes from the same hint
+The output type is a dataclass, a ``TypedDict``, a pydantic v2 model (duck-typed), a
+``Literal``, an ``Enum`` (or any other hint ``@tool`` understands), or a JSON Schema dict. Its schema comes from the same hint
 machinery as ``@tool``'s (``_hints``); an object schema is the tool's parameters as it
 is, anything else is wrapped as the one property ``result``. The loop validates and
 coerces the arguments like any tool's; ``parse`` then builds the typed value (a dataclass
@@ -112,7 +112,8 @@ def _schema_and_converter(output_type: Any) -> tuple[dict[str, Any], Callable[[A
         schema = schema_for(output_type, frozenset())
     except TypeError as exc:
         msg = (f"output_type {_type_name(output_type)} has no JSON Schema ({exc}); use a "
-               f"dataclass, TypedDict, Enum, Literal[...], a builtin or a JSON Schema dict.")
+               f"dataclass, TypedDict, pydantic model, Enum, Literal[...], a builtin or a "
+               f"JSON Schema dict.")
         raise TypeError(msg) from None
     return schema, converter_for(output_type)
 

@@ -9,15 +9,14 @@ thread waits in ``prompt()`` aborts the run, settles it, and re-raises.
 from __future__ import annotations
 
 import _thread
-import signal as signal_module
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from piagent import (
     AbortSignal,
+    Agent,
     AgentEvent,
     AgentLoopTurnUpdate,
     AgentTurnContext,
@@ -25,6 +24,7 @@ from piagent import (
     SystemMessage,
     ToolDeclaration,
 )
+from piagent.stream import AssistantMessageEventStream, ErrorEvent
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import WAIT, Recorder, piagent_threads, user
 
@@ -293,16 +293,6 @@ def test_restored_messages_go_in_front_of_messages_queued_meanwhile_in_order() -
 # --- Ctrl-C ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """``interrupt_main`` does nothing while SIGINT is ignored (a background job): undo that."""
-    previous = signal_module.signal(signal_module.SIGINT, signal_module.default_int_handler)
-    try:
-        yield
-    finally:
-        signal_module.signal(signal_module.SIGINT, previous)
-
-
 def _interrupt_once_started(gate: GateTool) -> threading.Thread:
     """A helper thread that sends Ctrl-C to the main thread once the gated tool runs."""
 
@@ -431,3 +421,43 @@ def test_a_queued_system_message_rewritten_by_the_tool_declarations_counts_as_de
     assert delivered[0].sections == {"style": "Be terse."} and delivered[0].tools_added is None
     assert not agent.has_queued_messages()  # delivered, so not restored
     assert agent.state.system_prompt.endswith("Be terse.")
+
+
+# --- run.error_message after an abort: one shape (issue 49 item 6) -------------------------
+
+
+@pytest.mark.parametrize("reason", ["user pressed stop", None])
+def test_an_aborted_runs_error_message_is_the_reason_whatever_the_moment(
+        reason: str | None) -> None:
+    """Streaming (a provider says "Request was aborted: <reason>"), in a tool, or between
+    turns: ``run.error_message`` is the reason given to ``abort()``, else "Operation
+    aborted" (docs/errors.md). The message in the transcript keeps its own words."""
+    expected = reason if reason is not None else "Operation aborted"
+    holder: list[Any] = []
+
+    def provider_abort(model: Any, context: Any, options: Any) -> AssistantMessageEventStream:
+        holder[0].abort(reason)  # the provider's stream ends on the signal, in its words
+        message = assistant_text("partial")
+        message.stop_reason = "aborted"
+        message.error_message = ("Request was aborted" if reason is None
+                                 else f"Request was aborted: {reason}")
+        stream = AssistantMessageEventStream()
+        stream.push(ErrorEvent("aborted", message))
+        stream.end()
+        return stream
+
+    agent = Agent(model=ScriptedStreamFn().model, stream_fn=provider_abort)
+    holder.append(agent)
+    streaming = agent.prompt("go")
+    assert streaming.error_message == expected
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage) and last.error_message is not None
+    assert last.error_message.startswith("Request was aborted")  # the provider's text, kept
+
+    gate = GateTool(until_abort=True)
+    agent, _ = make_agent([assistant_tool_calls(("read", {"path": "a"}))], tools=[gate.tool])
+    in_tool = agent.prompt("go", block=False)
+    assert gate.started("call_1").wait(WAIT)
+    agent.abort(reason)
+    assert in_tool.wait(WAIT)
+    assert in_tool.error_message == expected

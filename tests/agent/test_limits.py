@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -171,3 +172,58 @@ def test_limits_are_checked_when_given() -> None:
         Budget(object(), "k", max_cost=1.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="give at least one"):
         Budget(MemoryStore(), "k")
+
+
+def test_a_cost_limit_the_model_can_never_reach_is_refused_at_the_call(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 49 item 3: ``max_cost`` (or a budget's) on a model with no prices whose provider
+    reports no cost, or one the catalogue marks free, would never stop a run: refused at the
+    call, naming the model and the fix, in the Agent, the loop and the CLI alike."""
+    from piagent import AgentContext, AgentLoopConfig, UserMessage, default_convert_to_llm
+    from piagent.cli import main
+    from piagent.loop import agent_loop, run_agent_loop
+
+    unpriced = Model(id="llama3.2", api="openai-completions", provider="ollama",
+                     base_url="http://localhost:11434/v1")
+    free = Model(id="meta-llama/llama-3.3-8b-instruct:free", api="openai-completions",
+                 provider="openrouter", base_url="https://openrouter.ai/api/v1")
+    budget = Budget(MemoryStore(), "user:42", max_cost=1.0)
+    with pytest.raises(ValueError) as said:
+        Agent(model=unpriced, limits=Limits(max_cost=0.5))
+    assert str(said.value) == (
+        "limits: max_cost can never be reached: the model ollama/llama3.2 has no prices (its "
+        "cost is all zero) and ollama reports no cost, so its responses cost nothing. Give the "
+        "Model its prices (dataclasses.replace(model, cost=ModelCost(input=..., output=...)), "
+        "USD per million tokens), or limit tokens instead (Limits(max_total_tokens=...), "
+        "Budget(max_tokens=...)).")
+    with pytest.raises(ValueError, match=r"^limits: budget.max_cost can never be reached: the "
+                                         r"model openrouter/meta-llama/llama-3.3-8b-instruct:free"
+                                         r" is free \(':free'\)"):
+        Agent(model=free, limits=Limits(budget=budget))
+    with pytest.raises(ValueError, match=r"^limits: max_cost and budget.max_cost can never"):
+        Agent(model="ollama/llama3.2", limits=Limits(max_cost=0.5, budget=budget))
+    # what can cost something is taken: prices, a provider that reports cost, a stream
+    # function of its own (the scripted one reports whatever usage it is given)
+    Agent(model=dataclasses.replace(unpriced, cost=ModelCost(input=0.1)),
+          limits=Limits(max_cost=0.5))
+    Agent(model=dataclasses.replace(free, id="meta-llama/llama-3.3-8b-instruct"),
+          limits=Limits(max_cost=0.5))
+    Agent(model=unpriced, limits=Limits(max_total_tokens=10_000))  # no cost limit
+    scripted = ScriptedStreamFn([assistant_text("hi")])
+    agent = Agent(model=scripted.model, stream_fn=scripted, limits=Limits(max_cost=0.5))
+    agent.state.model = unpriced  # prompt() checks the model it will use
+    with pytest.raises(ValueError, match="the model ollama/llama3.2 has no prices"):
+        agent.prompt("Hi")
+    assert scripted.call_count == 0 and agent.state.messages == []
+    config = AgentLoopConfig(model=free, convert_to_llm=default_convert_to_llm,
+                             limits=Limits(max_cost=0.5))
+    with pytest.raises(ValueError, match=r"is free \(':free'\)"):
+        run_agent_loop([UserMessage("Hi")], AgentContext([], []), config, lambda event: None)
+    with pytest.raises(ValueError, match=r"is free \(':free'\)"):
+        agent_loop([UserMessage("Hi")], AgentContext([], []), config)
+    capsys.readouterr()
+    assert main(["chat", "-m", "ollama/llama3.2", "--max-cost", "0.5", "hi"]) == 2
+    assert capsys.readouterr().err == (
+        "piagent chat: --max-cost: the model ollama/llama3.2 has no prices (its cost is all "
+        "zero) and ollama reports no cost, so its responses cost nothing; limit requests "
+        "instead (--max-requests N).\n")

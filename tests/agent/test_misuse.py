@@ -121,6 +121,20 @@ MISUSE = [
          'temperature must be from 0 to 2, got 7.'),
     _row("temperature-nan", ValueError, lambda: Agent(temperature=math.nan),
          'temperature must be from 0 to 2, got nan.'),
+    # issue 49 item 6: another library's name for an option says piagent's
+    _row("max-turns", TypeError, lambda: Agent(max_turns=3),
+         "Agent() got an unexpected keyword argument 'max_turns'; use "
+         "limits=Limits(max_requests=...) (one request per turn) instead."),
+    _row("instructions", TypeError, lambda: Agent(instructions="Be brief."),
+         "Agent() got an unexpected keyword argument 'instructions'; use system_prompt=... "
+         "instead."),
+    _row("keyword-typo", TypeError, lambda: Agent(modle="openai/gpt-4o"),
+         "Agent() got an unexpected keyword argument 'modle'; use model=... instead."),
+    _row("keyword-unknown", TypeError, lambda: Agent(zzz=1),
+         "Agent() got an unexpected keyword argument 'zzz' (help(Agent) lists the options)."),
+    _row("positional", TypeError, lambda: Agent("openai/gpt-4o"),
+         "Agent() takes keyword arguments only (Agent(model=..., tools=...)), got 1 "
+         "positional."),
     _row("max-tokens-zero", ValueError, lambda: Agent(max_tokens=0),
          'max_tokens must be an int >= 1 or None, got 0.'),
     _row("max-tokens-float", TypeError, lambda: Agent(max_tokens=1.5),

@@ -190,13 +190,17 @@ def test_a_run_without_output_type_has_no_output_and_no_extra_tool() -> None:
     assert not any(isinstance(m, SystemMessage) for m in scripted.calls[0].context.messages)
 
 
+class _Opaque:
+    """A class with no fields anyone can describe."""
+
+
 def test_wrong_output_types_fail_at_the_call() -> None:
     with pytest.raises(TypeError, match="output_type must be a type"):
         Agent(output_type="Weather")
     with pytest.raises(ValueError, match="not a valid schema"):
         OutputSchema({"type": 5})
     with pytest.raises(TypeError, match="has no JSON Schema"):
-        OutputSchema(complex)
+        OutputSchema(_Opaque)  # neither piagent nor pydantic has a schema for it
     scripted = ScriptedStreamFn([assistant_text("hi")])
     clash = tool(lambda: "x", name="final_result", description="clash")
     agent = Agent(model=scripted.model, stream_fn=scripted, tools=[clash])

@@ -146,6 +146,17 @@ def _final_text(events: list[tuple[str, str, dict[str, Any]]]) -> str:
     return "".join(b.get("text", "") for b in ends[-1]["message"]["content"])
 
 
+def _page_shows(page: str, run_id: str, events: list[tuple[str, str, dict[str, Any]]]
+                ) -> dict[str, Any]:
+    """What the page's script draws for ``events`` (node, a minimal DOM: page_driver.mjs)."""
+    played = [[kind, data] for _, kind, data in events]
+    done = subprocess.run(["node", str(Path(__file__).with_name("page_driver.mjs"))],
+                          input=json.dumps({"html": page, "runId": run_id, "events": played}),
+                          capture_output=True, text=True, timeout=SLOW_WAIT, check=True)
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
 def test_two_browsers_chat_with_runs_on_the_worker(site: str) -> None:
     alice, bob = requests.Session(), requests.Session()
     for browser in (alice, bob):
@@ -178,6 +189,16 @@ def test_stop_aborts_the_run_on_the_worker(site: Site) -> None:
         "ok": True}
     rest = _stream(carol, site, run_id, after=started[-1][0])
     assert rest[-1][1] == "agent_end"
+    # issue 49 item 5: the page says why the answer stopped, live and after a reload
+    [aborted] = [e["message"] for _, kind, e in rest if kind == "message_end"
+                 and e["message"]["role"] == "assistant"]
+    assert (aborted["stopReason"], aborted["errorMessage"]) == ("aborted", "stopped by the user")
+    page = carol.get(site, timeout=SLOW_WAIT).text
+    assert '<div class="note">(aborted: stopped by the user)</div>' in page
+    assert page.index('<div class="user">count to 500</div>') < page.index("(aborted: ")
+    live = _page_shows(page, run_id, started + rest)
+    assert live["closed"] and live["rows"][-1] == {"cls": "note",
+                                                   "text": "(aborted: stopped by the user)"}
     # the session is free again once the worker recorded the end (just after agent_end)
     answers: list[Any] = []
 

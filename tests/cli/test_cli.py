@@ -262,6 +262,7 @@ def test_file_tools_stay_inside_their_folder(tmp_path):
     assert "(UTC)" in current_time.execute("c6", {}, signal, updates.append).content[0].text
 
 
+@pytest.mark.usefixtures("sigint_raises")  # also from a shell ignoring SIGINT
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_proxy_serves_until_interrupted():
     """``piagent proxy`` binds, prints its URL, refuses a request without the token, and

@@ -60,6 +60,35 @@ def test_ollama_needs_no_base_url_and_catalogued_models_keep_prices() -> None:
     assert moved.cost == known.cost and known.cost.input > 0
 
 
+def test_the_clis_model_names_work_in_python_with_the_same_defaults_and_errors() -> None:
+    """Issue 49 item 2: ``Agent(model="ollama/llama3.2")`` is the CLI's ``-m ollama/llama3.2``
+    (Ollama's default address); a ``vllm/...`` name without a base URL fails in both, saying
+    to give one."""
+    import pytest
+
+    from piagent.cli._chat import CliError
+    from piagent.providers import resolve_model
+
+    in_python = Agent(model="ollama/llama3.2").state.model
+    assert in_python == _resolve_model("ollama/llama3.2", None, "openai-completions")
+    assert in_python == resolve_model("ollama/llama3.2")
+    assert in_python is not None and in_python.base_url == OLLAMA_BASE_URL
+    elsewhere = resolve_model("ollama/llama3.2", base_url="http://127.0.0.1:9/v1")
+    assert elsewhere.base_url == "http://127.0.0.1:9/v1"
+    said = ("'vllm/Qwen/Qwen3-8B': a vllm server has no default address; give its base URL "
+            "(base_url='http://HOST:PORT/v1' in Python, --base-url on the command line).")
+    with pytest.raises(ValueError) as python_error:
+        Agent(model="vllm/Qwen/Qwen3-8B")
+    assert str(python_error.value) == f"model: {said}"
+    with pytest.raises(CliError) as cli_error:
+        _resolve_model("vllm/Qwen/Qwen3-8B", None, "openai-completions")
+    assert str(cli_error.value) == said
+    served = _resolve_model("vllm/Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1", "openai-completions")
+    assert served == resolve_model("vllm/Qwen/Qwen3-8B", base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(CliError, match="a lmstudio server has no default address; give "):
+        _resolve_model("lmstudio/qwen", None, "openai-completions")
+
+
 def test_unknown_model_is_said_once_in_the_clis_words() -> None:
     import pytest
 

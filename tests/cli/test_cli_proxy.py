@@ -22,6 +22,7 @@ def test_a_limit_out_of_range_is_a_usage_error(capsys):
                                        "int, got 0.\n")
 
 
+@pytest.mark.usefixtures("sigint_raises")  # also from a shell ignoring SIGINT
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_proxy_limits_and_ctrl_c_with_a_stuck_client():
     proc = subprocess.Popen([sys.executable, "-m", "piagent", "proxy", "--port", "0",

@@ -92,3 +92,15 @@ def test_an_mcp_server_that_cannot_start_is_named() -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("piagent chat: --mcp '/nonexistent/server --flag': Could "
                                   "not start the MCP server '/nonexistent/server': ")
+
+
+def test_an_mcp_server_that_exits_says_the_tail_of_its_stderr() -> None:
+    """Issue 49 item 6: the server's log is kept (a temporary file, not dropped): its last
+    lines say why it exited."""
+    server = (f"{sys.executable} -c 'import sys; print(\"loading config\", file=sys.stderr); "
+              f"print(\"error: no such file: tools.toml\", file=sys.stderr); sys.exit(3)'")
+    proc = _piagent("chat", "-m", "local/tiny", "--base-url", "http://127.0.0.1:9/v1",
+                    "--mcp", server, "hi")
+    assert proc.returncode == 1
+    assert proc.stderr.endswith("closed its output (exit code 3).\nIts last stderr lines:\n"
+                                "  loading config\n  error: no such file: tools.toml\n")

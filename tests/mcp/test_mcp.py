@@ -191,6 +191,21 @@ def test_a_dead_server_gives_an_error_result_and_the_next_call_restarts_it(
     assert output.wait_count("MARK process", 2, WAIT)  # a second process
 
 
+def test_a_server_logging_to_a_file_says_its_last_lines_when_it_dies(
+        sdk_command: list[str], tmp_path: Path) -> None:
+    """Issue 49 item 6: with ``stderr=`` a regular file, the error of a server that exits
+    ends with the file's last lines (read without moving its offset)."""
+    with (tmp_path / "server.log").open("w+b") as log, \
+            MCPServer.stdio(sdk_command, stderr=log, name="fixture") as server:
+        agent, run = run_tool(server, "crash", {})
+        result = agent.state.messages[-2]
+        assert isinstance(result, ToolResultMessage) and result.is_error
+        said = result.text.split("closed its output (exit code 3).", 1)[1]
+        assert said.startswith("\nIts last stderr lines:\n  MARK process ")
+        assert "MARK crashed" in said.splitlines()[-1]
+        assert len(said.splitlines()) <= 11  # the heading and ten lines at most
+
+
 def test_close_returns_within_two_seconds_against_a_hung_server() -> None:
     server = MCPServer.stdio([*TINY, "hang"], name="hung", timeout=30)
     server.connect()

@@ -101,7 +101,7 @@ def test_two_turns_parallel_tools_a_steer_a_tool_error_and_an_abort(spans: Spans
         "gen_ai.response.time_to_first_chunk": first.attributes["gen_ai.response.time_to_first_chunk"],  # type: ignore[index]
         "gen_ai.usage.input_tokens": 13, "gen_ai.usage.output_tokens": 5,
         "gen_ai.usage.cache_read.input_tokens": 2, "gen_ai.usage.cache_creation.input_tokens": 1,
-        "gen_ai.usage.cost": 0.25, "gen_ai.response.model": "gpt-test",
+        "piagent.usage.cost": 0.25, "gen_ai.response.model": "gpt-test",
         "gen_ai.response.id": "resp-1", "gen_ai.response.finish_reasons": ("tool_call",),
         "piagent.stop_reason": "toolUse"}
     assert first.status.status_code == trace.StatusCode.UNSET
@@ -127,10 +127,9 @@ def test_two_turns_parallel_tools_a_steer_a_tool_error_and_an_abort(spans: Spans
         "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-test", "gen_ai.agent.name": "support",
         "gen_ai.conversation.id": "conv-7",
-        "gen_ai.aggregated_usage.input_tokens": 13, "gen_ai.aggregated_usage.output_tokens": 5,
-        "gen_ai.aggregated_usage.cache_read.input_tokens": 2,
-        "gen_ai.aggregated_usage.cache_creation.input_tokens": 1,
-        "gen_ai.aggregated_usage.cost": 0.25, "piagent.stop_reason": "aborted",
+        "gen_ai.usage.input_tokens": 13, "gen_ai.usage.output_tokens": 5,
+        "gen_ai.usage.cache_read.input_tokens": 2, "gen_ai.usage.cache_creation.input_tokens": 1,
+        "piagent.usage.cost": 0.25, "piagent.stop_reason": "aborted",
         "error.type": "aborted"}
     assert run.status.status_code == trace.StatusCode.ERROR
     assert [(e.name, dict(e.attributes or {})) for e in run.events] == [
@@ -174,8 +173,10 @@ def test_content_is_captured_only_when_the_variable_says_so(
     assert tool_span.attributes["gen_ai.tool.call.result"] == "ping"  # type: ignore[index]
     last = max(spans.named("chat gpt-test"), key=lambda s: s.start_time or 0)
     sent = json.loads(last.attributes["gen_ai.input.messages"])  # type: ignore[index,arg-type]
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
-    assert sent[1]["parts"] == [{"type": "text", "content": "go"}]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[0]["parts"] == [{"type": "text", "content": "go"}]
+    assert json.loads(last.attributes["gen_ai.system_instructions"]) == [  # type: ignore[index,arg-type]
+        {"type": "text", "content": "Be brief."}]
     assert json.loads(last.attributes["gen_ai.output.messages"]) == [  # type: ignore[index,arg-type]
         {"role": "assistant", "parts": [{"type": "text", "content": "pong"}],
          "finish_reason": "stop"}]
@@ -225,6 +226,65 @@ def test_usage_of_messages_no_model_call_made_is_not_counted(spans: Spans) -> No
     agent = Agent(model=MODEL, stream_fn=ScriptedStreamFn([answer]))
     agent.prompt([UserMessage("before"), earlier, UserMessage("and now?")])
     run = spans.one("invoke_agent support")
-    assert run.attributes["gen_ai.aggregated_usage.output_tokens"] == 2  # type: ignore[index]
-    assert run.attributes["gen_ai.aggregated_usage.cost"] == 0.5  # type: ignore[index]
+    assert run.attributes["gen_ai.usage.output_tokens"] == 2  # type: ignore[index]
+    assert run.attributes["piagent.usage.cost"] == 0.5  # type: ignore[index]
     assert run.attributes["piagent.stop_reason"] == "stop"  # type: ignore[index]
+
+
+def test_without_a_system_prompt_no_system_message_or_instructions_are_traced(
+        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 item 4: a transcript whose system message only declares tools sent no
+    instructions: ``gen_ai.input.messages`` does not start with an empty system message,
+    and there is no ``gen_ai.system_instructions``."""
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo.
+
+        Args:
+            text: what to echo.
+        """
+        return text
+
+    stream = ScriptedStreamFn([assistant_text("pong")])
+    agent = Agent(model=MODEL, tools=[echo], stream_fn=stream)
+    agent.prompt("go")
+    assert agent.state.messages[0].role == "system"  # the tools' declarations
+    chat = spans.one("chat gpt-test")
+    sent = json.loads(chat.attributes["gen_ai.input.messages"])  # type: ignore[index,arg-type]
+    assert sent == [{"role": "user", "parts": [{"type": "text", "content": "go"}]}]
+    assert "gen_ai.system_instructions" not in (chat.attributes or {})
+
+
+def test_every_gen_ai_name_piagent_emits_is_in_the_registry(
+        spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 item 4: every ``gen_ai.*`` attribute on piagent's spans is a name of the
+    GenAI registry (opentelemetry-semantic-conventions, pinned in the test extra); the rest
+    are ``piagent.*``, ``server.*`` or ``error.type``."""
+    from importlib.metadata import version
+
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+
+    assert version("opentelemetry-semantic-conventions") == "0.66b2"  # setup.cfg's pin
+    registry = {value for name, value in vars(gen_ai_attributes).items()
+                if name.isupper() and isinstance(value, str)}
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    agent, _ = _agent(spans, system_prompt="Be brief.")  # parallel tools, a failing one,
+    # a steer, an abort, usage
+    agent.prompt("go", timeout=WAIT)
+    reasoning = assistant_text("done")
+    reasoning.usage = Usage(input=1, output=1, reasoning=1)
+    Agent(model=MODEL, stream_fn=ScriptedStreamFn([reasoning]), system_prompt="Hi.",
+          session_id="conv-8", max_tokens=10, temperature=0.5).prompt("go")
+    emitted = {key for span in spans.finished() for key in (span.attributes or {})}
+    emitted |= {key for span in spans.finished() for event in span.events
+                for key in (event.attributes or {})}
+    for wanted in ("gen_ai.system_instructions", "gen_ai.input.messages",
+                   "gen_ai.usage.reasoning.output_tokens", "gen_ai.tool.call.result",
+                   "gen_ai.request.temperature", "piagent.usage.cost"):
+        assert wanted in emitted
+    gen_ai = {key for key in emitted if key.startswith("gen_ai.")}
+    assert gen_ai - registry == set()
+    others = emitted - gen_ai
+    assert all(key.startswith(("piagent.", "server.")) or key == "error.type" for key in others)

@@ -578,6 +578,7 @@ def test_serving_twice_is_refused(fn):
             server.serve_forever()
 
 
+@pytest.mark.usefixtures("sigint_raises")  # also from a shell ignoring SIGINT
 def test_ctrl_c_in_serve_proxy_returns_with_a_stuck_client(fn):
     """``piagent proxy`` runs ``serve_proxy``; Ctrl-C must not wait for a stuck client
     (its deadlines here are 60 s, past the suite's per-test timeout)."""

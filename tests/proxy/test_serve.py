@@ -17,6 +17,7 @@ from tests.conftest import WAIT, join_piagent_threads
 from .conftest import SCRIPTED_BASE_URLS, TOKEN
 
 
+@pytest.mark.usefixtures("sigint_raises")  # also from a shell ignoring SIGINT
 def test_serve_proxy_serves_until_interrupted():
     fn = ScriptedStreamFn([assistant_text("served")])
     results: list[str] = []

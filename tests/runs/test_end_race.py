@@ -1,5 +1,5 @@
-"""A reader sees ``agent_end`` a moment before the run records its end: a ``start`` of the
-same session in that moment waits for the end (bounded) instead of failing as busy."""
+"""A run's ``agent_end`` is stored with its final state in one step: a reader that sees it
+sees the run ended, and a ``start`` of the same session right after is not busy."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from piagent.testing import ScriptedStreamFn, assistant_text
 from ..conftest import WAIT, hold_new_threads
 from .conftest import store_fixture
 
-store = store_fixture("memory", "sqlite")
+store = store_fixture("memory", "sqlite", "postgres")
 
 
 @pytest.fixture
@@ -33,35 +33,39 @@ def make_runner(store: SessionStore) -> LocalRunner:
     return LocalRunner(store, lambda session_id: Agent(model=fn.model, stream_fn=fn))
 
 
-def test_a_start_right_after_agent_end_waits_for_the_end(
+def test_a_reader_that_sees_agent_end_sees_the_run_ended(
         store: SessionStore, held_end: tuple[threading.Event, threading.Event]) -> None:
+    """Issue 49 item 6: ``agent_end`` is stored with the run's final state in one step, so
+    ``status()`` after a reader saw ``agent_end`` is never ``running``, and the session's
+    next ``start()`` is never busy."""
     reached, release = held_end
     runner = make_runner(store)
     first = runner.start("s", "one")
-    types = [item.event["type"] for item in runner.events(first, timeout=WAIT) if item]
-    assert types[-1] == "agent_end"
-    assert reached.wait(WAIT)  # agent_end is stored; the run has not recorded its end yet
+    assert reached.wait(WAIT)  # the run settled; its supervisor is about to record the end
+    seen: list[str] = []
+    for item in runner.events(first, timeout=0.2):  # every event stored so far, then idle
+        if item is None:
+            break
+        seen.append(item.event["type"])
+    assert seen[0] == "agent_start" and "agent_end" not in seen  # not before the end state
     assert runner.status(first).state == "running"
 
-    started: list[str] = []
-    failures: list[BaseException] = []
+    states: list[str] = []
 
-    def start_again() -> None:
-        try:
-            started.append(runner.start("s", "two"))
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+    def read() -> None:
+        for item in runner.events(first, timeout=WAIT):
+            if item is not None and item.event["type"] == "agent_end":
+                states.append(runner.status(first).state)  # at once, as a polling page does
+                return
 
-    thread = threading.Thread(target=start_again)
-    thread.start()
-    thread.join(0.2)  # it waits for the first run's end rather than refusing at once
-    assert thread.is_alive() and not failures
+    reader = threading.Thread(target=read)
+    reader.start()
     release.set()
-    thread.join(WAIT)
-    assert not failures and len(started) == 1
-    assert runner.wait(started[0], timeout=WAIT)
-    assert runner.status(first).state == "done"
-    assert runner.status(started[0]).state == "done"
+    reader.join(WAIT)
+    assert states == ["done"]
+    second = runner.start("s", "two")  # not busy: the first run's end is recorded
+    assert runner.wait(second, timeout=WAIT)
+    assert runner.status(second).state == "done"
     assert [m.role for m in store.load("s")] == ["user", "assistant", "user", "assistant"]
 
 

@@ -38,7 +38,8 @@ def test_tool_on_a_method_is_refused_and_bound_method_works() -> None:
 def test_lambda_needs_a_name() -> None:
     with pytest.raises(TypeError, match=r"pass a name: tool\(fn, name='my_tool'"):
         tool(lambda x: x)
-    named = tool(lambda x: x, name="echo", description="Echo.")
+    with pytest.warns(UserWarning, match="parameter 'x' has no type hint"):
+        named = tool(lambda x: x, name="echo", description="Echo.")
     assert named.name == "echo"
 
 

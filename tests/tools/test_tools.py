@@ -11,6 +11,7 @@ import enum
 import json
 import logging
 import threading
+import warnings
 from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 import jsonschema
@@ -267,8 +268,27 @@ def test_unannotated_parameter_accepts_anything() -> None:
     def f(x, y=2):  # type: ignore[no-untyped-def]
         return [x, y]
 
-    t = tool(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = tool(f)
+    # issue 49 item 6: as a missing docstring does, a missing hint warns, at the caller
+    hinted = [w for w in caught if "type hint" in str(w.message)]
+    assert [str(w.message) for w in hinted] == [
+        "@tool 'f': parameters 'x', 'y' have no type hint, so the model may send any JSON "
+        "value and nothing is checked; annotate them (x: str, ...)."]
+    assert hinted[0].filename == __file__
     assert _props(t) == {"x": {}, "y": {"default": 2}}
+
+    @tool
+    def g(signal, count: int, *rest, **more):  # type: ignore[no-untyped-def]
+        """Injected, *args and **kwargs need no hint; a declared one does."""
+        return count
+
+    with pytest.warns(UserWarning, match=r"^@tool 'h': parameter 'x' has no type hint, "):
+        @tool
+        def h(x, y: int = 1) -> int:  # type: ignore[no-untyped-def]
+            """One bare parameter."""
+            return y
     assert _run(t, {"x": {"any": ["thing"]}}).structured_content == [{"any": ["thing"]}, 2]
 
 
