@@ -22,10 +22,13 @@ _CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
 
 
 def _is_adaptive(model: Model) -> bool:
-    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget."""
+    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget;
+    ``compat`` says so explicitly with ``adaptiveThinking`` or pi-ai 1.6's catalogue flag
+    ``forceAdaptiveThinking``."""
     compat = model.compat or {}
-    if "adaptiveThinking" in compat:
-        return bool(compat["adaptiveThinking"])
+    for key in ("adaptiveThinking", "forceAdaptiveThinking"):
+        if key in compat:
+            return bool(compat[key])
     found = _CLAUDE_VERSION.search(model.id)
     if found is None or found.group(1) == "haiku":
         return False

@@ -19,7 +19,8 @@ from typing import Any
 from ..models import CostTier, Model, ModelCost
 
 __all__ = ["catalogue_key_vars", "catalogue_source", "check_base_url", "get_model",
-           "get_models", "get_providers", "resolve_model", "unsupported_models"]
+           "get_models", "get_providers", "is_catalogued", "resolve_model",
+           "unsupported_models"]
 
 
 @lru_cache(maxsize=1)
@@ -32,6 +33,12 @@ def _data() -> dict[str, Any]:
 def _catalogue() -> dict[str, dict[str, Any]]:
     providers: dict[str, dict[str, Any]] = _data()["providers"]
     return providers
+
+
+def is_catalogued(provider: str) -> bool:
+    """Whether the catalogue lists models of ``provider`` (a cloud service, wherever a
+    model of it points: its compat is detected as pi-ai's, not as a local server's)."""
+    return provider in _catalogue()
 
 
 def unsupported_models(provider: str | None = None) -> dict[str, dict[str, str]]:

@@ -16,6 +16,7 @@ from typing import Any
 from ..messages import AgentMessage, SystemMessage
 from ..models import Model
 from ..transcript import collapse_system_messages
+from ._catalogue import is_catalogued
 from ._keys import is_local_url
 
 __all__ = ["OpenAICompat", "fold_system_messages", "get_compat",
@@ -62,7 +63,8 @@ def _detect(model: Model) -> OpenAICompat:
     provider, url = model.provider, model.base_url
     if provider == "openai":
         return OpenAICompat()  # wherever it points (a proxy, a test server): the reference
-    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD):
+    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD
+                                        and not is_catalogued(provider)):
         return OpenAICompat(supports_store=False, supports_developer_role=False,
                             supports_reasoning_effort=False, supports_strict_mode=False)
     compat = OpenAICompat()

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["ENV_VARS", "env_value", "is_local_url", "key_env_vars", "missing_key_message",
-           "provider_label", "resolve_api_key"]
+__all__ = ["ENV_VARS", "env_value", "is_local_url", "key_env_vars", "key_owner",
+           "missing_key_message", "provider_label", "resolve_api_key"]
 
 ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -63,6 +63,13 @@ def key_env_vars(provider: str) -> tuple[str, ...]:
     from ._catalogue import catalogue_key_vars
 
     return catalogue_key_vars(provider)
+
+
+def key_owner(provider: str, api_owner: str) -> str:
+    """Whose key variables a request of ``provider`` on ``api_owner``'s API reads: its own
+    when it has some (MiniMax on the Anthropic API reads ``MINIMAX_API_KEY``, as pi-ai),
+    else the API owner's (any other server speaking Anthropic's API: ``ANTHROPIC_API_KEY``)."""
+    return provider if key_env_vars(provider) else api_owner
 
 
 def resolve_api_key(provider: str, explicit: str | None,
