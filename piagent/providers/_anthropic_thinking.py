@@ -47,8 +47,9 @@ def thinking_config(model: Model, options: StreamOptions, max_tokens: int,
     if not model.reasoning or not level or level == "off":
         return None
     if _is_adaptive(model):
-        effort = _ADAPTIVE_EFFORT.get(level, "high")
-        if effort == "max" and "opus" not in model.id:
+        mapped = (model.thinking_level_map or {}).get(level)
+        effort = mapped if isinstance(mapped, str) else _ADAPTIVE_EFFORT.get(level, "high")
+        if effort == "max" and "opus" not in model.id and not isinstance(mapped, str):
             effort = "high"
         return ({"thinking": {"type": "adaptive", "display": "summarized"},
                  "output_config": {"effort": effort}}, max_tokens)

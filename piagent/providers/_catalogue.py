@@ -75,6 +75,8 @@ def _to_model(provider: str, model_id: str, entry: dict[str, Any]) -> Model:
         max_tokens=int(entry.get("maxTokens", 16_384)),
         headers=dict(entry["headers"]) if entry.get("headers") else None,
         compat=dict(entry["compat"]) if entry.get("compat") else None,
+        thinking_level_map=dict(entry["thinkingLevelMap"]) if "thinkingLevelMap" in entry
+        else None,
     )
 
 

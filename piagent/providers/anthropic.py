@@ -109,8 +109,10 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
     if thinking is not None:
         config, max_tokens = thinking
         body.update(config)
-    elif model.reasoning:
-        body["thinking"] = {"type": "disabled"}  # said, not left to the model's default
+    elif model.reasoning and (model.thinking_level_map or {}).get("off", "") is not None:
+        # said, not left to the model's default; not for a model that cannot stop thinking
+        # (the catalogue's thinkingLevelMap has "off": null)
+        body["thinking"] = {"type": "disabled"}
     body["max_tokens"] = max_tokens
     if system_prompt:
         block: dict[str, Any] = {"type": "text", "text": system_prompt}

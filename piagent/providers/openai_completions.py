@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -93,7 +93,7 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     if options.temperature is not None:
         body["temperature"] = options.temperature
     if model.reasoning:
-        _add_reasoning(body, options.reasoning, compat)
+        _add_reasoning(body, options.reasoning, compat, model.thinking_level_map)
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
@@ -110,12 +110,17 @@ def _has_tool_history(messages: Sequence[AgentMessage]) -> bool:
     return False
 
 
-def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat) -> None:
+def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat,
+                   levels: Mapping[str, str | None] | None = None) -> None:
     on = level is not None and level != "off"
     fmt = compat.thinking_format
+    # the catalogue's thinkingLevelMap: "off": None, the model cannot stop thinking (say
+    # nothing when off); "off": a str, the value that stops it
+    off = (levels or {}).get("off", "none")
     if fmt == "openrouter":
-        body["reasoning"] = {"effort": _effort(level, compat) if on else "none"}
-    elif fmt in ("zai", "deepseek"):
+        if on or off is not None:
+            body["reasoning"] = {"effort": _effort(level, compat, levels) if on else off}
+    elif fmt == "zai" or (fmt == "deepseek" and (on or off is not None)):
         body["thinking"] = {"type": "enabled" if on else "disabled"}
     elif fmt == "qwen":
         body["enable_thinking"] = on
@@ -124,11 +129,19 @@ def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat
     elif fmt == "together":
         body["reasoning"] = {"enabled": on}
     elif on and compat.supports_reasoning_effort:
-        body["reasoning_effort"] = _effort(level, compat)
+        body["reasoning_effort"] = _effort(level, compat, levels)
+    elif compat.supports_reasoning_effort and levels and isinstance(levels.get("off"), str):
+        body["reasoning_effort"] = levels["off"]  # how the model turns thinking off
 
 
-def _effort(level: str | None, compat: OpenAICompat) -> str:
+def _effort(level: str | None, compat: OpenAICompat,
+            levels: Mapping[str, str | None] | None = None) -> str:
+    """The wire effort: the model's ``thinking_level_map`` value (the catalogue's), else the
+    compat's map, else the level (``xhigh`` and ``max`` as ``high``)."""
     assert level is not None
+    mapped = levels.get(level) if levels else None
+    if mapped is not None:
+        return mapped
     if level in compat.reasoning_effort_map:
         return compat.reasoning_effort_map[level]
     return "high" if level in ("xhigh", "max") else level

@@ -98,7 +98,8 @@ def _expected_model(pi: dict[str, Any]) -> Model:
                                       t["cacheRead"], t["cacheWrite"])
                              for t in cost.get("tiers", ()))),
         context_window=pi["contextWindow"], max_tokens=pi["maxTokens"],
-        headers=pi.get("headers"), compat=pi.get("compat"))
+        headers=pi.get("headers"), compat=pi.get("compat"),
+        thinking_level_map=pi.get("thinkingLevelMap"))
 
 
 def test_key_variables_are_pi_ai_s(pi_models: dict[str, dict[str, dict[str, Any]]]) -> None:

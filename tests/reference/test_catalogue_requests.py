@@ -1,13 +1,14 @@
 """What the model sees, per catalogued model (issue 51): for a sample of up to five models of
-every provider (spread over its APIs and its list), one tool-call conversation runs through
+every provider (spread over its APIs and its list), one tool-call conversation (a reasoning
+model twice: thinking at ``medium`` and ``off``) runs through
 pi-agent-core 1.6.0 with pi-ai 1.6.1's ``streamSimple`` (``pi_catalogue_driver.mjs requests``,
 the model taken from pi-ai's provider modules) and through piagent's ``Agent`` with its real
 adapters (``request_driver.run``: ``get_model`` of the same id), both at one
 ``CaptureServer``; the recorded requests (path, kept headers, body) must be identical, or
 differ as a row of ``CATALOGUE_ROWS`` says (docs/reference.md).
 
-A reasoning model runs at thinking level ``medium``, so each model's thinking format,
-effort map and compat flags reach the body.
+The thinking runs put each model's thinking format, thinking levels and compat flags in the
+body.
 """
 
 from __future__ import annotations
@@ -56,35 +57,31 @@ class CatalogueRow:
 
 
 CATALOGUE_ROWS = {
-    "catalogue-thinking-level-map": CatalogueRow(
-        "pi-ai 1.6 clamps the thinking level to the levels the model's thinkingLevelMap "
-        "allows and sends the mapped value (Kimi K3 medium -> high)", None,
-        r"\.body\.(reasoning_effort|reasoning(\.effort)?|output_config(\.effort)?|"
-        r"generationConfig\.thinkingConfig(\.\w+)?)", ("thinkingLevelMap",)),
     "catalogue-completions-compat-16": CatalogueRow(
         "pi-ai 1.6.1's Chat Completions compat detection and thinking formats: store: false "
         "to every standard host, reasoning_effort on Cerebras and Hugging Face, z.ai's "
         "clear_thinking and tool_stream, Baseten's chat_template_args, strict tools",
         "openai-completions",
-        r"\.body\.(store|reasoning_effort|thinking\.clear_thinking|tool_stream|"
+        r"\.body\.(store|reasoning_effort|reasoning(\.\w+)?|thinking\.clear_thinking|tool_stream|"
         r"chat_template_args|tools\[\d+\]\.function\.strict)", ()),
     "catalogue-anthropic-16": CatalogueRow(
         "pi-ai 1.6.1's Anthropic features the catalogue switches on: effort markers "
         "(supportsMidConvoEffort), server-side fallbacks (allowedFallbackModels), the "
         "deferred-tool placeholder (supportsToolSearch)", "anthropic-messages",
         r"\.body\.(output_config|fallbacks|thinking(\.\w+)?|messages\[len \d+ vs \d+\]|"
-        r"tools\[len \d+ vs \d+\])",
+        r"tools\[len \d+ vs \d+\])|\.headers\.anthropic-beta",
         ("supportsMidConvoEffort", "allowedFallbackModels", "supportsToolSearch",
          "forceAdaptiveThinking")),
-    "catalogue-responses-additional-tools": CatalogueRow(
-        "pi-ai 1.6.1 sends the tools of a supportsAdditionalTools model as an "
-        "additional_tools input item", "openai-responses", r"\.body\.(input.*|tools)",
-        ("supportsAdditionalTools",)),
+    "catalogue-responses-16": CatalogueRow(
+        "pi-ai 1.6.1's Responses requests: the tools of a supportsAdditionalTools model as "
+        "an additional_tools input item; with thinking off, reasoning effort none (or the "
+        "model's thinkingLevelMap off value) and the encrypted reasoning included",
+        "openai-responses", r"\.body\.(input.*|tools|include|reasoning(\.\w+)?)", ()),
     "catalogue-google-16": CatalogueRow(
         "pi-ai 1.6.1's Gemini thinking: no skip-validator signature on a replayed call of "
         "Gemini 3.5 and later, its thinking budget defaults", "google-generative-ai",
         r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
-        r"generationConfig\.thinkingConfig\.\w+)", ()),
+        r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
 }
 
 
@@ -105,24 +102,30 @@ def sample(provider: str) -> list[str]:
     return out
 
 
-CASES = [(provider, model_id) for provider in get_providers() for model_id in sample(provider)]
+def _reasoning(provider: str, model_id: str) -> bool:
+    return next(m.reasoning for m in get_models(provider) if m.id == model_id)
 
 
-def _conversation(provider: str, model_id: str) -> dict[str, Any]:
-    reasoning = next(m.reasoning for m in get_models(provider) if m.id == model_id)
+CASES = [(provider, model_id, thinking) for provider in get_providers()
+         for model_id in sample(provider)
+         for thinking in (("medium", "off") if _reasoning(provider, model_id) else ("off",))]
+
+
+def _conversation(provider: str, model_id: str, thinking: str) -> dict[str, Any]:
     return {"name": f"{provider}/{model_id}", "system": "Be brief.", "tools": ["weather"],
-            "thinking": "medium" if reasoning else "off", "steps": [{"prompt": "Weather?"}],
+            "thinking": thinking, "steps": [{"prompt": "Weather?"}],
             "script": [W, {"text": "Done."}]}
 
 
-def _key(provider: str, model_id: str) -> str:
-    return f"{provider}--{model_id}".replace("/", "~")
+def _key(provider: str, model_id: str, thinking: str) -> str:
+    return f"{provider}--{model_id}--{thinking}".replace("/", "~")
 
 
-def _spec(server: CaptureServer, provider: str, model_id: str, side: str) -> dict[str, str]:
+def _spec(server: CaptureServer, case: tuple[str, str, str], side: str) -> dict[str, str]:
+    provider, model_id, thinking = case
     api = next(m.api for m in get_models(provider) if m.id == model_id)
-    conv = _conversation(provider, model_id)
-    base = server.add_run(f"{_key(provider, model_id)}--{side}", api, conv["script"])
+    conv = _conversation(*case)
+    base = server.add_run(f"{_key(*case)}--{side}", api, conv["script"])
     return {"provider": provider, "id": model_id, "api": api, "baseUrl": base}
 
 
@@ -135,8 +138,8 @@ def capture() -> Iterator[CaptureServer]:
 @pytest.fixture(scope="module")
 def pi_runs(pi16_installed: Path, capture: CaptureServer,
             tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    jobs = [{"key": _key(p, m), "model": _spec(capture, p, m, "pi"),
-             "conversation": _conversation(p, m)} for p, m in CASES]
+    jobs = [{"key": _key(*case), "model": _spec(capture, case, "pi"),
+             "conversation": _conversation(*case)} for case in CASES]
     path = tmp_path_factory.mktemp("catalogue") / "jobs.json"
     path.write_text(json.dumps({"jobs": jobs}))
     done = subprocess.run([*node_command(PI16, "pi_catalogue_driver.mjs"), "requests",
@@ -158,16 +161,17 @@ def test_rows_are_documented() -> None:
 def test_enough_models_per_provider() -> None:
     for provider in get_providers():
         assert len(sample(provider)) == min(PER_PROVIDER, len(get_models(provider))), provider
-    assert len(CASES) >= 150
+    assert len({(p, m) for p, m, _ in CASES}) >= 150
 
 
-@pytest.mark.parametrize(("provider", "model_id"), CASES,
-                         ids=[f"{p}/{m}" for p, m in CASES])
-def test_requests_are_pi_s(provider: str, model_id: str, capture: CaptureServer,
-                           pi_runs: dict[str, Any]) -> None:
-    key = _key(provider, model_id)
+@pytest.mark.parametrize(("provider", "model_id", "thinking"), CASES,
+                         ids=[f"{p}/{m}@{t}" for p, m, t in CASES])
+def test_requests_are_pi_s(provider: str, model_id: str, thinking: str,
+                           capture: CaptureServer, pi_runs: dict[str, Any]) -> None:
+    case = (provider, model_id, thinking)
+    key = _key(*case)
     assert pi_runs[key] == {"ok": True}, pi_runs[key]
-    run(_conversation(provider, model_id), _spec(capture, provider, model_id, "py"))
+    run(_conversation(*case), _spec(capture, case, "py"))
     pi = normalise(capture.requests(f"{key}--pi"))
     ours = normalise(capture.requests(f"{key}--py"))
     entry = CATALOGUE[provider][model_id]
