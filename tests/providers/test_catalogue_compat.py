@@ -73,3 +73,46 @@ def test_a_catalogued_provider_is_a_cloud_service_wherever_it_points() -> None:
     assert get_compat(cloud).supports_reasoning_effort is True
     local = replace(cloud, provider="my-server")
     assert get_compat(local).supports_reasoning_effort is False
+
+
+def test_thinking_levels_clamp_to_what_the_model_offers() -> None:
+    """pi-ai's getSupportedThinkingLevels / clampThinkingLevel over thinkingLevelMap."""
+    from piagent.models import Model, clamp_thinking_level, supported_thinking_levels
+
+    plain = Model(id="m", api="openai-completions", provider="p", base_url="http://x",
+                  reasoning=True)
+    assert supported_thinking_levels(plain) == ("off", "minimal", "low", "medium", "high")
+    assert clamp_thinking_level(plain, "max") == "high"  # down when nothing is above
+    assert supported_thinking_levels(replace(plain, reasoning=False)) == ("off",)
+    kimi = replace(plain, thinking_level_map={"off": None, "minimal": None, "medium": None,
+                                              "max": "max"})
+    assert supported_thinking_levels(kimi) == ("low", "high", "max")
+    assert [clamp_thinking_level(kimi, lv) for lv in ("minimal", "medium", "xhigh")] == [
+        "low", "high", "max"]
+
+
+def test_the_mapped_level_and_off_value_reach_the_body() -> None:
+    from piagent.models import Model
+    from piagent.providers.openai_completions import build_completions_request
+
+    model = Model(id="m", api="openai-completions", provider="baseten",
+                  base_url="https://inference.baseten.co/v1", reasoning=True,
+                  thinking_level_map={"off": "none", "low": "quick"})
+    assert build_completions_request(model, MESSAGES, StreamOptions(reasoning="low"))[
+        "reasoning_effort"] == "quick"
+    assert build_completions_request(model, MESSAGES, StreamOptions())[
+        "reasoning_effort"] == "none"
+    stuck = replace(model, provider="moonshotai", thinking_level_map={"off": None},
+                    compat={"thinkingFormat": "deepseek"})
+    assert "thinking" not in build_completions_request(stuck, MESSAGES, StreamOptions())
+    assert build_completions_request(stuck, MESSAGES, StreamOptions(reasoning="high"))[
+        "thinking"] == {"type": "enabled"}
+
+
+def test_the_proxy_carries_the_thinking_levels() -> None:
+    from piagent.proxy._protocol import model_from_dict, model_to_dict
+
+    kimi = get_model("moonshotai", "kimi-k3")
+    data = model_to_dict(kimi)
+    assert data["thinkingLevelMap"] == kimi.thinking_level_map
+    assert model_from_dict(data).thinking_level_map == kimi.thinking_level_map
