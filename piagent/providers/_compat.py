@@ -67,6 +67,8 @@ def _detect(model: Model) -> OpenAICompat:
                                         and not is_catalogued(provider)):
         return OpenAICompat(supports_store=False, supports_developer_role=False,
                             supports_reasoning_effort=False, supports_strict_mode=False)
+    if is_catalogued(provider):
+        return _detect_catalogued(provider, url)
     compat = OpenAICompat()
     if provider in _NON_STANDARD or "api.openai.com" not in url:
         compat = replace(compat, supports_store=False, supports_developer_role=False)
@@ -88,6 +90,37 @@ def _detect(model: Model) -> OpenAICompat:
     elif provider == "xai" or provider == "cerebras":
         compat = replace(compat, supports_reasoning_effort=False)
     return compat
+
+
+def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
+    """pi-ai 1.6.1's ``detectCompat``, for a provider its catalogue lists (whose models
+    carry pi-ai's own compat on top): by provider, or by the host in the base URL."""
+    zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in url or "open.bigmodel.cn" in url
+    together = provider == "together" or "api.together.ai" in url or "api.together.xyz" in url
+    moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    nvidia = provider == "nvidia" or "integrate.api.nvidia.com" in url
+    ant_ling = provider == "ant-ling" or "api.ant-ling.com" in url
+    deepseek = provider == "deepseek" or "deepseek.com" in url.lower()
+    grok = provider == "xai" or "api.x.ai" in url
+    chutes = "chutes.ai" in url
+    non_standard = (nvidia or provider == "cerebras" or "cerebras.ai" in url or grok or together
+                    or chutes or deepseek or zai or moonshot or provider == "opencode"
+                    or "opencode.ai" in url or provider == "cloudflare-workers-ai"
+                    or "api.cloudflare.com" in url or gateway or ant_ling)
+    max_tokens = chutes or deepseek or moonshot or gateway or together or nvidia or ant_ling or zai
+    thinking = ("deepseek" if deepseek else "zai" if zai else "together" if together
+                else "ant-ling" if ant_ling
+                else "openrouter" if provider == "openrouter" or "openrouter.ai" in url
+                else "openai")
+    return OpenAICompat(
+        supports_store=not non_standard,
+        supports_developer_role=provider == "openai" or "api.openai.com" in url,
+        supports_reasoning_effort=not (grok or zai or moonshot or together or gateway or nvidia
+                                       or ant_ling),
+        max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
+        requires_reasoning_content_on_assistant_messages=deepseek,
+        thinking_format=thinking, supports_strict_mode=False)
 
 
 _CACHE_SIZE = 256  # distinct model settings remembered (cleared when full)
