@@ -44,12 +44,18 @@ class OpenAICompat:
     results (older LiteLLM proxies in front of Anthropic). Off by default, as in pi-ai 1.5.2+:
     vLLM 0.20+ answers 400 to an empty tool list."""
     thinking_format: str = "openai"
-    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together"""
+    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together | ant-ling |
+    baseten"""
     supports_strict_mode: bool = True
     supports_finish_reason: bool = True
     requires_reasoning_content_on_assistant_messages: bool = False
     supports_mid_convo_system_messages: bool = False
     """pi-ai 1.4.0's default: later system messages fold into the leading prompt."""
+    zai_tool_stream: bool = False
+    """Send ``"tool_stream": true`` with tools (z.ai streams tool-call arguments only then)."""
+    chat_template_args: Mapping[str, Any] = field(default_factory=dict)
+    """Baseten's ``chat_template_args`` (thinking format ``baseten``): literal values, or
+    ``{"$var": "thinking.enabled"}`` for whether thinking is on."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",

@@ -108,11 +108,3 @@ def test_the_mapped_level_and_off_value_reach_the_body() -> None:
     assert build_completions_request(stuck, MESSAGES, StreamOptions(reasoning="high"))[
         "thinking"] == {"type": "enabled"}
 
-
-def test_the_proxy_carries_the_thinking_levels() -> None:
-    from piagent.proxy._protocol import model_from_dict, model_to_dict
-
-    kimi = get_model("moonshotai", "kimi-k3")
-    data = model_to_dict(kimi)
-    assert data["thinkingLevelMap"] == kimi.thinking_level_map
-    assert model_from_dict(data).thinking_level_map == kimi.thinking_level_map
