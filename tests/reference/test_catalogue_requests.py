@@ -57,13 +57,6 @@ class CatalogueRow:
 
 
 CATALOGUE_ROWS = {
-    "catalogue-completions-compat-16": CatalogueRow(
-        "pi-ai 1.6.1's Chat Completions compat detection and thinking formats: store: false "
-        "to every standard host, reasoning_effort on Cerebras and Hugging Face, z.ai's "
-        "clear_thinking and tool_stream, Baseten's chat_template_args, strict tools",
-        "openai-completions",
-        r"\.body\.(store|reasoning_effort|reasoning(\.\w+)?|thinking\.clear_thinking|tool_stream|"
-        r"chat_template_args|tools\[\d+\]\.function\.strict)", ()),
     "catalogue-anthropic-16": CatalogueRow(
         "pi-ai 1.6.1's Anthropic features the catalogue switches on: effort markers "
         "(supportsMidConvoEffort), server-side fallbacks (allowedFallbackModels), the "
