@@ -167,11 +167,12 @@ def _assumed(model: Model) -> str:
 
 
 def _stacklevel() -> int:
-    """The warning's stack level: the caller of ``get_model`` or of ``resolve_model``."""
+    """The warning's stack level: the first caller outside piagent (of ``get_model``,
+    ``resolve_model`` or ``Agent(model="...")``)."""
     import sys
 
     frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_globals.get("__name__") == __name__:
+    while frame is not None and str(frame.f_globals.get("__name__")).startswith("piagent."):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return level
 

@@ -194,3 +194,12 @@ def test_tiered_prices_above_200k_input_tokens():
     assert calculate_cost(two, Usage(input=200)).total == pytest.approx(200 * 2 / 1e6)
     with pytest.raises(ValueError, match="cost.tiers entries need a number inputTokensAbove"):
         CostTier.from_json([{"input": 1}])
+
+
+def test_the_guess_warning_points_at_the_callers_line():
+    """Through resolve_model and Agent(model=...) too: the user's line, not piagent's."""
+    from piagent.providers import resolve_model
+
+    with pytest.warns(UserWarning, match="not in the catalogue") as caught:
+        resolve_model("vllm/other-model", base_url="http://127.0.0.1:8000/v1")
+    assert caught[0].filename == __file__
