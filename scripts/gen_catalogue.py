@@ -12,7 +12,8 @@ What it takes from the package:
   id; a later API group's entry wins). Models on the APIs piagent speaks go to
   ``providers`` with every field pi-ai has (``id``, ``provider`` and ``type`` are implied);
   the others go to ``unsupported`` (id -> API) so ``piagent models --all`` can say why.
-- ``dist/env-api-keys.js``: the environment variables holding each provider's key.
+- ``dist/env-api-keys.js``: the environment variables holding each provider's key;
+  ``dist/providers/<id>.js``: each provider's display name.
 - ``package.json``: the version and licence; the licence text (``LICENSE`` if the tarball
   has one, else the MIT text with the package's author) is kept in ``source.notice``.
 
@@ -58,7 +59,7 @@ OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SO
 def read_package(tarball: Path) -> dict[str, str]:
     """The files of the tarball this script reads, by path below ``package/``."""
     wanted = re.compile(r"^package/(package\.json|LICENSE(\.md|\.txt)?|dist/env-api-keys\.js|"
-                        r"dist/providers/data/[^/.][^/]*\.json)$")
+                        r"dist/providers/data/[^/.][^/]*\.json|dist/providers/[\w-]+\.js)$")
     files: dict[str, str] = {}
     with tarfile.open(tarball, "r:gz") as tar:
         for member in tar.getmembers():
@@ -105,6 +106,18 @@ def env_vars(source: str) -> dict[str, list[str]]:
     return out
 
 
+def provider_names(files: dict[str, str]) -> dict[str, str]:
+    """provider -> display name, from each ``dist/providers/<id>.js``'s ``createProvider``."""
+    out: dict[str, str] = {}
+    for name in sorted(files):
+        if name.startswith("dist/providers/") and name.endswith(".js"):
+            found = re.search(r'createProvider\(\{\s*id: "([^"]+)",\s*name: "([^"]+)"',
+                              files[name])
+            if found:
+                out[found.group(1)] = found.group(2)
+    return out
+
+
 def _names(value: str, consts: dict[str, str]) -> list[str]:
     return [consts.get(token, token.strip('"'))
             for token in (t.strip() for t in value.strip("[]").split(",")) if token]
@@ -143,6 +156,7 @@ def build(tarball: Path) -> str:
                  "do not edit by hand. Prices in dollars per million tokens, as pi-ai has them."),
         "apis": list(SPOKEN_APIS),
         "keys": {p: keys[p] for p in sorted(keys)},
+        "names": provider_names(files),
     }
     return _dump(head, spoken, unsupported)
 

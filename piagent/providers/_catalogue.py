@@ -18,7 +18,7 @@ from typing import Any
 
 from ..models import CostTier, Model, ModelCost
 
-__all__ = ["catalogue_key_vars", "catalogue_source", "check_base_url", "get_model",
+__all__ = ["catalogue_key_vars", "catalogue_name", "catalogue_source", "check_base_url", "get_model",
            "get_models", "get_providers", "is_catalogued", "resolve_model",
            "unsupported_models"]
 
@@ -53,6 +53,12 @@ def unsupported_models(provider: str | None = None) -> dict[str, dict[str, str]]
 def catalogue_key_vars(provider: str) -> tuple[str, ...]:
     """The environment variables pi-ai reads ``provider``'s key from (``()`` if none)."""
     return tuple(_data()["keys"].get(provider, ()))
+
+
+def catalogue_name(provider: str) -> str | None:
+    """pi-ai's display name of ``provider`` ("Hugging Face"), ``None`` if it has none."""
+    name: str | None = _data()["names"].get(provider)
+    return name
 
 
 def catalogue_source() -> dict[str, str]:

@@ -39,8 +39,14 @@ _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.dock
 
 
 def provider_label(provider: str) -> str:
-    """The name used in messages ("OpenAI", "Groq", or the provider id itself)."""
-    return _LABELS.get(provider, provider)
+    """The name used in messages ("OpenAI", "Groq", pi-ai's name of a catalogued provider
+    such as "Hugging Face", or the provider id itself)."""
+    label = _LABELS.get(provider)
+    if label is None:
+        from ._catalogue import catalogue_name
+
+        label = catalogue_name(provider) or provider
+    return label
 
 
 def is_local_url(url: str) -> bool:

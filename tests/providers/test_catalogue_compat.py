@@ -9,7 +9,7 @@ from dataclasses import replace
 from piagent.messages import SystemMessage, ToolDeclaration, UserMessage
 from piagent.providers import get_model
 from piagent.providers.anthropic import build_anthropic_headers, build_anthropic_request
-from piagent.providers.kit import key_env_vars, key_owner, resolve_api_key
+from piagent.providers.kit import key_env_vars, key_owner, missing_key_message, resolve_api_key
 from piagent.providers.openai_completions import get_compat
 from piagent.stream import StreamOptions
 
@@ -63,6 +63,8 @@ def test_a_provider_reads_its_own_key_on_another_vendors_api() -> None:
     assert resolve_api_key(key_owner("minimax", "anthropic"), None, env) == "mm"
     assert resolve_api_key(key_owner("my-anthropic-proxy", "anthropic"), None, env) == "an"
     assert key_env_vars("huggingface") == ("HF_TOKEN",)
+    assert missing_key_message("huggingface") == (
+        "No API key for Hugging Face. Pass StreamOptions(api_key=...) or set HF_TOKEN.")
 
 
 def test_a_catalogued_provider_is_a_cloud_service_wherever_it_points() -> None:

@@ -110,6 +110,19 @@ def test_key_variables_are_pi_ai_s(pi_models: dict[str, dict[str, dict[str, Any]
         assert key_env_vars(provider) == expected, provider
 
 
+def test_provider_names_are_pi_ai_s(pi16_installed: Path) -> None:
+    """The display names in messages ("No API key for Hugging Face"), from pi-ai's
+    provider modules."""
+    from piagent.providers.kit import provider_label
+
+    names = _data()["names"]
+    assert {"huggingface": "Hugging Face", "xai": "xAI", "together": "Together"}.items() \
+        <= names.items()
+    assert set(get_providers()) <= set(names)
+    assert provider_label("huggingface") == "Hugging Face"
+    assert provider_label("my-server") == "my-server"
+
+
 def test_the_script_rebuilds_the_file_from_an_npm_pack(pi16_installed: Path,
                                                         tmp_path: Path) -> None:
     """Offline: ``npm pack`` of the installed package (no registry), then the script."""
