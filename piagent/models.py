@@ -8,7 +8,8 @@ from typing import Any
 
 from .messages import Cost, Usage
 
-__all__ = ["CostTier", "Model", "ModelCost", "calculate_cost"]
+__all__ = ["CostTier", "Model", "ModelCost", "calculate_cost", "clamp_thinking_level",
+           "supported_thinking_levels"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,42 @@ class Model:
     headers: Mapping[str, str] | None = None
     compat: Mapping[str, Any] | None = None
     """Per-model switches for servers that differ from the API's reference behaviour."""
+    thinking_level_map: Mapping[str, str | None] | None = None
+    """pi-ai's ``thinkingLevelMap``: the thinking levels the model offers and the value sent
+    for each. ``None`` for a level: not offered (a request asking for it gets the nearest
+    offered level, ``clamp_thinking_level``); a str: the wire value; ``xhigh`` and ``max``
+    are offered only when listed. ``None`` (the default): every level up to ``high``, each
+    sent as the API's own mapping has it."""
+
+
+_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def supported_thinking_levels(model: Model) -> tuple[str, ...]:
+    """The thinking levels ``model`` offers (pi-ai's ``getSupportedThinkingLevels``):
+    ``("off",)`` for a model that does not reason."""
+    if not model.reasoning:
+        return ("off",)
+    mapping = model.thinking_level_map or {}
+    return tuple(level for level in _LEVELS
+                 if not (level in mapping and mapping[level] is None)
+                 and (level in mapping or level not in ("xhigh", "max")))
+
+
+def clamp_thinking_level(model: Model, level: str) -> str:
+    """``level`` if ``model`` offers it, else the nearest offered level above it, else below
+    (pi-ai's ``clampThinkingLevel``: Kimi K3 offers no ``medium``, so ``medium`` is sent as
+    ``high``)."""
+    offered = supported_thinking_levels(model)
+    if level in offered:
+        return level
+    if level not in _LEVELS:
+        return offered[0] if offered else "off"
+    index = _LEVELS.index(level)
+    for candidate in (*_LEVELS[index:], *reversed(_LEVELS[:index])):
+        if candidate in offered:
+            return candidate
+    return offered[0] if offered else "off"
 
 
 def calculate_cost(model: Model | None, usage: Usage) -> Cost:

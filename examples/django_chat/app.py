@@ -4,7 +4,7 @@ steering, Approve/Deny; one conversation per browser, stored in SQLite.
 Run it offline (a scripted model and a slow counting tool)::
 
     python examples/django_chat/app.py            # http://127.0.0.1:8000
-    python examples/django_chat/app.py --model anthropic/claude-3-5-haiku-latest
+    python examples/django_chat/app.py --model anthropic/claude-haiku-4-5
     cd examples/django_chat && gunicorn -w 4 -k gthread --threads 8 app:application
 
 The page, the demo agent and the per-session logic (``chat_sessions.ChatService``) are

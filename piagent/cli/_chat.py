@@ -7,6 +7,7 @@ import logging
 import os
 import sqlite3
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -171,9 +172,9 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
 
 def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
     """The environment variables to set when ``provider`` needs a key and has none."""
-    from ..providers.kit import ENV_VARS, resolve_api_key
+    from ..providers.kit import key_env_vars, resolve_api_key
 
-    names = ENV_VARS.get(provider)
+    names = key_env_vars(provider)
     if not names or resolve_api_key(provider, explicit):
         return None
     return list(names)
@@ -194,8 +195,10 @@ def _resolve_model(spec: str, base_url: str | None, api: str) -> Model:
     try:
         # a catalogued model keeps its prices (and limits) at another address; --api names
         # the wire (default openai-completions, what local servers speak)
-        return resolve_model(spec, base_url=base_url or None,
-                             api=api if base_url or provider == "ollama" else None)
+        with warnings.catch_warnings():  # --base-url said it: no Python warning on screen
+            warnings.simplefilter("ignore", UserWarning)
+            return resolve_model(spec, base_url=base_url or None,
+                                 api=api if base_url or provider == "ollama" else None)
     except ValueError as exc:
         raise CliError(str(exc).replace("get_model(base_url=...)", "--base-url")) from None
     except LookupError:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from .._version import __version__
 from ._chat import DEFAULT_SYSTEM_PROMPT, cmd_chat
+from ._models import add_models_arguments, cmd_models
 from ._output import Style
 from ._sessions import cmd_sessions
 
@@ -70,36 +71,6 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     delay = 0.0 if args.fast else args.delay
     pause = 0.0 if args.fast else 0.08
     return run_demo(out, delay=delay, pause=pause, color=Style.for_stream(out).enabled)
-
-
-# --- models --------------------------------------------------------------------------------
-
-
-def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..providers import get_models, get_providers
-
-    providers = get_providers()
-    if args.provider is not None and args.provider not in providers:
-        err.write(f"piagent models: no provider {args.provider!r} in the catalogue; it has "
-                  f"{', '.join(providers)}. Any OpenAI-compatible server works with "
-                  f"'piagent chat -m NAME/MODEL --base-url URL'.\n")
-        return _EXIT_USAGE
-    rows = [(f"{provider}/{model.id}", _price(model.cost.input, model.cost.output, 0),
-             _price(model.cost.input, model.cost.output, 1))
-            for provider in ([args.provider] if args.provider else providers)
-            for model in get_models(provider)]
-    width = max(len(name) for name, _, _ in rows)
-    out.write(f"{'MODEL':<{width}}  {'$ IN/1M':>9}  {'$ OUT/1M':>9}\n")
-    for name, price_in, price_out in rows:
-        out.write(f"{name:<{width}}  {price_in:>9}  {price_out:>9}\n")
-    return 0
-
-
-def _price(price_in: float, price_out: float, which: int) -> str:
-    """A dollar price per million tokens; "?" when the catalogue knows neither."""
-    if not (price_in or price_out):
-        return "?"
-    return f"{(price_in, price_out)[which]:.2f}"
 
 
 _THINKING = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -210,10 +181,10 @@ def _parser() -> argparse.ArgumentParser:
     sessions.add_argument("--delete", metavar="NAME", help="delete the session NAME")
     sessions.add_argument("--sessions-db", metavar="PATH", help=_SESSIONS_DB_HELP)
 
-    models = commands.add_parser(
+    add_models_arguments(commands.add_parser(
         "models", help="list the models in the bundled catalogue, with prices",
-        description="List the catalogue's models as PROVIDER/MODEL, for --model.")
-    models.add_argument("provider", nargs="?", help="only this provider (default: all)")
+        description="List the catalogue's models (pi-ai's data) as PROVIDER/MODEL, for "
+                    "--model: wire API, context window, prices in dollars per million tokens."))
 
     proxy = commands.add_parser(
         "proxy", help="serve the provider proxy (keys stay on this machine)",
@@ -242,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
     handlers = {"demo": _cmd_demo, "chat": cmd_chat, "proxy": _cmd_proxy,
-                "models": _cmd_models, "sessions": cmd_sessions}
+                "models": cmd_models, "sessions": cmd_sessions}
     if args.command is None:
         parser.print_help(out)
         return 0

@@ -22,10 +22,13 @@ _CLAUDE_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?(?!\d)")
 
 
 def _is_adaptive(model: Model) -> bool:
-    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget."""
+    """Claude 4.6 and later think adaptively (``effort``) instead of with a token budget;
+    ``compat`` says so explicitly with ``adaptiveThinking`` or pi-ai 1.6's catalogue flag
+    ``forceAdaptiveThinking``."""
     compat = model.compat or {}
-    if "adaptiveThinking" in compat:
-        return bool(compat["adaptiveThinking"])
+    for key in ("adaptiveThinking", "forceAdaptiveThinking"):
+        if key in compat:
+            return bool(compat[key])
     found = _CLAUDE_VERSION.search(model.id)
     if found is None or found.group(1) == "haiku":
         return False
@@ -44,8 +47,9 @@ def thinking_config(model: Model, options: StreamOptions, max_tokens: int,
     if not model.reasoning or not level or level == "off":
         return None
     if _is_adaptive(model):
-        effort = _ADAPTIVE_EFFORT.get(level, "high")
-        if effort == "max" and "opus" not in model.id:
+        mapped = (model.thinking_level_map or {}).get(level)
+        effort = mapped if isinstance(mapped, str) else _ADAPTIVE_EFFORT.get(level, "high")
+        if effort == "max" and "opus" not in model.id and not isinstance(mapped, str):
             effort = "high"
         return ({"thinking": {"type": "adaptive", "display": "summarized"},
                  "output_config": {"effort": effort}}, max_tokens)

@@ -1,17 +1,26 @@
-"""The bundled model catalogue (``models.json``): ``get_model``, ``get_models``,
-``get_providers``, and ``resolve_model`` for the ``"PROVIDER/MODEL"`` spelling."""
+"""The bundled catalogue (``models.json``, pi-ai's model data): ``get_model``, ``get_models``,
+``get_providers``, ``resolve_model`` for the ``"PROVIDER/MODEL"`` spelling, and what the
+catalogue says about models on APIs piagent does not speak.
+
+``models.json`` is generated from pi-ai's published data by ``scripts/gen_catalogue.py``
+(docs/providers.md, "The catalogue"); it is read on the first call that needs it, never at
+import.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from ..models import CostTier, Model, ModelCost
 
-__all__ = ["check_base_url", "get_model", "get_models", "get_providers", "resolve_model"]
+__all__ = ["catalogue_key_vars", "catalogue_name", "catalogue_source", "check_base_url", "get_model",
+           "get_models", "get_providers", "is_catalogued", "resolve_model",
+           "unsupported_models"]
 
 _SERVER_ADDRESSES: dict[str, str | None] = {
     "ollama": "http://localhost:11434/v1",
@@ -22,10 +31,47 @@ default address where the server has one (Ollama's), else ``None``: a base URL m
 
 
 @lru_cache(maxsize=1)
-def _catalogue() -> dict[str, dict[str, Any]]:
+def _data() -> dict[str, Any]:
     text = resources.files("piagent.providers").joinpath("models.json").read_text(encoding="utf-8")
-    data: dict[str, dict[str, Any]] = json.loads(text)["providers"]
+    data: dict[str, Any] = json.loads(text)
     return data
+
+
+def _catalogue() -> dict[str, dict[str, Any]]:
+    providers: dict[str, dict[str, Any]] = _data()["providers"]
+    return providers
+
+
+def is_catalogued(provider: str) -> bool:
+    """Whether the catalogue lists models of ``provider`` (a cloud service, wherever a
+    model of it points: its compat is detected as pi-ai's, not as a local server's)."""
+    return provider in _catalogue()
+
+
+def unsupported_models(provider: str | None = None) -> dict[str, dict[str, str]]:
+    """``{provider: {model_id: api}}``: the models pi-ai serves on an API piagent does not
+    speak (``piagent models --all``), for ``provider`` only when given."""
+    data: dict[str, dict[str, str]] = _data()["unsupported"]
+    if provider is None:
+        return {p: dict(models) for p, models in data.items()}
+    return {provider: dict(data[provider])} if provider in data else {}
+
+
+def catalogue_key_vars(provider: str) -> tuple[str, ...]:
+    """The environment variables pi-ai reads ``provider``'s key from (``()`` if none)."""
+    return tuple(_data()["keys"].get(provider, ()))
+
+
+def catalogue_name(provider: str) -> str | None:
+    """pi-ai's display name of ``provider`` ("Hugging Face"), ``None`` if it has none."""
+    name: str | None = _data()["names"].get(provider)
+    return name
+
+
+def catalogue_source() -> dict[str, str]:
+    """Where the data came from: ``package``, ``version``, ``license`` and ``notice``."""
+    source: dict[str, str] = dict(_data()["source"])
+    return source
 
 
 def _to_model(provider: str, model_id: str, entry: dict[str, Any]) -> Model:
@@ -40,7 +86,10 @@ def _to_model(provider: str, model_id: str, entry: dict[str, Any]) -> Model:
                        tiers=CostTier.from_json(cost.get("tiers"))),
         context_window=int(entry.get("contextWindow", 128_000)),
         max_tokens=int(entry.get("maxTokens", 16_384)),
-        headers=entry.get("headers"), compat=entry.get("compat"),
+        headers=dict(entry["headers"]) if entry.get("headers") else None,
+        compat=dict(entry["compat"]) if entry.get("compat") else None,
+        thinking_level_map=dict(entry["thinkingLevelMap"]) if "thinkingLevelMap" in entry
+        else None,
     )
 
 
@@ -64,7 +113,9 @@ def get_model(provider: str, model_id: str, *, base_url: str | None = None,
     ``"openai-completions"`` unless ``base_url`` is the provider's own address or ``api`` is
     given: servers that are not the provider itself (Ollama, vLLM, llama.cpp, LM Studio)
     speak Chat Completions, as ``piagent chat --base-url`` assumes. A model the catalogue
-    does not list is built from the arguments when ``base_url`` is given.
+    does not list is built from the arguments when ``base_url`` is given, with one
+    ``UserWarning`` saying what it assumed (window, output tokens, reasoning, inputs) and
+    how to set them.
 
     Raises:
         ValueError: ``base_url`` is not an ``http://`` or ``https://`` URL.
@@ -77,17 +128,12 @@ def get_model(provider: str, model_id: str, *, base_url: str | None = None,
     entries = _catalogue().get(provider)
     entry = None if entries is None else entries.get(model_id)
     if entry is None and base_url is not None:
-        return Model(id=model_id, api=api or "openai-completions", provider=provider,
-                     base_url=base_url)
-    if entries is None:
-        msg = (f"Unknown provider {provider!r}. Known providers: {', '.join(get_providers())}. "
-               "For any other server build Model(id=..., api=..., provider=..., base_url=...).")
-        raise LookupError(msg)
+        model = Model(id=model_id, api=api or "openai-completions", provider=provider,
+                      base_url=base_url)
+        warnings.warn(_assumed(model), UserWarning, stacklevel=_stacklevel())
+        return model
     if entry is None:
-        msg = (f"Unknown model {model_id!r} for provider {provider!r}. Known: "
-               f"{', '.join(entries)}. For another model build "
-               f"Model(id={model_id!r}, api=..., provider={provider!r}, base_url=...).")
-        raise LookupError(msg)
+        raise LookupError(_unknown(provider, model_id, entries))
     model = _to_model(provider, model_id, entry)
     if base_url is not None and base_url.rstrip("/") != model.base_url.rstrip("/"):
         model = dataclasses.replace(model, base_url=base_url,
@@ -95,6 +141,53 @@ def get_model(provider: str, model_id: str, *, base_url: str | None = None,
     elif api is not None:
         model = dataclasses.replace(model, api=api)
     return model
+
+
+_SHOWN = 12  # model ids named in an unknown-model error
+
+
+def _unknown(provider: str, model_id: str, entries: dict[str, Any] | None) -> str:
+    """Why ``provider``/``model_id`` is not in the catalogue, and what to do instead."""
+    other = _data()["unsupported"].get(provider, {})
+    if entries is None and other:
+        apis = ", ".join(sorted(set(other.values())))
+        return (f"Provider {provider!r} serves its models over {apis}, which piagent does "
+                f"not speak ('piagent models --all' lists them). Known providers: "
+                f"{', '.join(get_providers())}.")
+    if model_id in other:
+        return (f"{provider}/{model_id} is served over {other[model_id]!r}, an API piagent "
+                f"does not speak (pi-ai's catalogue, 'piagent models --all'). Reach it through "
+                f"a server that speaks one of {', '.join(_data()['apis'])}: "
+                f"get_model({provider!r}, {model_id!r}, base_url=..., api=...).")
+    if entries is None:
+        return (f"Unknown provider {provider!r}. Known providers: {', '.join(get_providers())}. "
+                "For any other server build Model(id=..., api=..., provider=..., base_url=...).")
+    shown = ", ".join(list(entries)[:_SHOWN])
+    more = f", ... ({len(entries)} in all: 'piagent models {provider}')" \
+        if len(entries) > _SHOWN else ""
+    return (f"Unknown model {model_id!r} for provider {provider!r}. Known: {shown}{more}. "
+            f"For another model build Model(id={model_id!r}, api=..., provider={provider!r}, "
+            f"base_url=...).")
+
+
+def _assumed(model: Model) -> str:
+    """The warning for a model the catalogue does not list: what was assumed, how to fix."""
+    return (f"{model.provider}/{model.id} is not in the catalogue, so piagent assumes a "
+            f"{model.context_window:,}-token context window, {model.max_tokens:,} output "
+            f"tokens, no reasoning, text-only input and no prices; if the model differs, set "
+            f"them: dataclasses.replace(model, context_window=..., max_tokens=..., "
+            f"reasoning=True, input=('text', 'image'), cost=ModelCost(...)).")
+
+
+def _stacklevel() -> int:
+    """The warning's stack level: the first caller outside piagent (of ``get_model``,
+    ``resolve_model`` or ``Agent(model="...")``)."""
+    import sys
+
+    frame, level = sys._getframe(2), 2
+    while frame is not None and str(frame.f_globals.get("__name__")).startswith("piagent."):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 def resolve_model(spec: str, *, base_url: str | None = None, api: str | None = None) -> Model:

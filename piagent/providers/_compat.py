@@ -16,6 +16,7 @@ from typing import Any
 from ..messages import AgentMessage, SystemMessage
 from ..models import Model
 from ..transcript import collapse_system_messages
+from ._catalogue import is_catalogued
 from ._keys import is_local_url
 
 __all__ = ["OpenAICompat", "fold_system_messages", "get_compat",
@@ -43,12 +44,18 @@ class OpenAICompat:
     results (older LiteLLM proxies in front of Anthropic). Off by default, as in pi-ai 1.5.2+:
     vLLM 0.20+ answers 400 to an empty tool list."""
     thinking_format: str = "openai"
-    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together"""
+    """openai | openrouter | zai | deepseek | qwen | qwen-chat-template | together | ant-ling |
+    baseten"""
     supports_strict_mode: bool = True
     supports_finish_reason: bool = True
     requires_reasoning_content_on_assistant_messages: bool = False
     supports_mid_convo_system_messages: bool = False
     """pi-ai 1.4.0's default: later system messages fold into the leading prompt."""
+    zai_tool_stream: bool = False
+    """Send ``"tool_stream": true`` with tools (z.ai streams tool-call arguments only then)."""
+    chat_template_args: Mapping[str, Any] = field(default_factory=dict)
+    """Baseten's ``chat_template_args`` (thinking format ``baseten``): literal values, or
+    ``{"$var": "thinking.enabled"}`` for whether thinking is on."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
@@ -62,9 +69,12 @@ def _detect(model: Model) -> OpenAICompat:
     provider, url = model.provider, model.base_url
     if provider == "openai":
         return OpenAICompat()  # wherever it points (a proxy, a test server): the reference
-    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD):
+    if provider in _LOCAL_PROVIDERS or (is_local_url(url) and provider not in _KNOWN_CLOUD
+                                        and not is_catalogued(provider)):
         return OpenAICompat(supports_store=False, supports_developer_role=False,
                             supports_reasoning_effort=False, supports_strict_mode=False)
+    if is_catalogued(provider):
+        return _detect_catalogued(provider, url)
     compat = OpenAICompat()
     if provider in _NON_STANDARD or "api.openai.com" not in url:
         compat = replace(compat, supports_store=False, supports_developer_role=False)
@@ -86,6 +96,37 @@ def _detect(model: Model) -> OpenAICompat:
     elif provider == "xai" or provider == "cerebras":
         compat = replace(compat, supports_reasoning_effort=False)
     return compat
+
+
+def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
+    """pi-ai 1.6.1's ``detectCompat``, for a provider its catalogue lists (whose models
+    carry pi-ai's own compat on top): by provider, or by the host in the base URL."""
+    zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in url or "open.bigmodel.cn" in url
+    together = provider == "together" or "api.together.ai" in url or "api.together.xyz" in url
+    moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    nvidia = provider == "nvidia" or "integrate.api.nvidia.com" in url
+    ant_ling = provider == "ant-ling" or "api.ant-ling.com" in url
+    deepseek = provider == "deepseek" or "deepseek.com" in url.lower()
+    grok = provider == "xai" or "api.x.ai" in url
+    chutes = "chutes.ai" in url
+    non_standard = (nvidia or provider == "cerebras" or "cerebras.ai" in url or grok or together
+                    or chutes or deepseek or zai or moonshot or provider == "opencode"
+                    or "opencode.ai" in url or provider == "cloudflare-workers-ai"
+                    or "api.cloudflare.com" in url or gateway or ant_ling)
+    max_tokens = chutes or deepseek or moonshot or gateway or together or nvidia or ant_ling or zai
+    thinking = ("deepseek" if deepseek else "zai" if zai else "together" if together
+                else "ant-ling" if ant_ling
+                else "openrouter" if provider == "openrouter" or "openrouter.ai" in url
+                else "openai")
+    return OpenAICompat(
+        supports_store=not non_standard,
+        supports_developer_role=provider == "openai" or "api.openai.com" in url,
+        supports_reasoning_effort=not (grok or zai or moonshot or together or gateway or nvidia
+                                       or ant_ling),
+        max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
+        requires_reasoning_content_on_assistant_messages=deepseek,
+        thinking_format=thinking, supports_strict_mode=False)
 
 
 _CACHE_SIZE = 256  # distinct model settings remembered (cleared when full)

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["ENV_VARS", "env_value", "is_local_url", "missing_key_message", "provider_label",
-           "resolve_api_key"]
+__all__ = ["ENV_VARS", "env_value", "is_local_url", "key_env_vars", "key_owner",
+           "missing_key_message", "provider_label", "resolve_api_key"]
 
 ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -25,7 +25,8 @@ ENV_VARS: dict[str, tuple[str, ...]] = {
     "moonshot": ("MOONSHOT_API_KEY",),
     "azure-openai": ("AZURE_OPENAI_API_KEY",),
 }
-"""Environment variables read, in order, when ``options.api_key`` is not given."""
+"""Environment variables read, in order, when ``options.api_key`` is not given; any other
+provider's come from the catalogue (pi-ai's ``env-api-keys``), see ``key_env_vars``."""
 
 _LABELS = {
     "openai": "OpenAI", "anthropic": "Anthropic", "google": "Google", "openrouter": "OpenRouter",
@@ -38,8 +39,14 @@ _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.dock
 
 
 def provider_label(provider: str) -> str:
-    """The name used in messages ("OpenAI", "Groq", or the provider id itself)."""
-    return _LABELS.get(provider, provider)
+    """The name used in messages ("OpenAI", "Groq", pi-ai's name of a catalogued provider
+    such as "Hugging Face", or the provider id itself)."""
+    label = _LABELS.get(provider)
+    if label is None:
+        from ._catalogue import catalogue_name
+
+        label = catalogue_name(provider) or provider
+    return label
 
 
 def is_local_url(url: str) -> bool:
@@ -53,13 +60,31 @@ def env_value(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return (env.get(name) if env is not None else None) or os.environ.get(name) or None
 
 
+def key_env_vars(provider: str) -> tuple[str, ...]:
+    """The variables ``provider``'s key is read from: ``ENV_VARS``, else the catalogue's
+    (read from the catalogue only for a provider ``ENV_VARS`` does not name)."""
+    names = ENV_VARS.get(provider)
+    if names is not None:
+        return names
+    from ._catalogue import catalogue_key_vars
+
+    return catalogue_key_vars(provider)
+
+
+def key_owner(provider: str, api_owner: str) -> str:
+    """Whose key variables a request of ``provider`` on ``api_owner``'s API reads: its own
+    when it has some (MiniMax on the Anthropic API reads ``MINIMAX_API_KEY``, as pi-ai),
+    else the API owner's (any other server speaking Anthropic's API: ``ANTHROPIC_API_KEY``)."""
+    return provider if key_env_vars(provider) else api_owner
+
+
 def resolve_api_key(provider: str, explicit: str | None,
                     env: Mapping[str, str] | None = None) -> str | None:
     """``explicit``, else the provider's variable from ``env`` (``StreamOptions.env``) or the
     environment, else ``None``."""
     if explicit:
         return explicit
-    for name in ENV_VARS.get(provider, ()):
+    for name in key_env_vars(provider):
         value = env_value(name, env)
         if value:
             return value
@@ -68,7 +93,7 @@ def resolve_api_key(provider: str, explicit: str | None,
 
 def missing_key_message(provider: str) -> str:
     """What to do when a provider that needs a key has none."""
-    names = " or ".join(ENV_VARS.get(provider, ()))
+    names = " or ".join(key_env_vars(provider))
     where = f"set {names}" if names else "set the provider's API key variable"
     return (f"No API key for {provider_label(provider)}. Pass StreamOptions(api_key=...) "
             f"or {where}.")

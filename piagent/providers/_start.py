@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import cast
 
 from ..abort import AbortSignal
 from ..errors import ProviderError, ProviderResponseError
-from ..messages import AssistantMessage
-from ..models import Model
+from ..messages import AssistantMessage, ThinkingLevel
+from ..models import Model, clamp_thinking_level
 from ..stream import AssistantMessageEventStream, Context, ErrorEvent, StreamOptions
 from ._builder import MessageBuilder
 from ._call import ProviderCall
@@ -43,6 +45,13 @@ def start_stream(model: Model | None, options: StreamOptions | None,
         stream = AssistantMessageEventStream()
         _fail_without_model(stream, api)
         return stream
+    if model.thinking_level_map is not None and options.reasoning \
+            and options.reasoning != "off" and model.reasoning and api != "anthropic-messages":
+        # pi-ai's clampThinkingLevel: the nearest level the model offers (pi-ai 1.6.1's
+        # Anthropic adapter maps the level as asked: _anthropic_thinking)
+        level = clamp_thinking_level(model, options.reasoning)
+        if level != options.reasoning:
+            options = replace(options, reasoning=cast("ThinkingLevel", level))
     signal = options.signal
     if signal is not None and signal.aborted:
         stream = AssistantMessageEventStream()

@@ -36,7 +36,7 @@ from ._anthropic_thinking import thinking_config
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
-from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
+from ._keys import env_value, is_local_url, key_owner, missing_key_message, resolve_api_key
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -109,8 +109,10 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
     if thinking is not None:
         config, max_tokens = thinking
         body.update(config)
-    elif model.reasoning:
-        body["thinking"] = {"type": "disabled"}  # said, not left to the model's default
+    elif model.reasoning and (model.thinking_level_map or {}).get("off", "") is not None:
+        # said, not left to the model's default; not for a model that cannot stop thinking
+        # (the catalogue's thinkingLevelMap has "off": null)
+        body["thinking"] = {"type": "disabled"}
     body["max_tokens"] = max_tokens
     if system_prompt:
         block: dict[str, Any] = {"type": "text", "text": system_prompt}
@@ -143,7 +145,8 @@ def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
     ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
     (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
     ``request-anthropic-full-schema``)."""
-    eager = (model.compat or {}).get("supportsEagerToolInputStreaming", True)
+    compat = model.compat or {}
+    eager = compat.get("supportsEagerToolInputStreaming", True)
     out: list[dict[str, Any]] = []
     for tool in tools:
         schema = tool.parameters or {}
@@ -154,7 +157,7 @@ def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
                                 "properties": schema.get("properties", {}),
                                 "required": schema.get("required", [])}
         out.append(wire)
-    if out and cache is not None:
+    if out and cache is not None and compat.get("supportsCacheControlOnTools", True):
         out[-1]["cache_control"] = cache
     return out
 
@@ -306,12 +309,19 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
                             body: dict[str, Any]) -> dict[str, str | None]:
     """The request headers: key, API version, betas, then model and option headers."""
     headers: dict[str, str | None] = {"anthropic-version": ANTHROPIC_VERSION}
-    if api_key:
+    if api_key and model.provider == "github-copilot":  # a Copilot token is a bearer token
+        headers["Authorization"] = f"Bearer {api_key}"
+    elif api_key:
         headers["x-api-key"] = api_key
+    betas = []
+    if body.get("tools") and (model.compat or {}).get("supportsEagerToolInputStreaming") is False:
+        betas.append("fine-grained-tool-streaming-2025-05-14")  # streamed arguments without it
     thinking = body.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         # lets budget-thinking models think between tool calls
-        headers["anthropic-beta"] = "interleaved-thinking-2025-05-14"
+        betas.append("interleaved-thinking-2025-05-14")
+    if betas:
+        headers["anthropic-beta"] = ",".join(betas)
     headers.update(model.headers or {})
     headers.update(options.headers or {})
     return headers
@@ -321,11 +331,12 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
 
 
 def _run(call: ProviderCall) -> Iterator[None]:
-    api_key = resolve_api_key("anthropic", call.options.api_key, call.options.env)
+    owner = key_owner(call.model.provider, "anthropic")
+    api_key = resolve_api_key(owner, call.options.api_key, call.options.env)
     if api_key:
         call.add_secret(api_key)
     elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
-        raise _provider_error(missing_key_message("anthropic"))
+        raise _provider_error(missing_key_message(owner))
     body = build_anthropic_request(call.model, call.messages, call.options)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"

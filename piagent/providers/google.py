@@ -30,7 +30,7 @@ from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._google_stream import LABEL, GoogleStreamState
-from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._keys import is_local_url, key_owner, missing_key_message, resolve_api_key
 from ._transform import leading_system_text, transform_messages
 from .kit import (
     HttpClient,
@@ -297,13 +297,14 @@ def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
 def _run(call: ProviderCall) -> Iterator[None]:
     options = call.options
     model = call.model
-    api_key = resolve_api_key("google", options.api_key, options.env)
+    owner = key_owner(model.provider, "google")
+    api_key = resolve_api_key(owner, options.api_key, options.env)
     headers: dict[str, str | None] = {}
     if api_key:
         call.add_secret(api_key)
         headers["x-goog-api-key"] = api_key  # a header, never ?key=, so URLs stay key-free
     elif not is_local_url(model.base_url):
-        raise ProviderError(missing_key_message("google"), provider=model.provider)
+        raise ProviderError(missing_key_message(owner), provider=model.provider)
     headers.update(model.headers or {})
     headers.update(options.headers or {})
     body = build_google_request(model, call.messages, options)

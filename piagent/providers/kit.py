@@ -58,7 +58,15 @@ from __future__ import annotations
 from ._builder import MessageBuilder
 from ._call import DEFAULT_MAX_RETRIES, DEFAULT_MAX_RETRY_DELAY_MS, ProviderCall, SSEResponse
 from ._errors import connection_reason, format_http_error, redact
-from ._keys import ENV_VARS, is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._keys import (
+    ENV_VARS,
+    is_local_url,
+    key_env_vars,
+    key_owner,
+    missing_key_message,
+    provider_label,
+    resolve_api_key,
+)
 from ._pool import HttpClient
 from ._start import start_stream
 from ._wire import (
@@ -86,6 +94,8 @@ __all__ = [
     "format_http_error",
     "is_local_url",
     "json_dumps",
+    "key_env_vars",
+    "key_owner",
     "missing_key_message",
     "parse_event_json",
     "provider_label",

@@ -34,6 +34,7 @@ from ._budget import clamp_max_tokens
 from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._thinking_formats import add_reasoning
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -86,6 +87,8 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
                 function["strict"] = False
             wire_tools.append({"type": "function", "function": function})
         body["tools"] = wire_tools
+        if compat.zai_tool_stream:
+            body["tool_stream"] = True  # z.ai streams tool-call arguments only when asked
     elif compat.requires_tools_with_tool_history and _has_tool_history(messages):
         body["tools"] = []  # older LiteLLM proxies reject tool history without a tools list
     body[compat.max_tokens_field] = max_tokens if max_tokens is not None else \
@@ -93,7 +96,7 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     if options.temperature is not None:
         body["temperature"] = options.temperature
     if model.reasoning:
-        _add_reasoning(body, options.reasoning, compat)
+        add_reasoning(body, model, options.reasoning, compat)
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
@@ -108,30 +111,6 @@ def _has_tool_history(messages: Sequence[AgentMessage]) -> bool:
                 isinstance(block, ToolCall) for block in message.content):
             return True
     return False
-
-
-def _add_reasoning(body: dict[str, Any], level: str | None, compat: OpenAICompat) -> None:
-    on = level is not None and level != "off"
-    fmt = compat.thinking_format
-    if fmt == "openrouter":
-        body["reasoning"] = {"effort": _effort(level, compat) if on else "none"}
-    elif fmt in ("zai", "deepseek"):
-        body["thinking"] = {"type": "enabled" if on else "disabled"}
-    elif fmt == "qwen":
-        body["enable_thinking"] = on
-    elif fmt == "qwen-chat-template":
-        body["chat_template_kwargs"] = {"enable_thinking": on}
-    elif fmt == "together":
-        body["reasoning"] = {"enabled": on}
-    elif on and compat.supports_reasoning_effort:
-        body["reasoning_effort"] = _effort(level, compat)
-
-
-def _effort(level: str | None, compat: OpenAICompat) -> str:
-    assert level is not None
-    if level in compat.reasoning_effort_map:
-        return compat.reasoning_effort_map[level]
-    return "high" if level in ("xhigh", "max") else level
 
 
 def _system_role(model: Model, compat: OpenAICompat) -> str:

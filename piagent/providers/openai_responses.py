@@ -76,7 +76,8 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
         body["prompt_cache_key"] = options.session_id
     level = options.reasoning
     if model.reasoning and level and level != "off":
-        effort = "high" if level in ("xhigh", "max") else level
+        mapped = (model.thinking_level_map or {}).get(level)  # the catalogue's wire value
+        effort = mapped if mapped is not None else "high" if level in ("xhigh", "max") else level
         body["reasoning"] = {"effort": effort, "summary": "auto"}
         body["include"] = ["reasoning.encrypted_content"]
     if options.sampling_params:

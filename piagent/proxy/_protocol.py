@@ -187,6 +187,8 @@ def model_to_dict(model: Model) -> dict[str, Any]:
         out["headers"] = dict(model.headers)
     if model.compat is not None:
         out["compat"] = dict(model.compat)
+    if model.thinking_level_map is not None:
+        out["thinkingLevelMap"] = dict(model.thinking_level_map)
     return out
 
 
@@ -196,6 +198,7 @@ def model_from_dict(data: Mapping[str, Any]) -> Model:
     cost = data.get("cost") or {}
     headers = data.get("headers")
     compat = data.get("compat")
+    levels = data.get("thinkingLevelMap")
     return Model(
         id=data["id"], api=data["api"], provider=data["provider"], base_url=data["baseUrl"],
         name=data.get("name"),
@@ -208,6 +211,7 @@ def model_from_dict(data: Mapping[str, Any]) -> Model:
         max_tokens=int(data.get("maxTokens", defaults.max_tokens)),
         headers=dict(headers) if headers is not None else None,
         compat=dict(compat) if compat is not None else None,
+        thinking_level_map=dict(levels) if levels is not None else None,
     )
 
 

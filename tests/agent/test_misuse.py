@@ -23,7 +23,7 @@ from piagent import (
     default_convert_to_llm,
     tool,
 )
-from piagent.providers import get_model, resolve_model
+from piagent.providers import get_model, get_providers, resolve_model
 from piagent.testing import ScriptedStreamFn, assistant_text
 
 
@@ -61,8 +61,8 @@ def _row(ident: str, kind: type[Exception], call: Callable[[], object], message:
 
 MISUSE = [
     _row("model-bare-id", ValueError, lambda: Agent(model="gpt-4o-mini"),
-         "model: 'gpt-4o-mini' is not PROVIDER/MODEL: write 'openai/gpt-4o-mini', or "
-         "get_model('openai', 'gpt-4o-mini')."),
+         "model: 'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
+         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("model-unknown-bare", ValueError, lambda: Agent(model="llama3"),
          "model: 'llama3' is not PROVIDER/MODEL (for example 'openai/gpt-4o-mini'); for a "
          "model the catalogue does not list, use get_model(provider, model_id, base_url=...) "
@@ -71,9 +71,8 @@ MISUSE = [
          "model must be a Model (piagent.providers.get_model('openai', 'gpt-4o-mini')), a "
          "'PROVIDER/MODEL' str or None, got int 42."),
     _row("model-unknown-provider", LookupError, lambda: Agent(model="nosuch/x"),
-         "model: Unknown provider 'nosuch'. Known providers: anthropic, deepseek, google, "
-         "groq, openai, openrouter, xai. For any other server build Model(id=..., api=..., "
-         "provider=..., base_url=...)."),
+         f"model: Unknown provider 'nosuch'. Known providers: {', '.join(get_providers())}. "
+         "For any other server build Model(id=..., api=..., provider=..., base_url=...)."),
     _row("tools-plain-function", TypeError, lambda: Agent(tools=[plain]),
          "tools[0] is the function 'plain', not an AgentTool: decorate it with @tool (from "
          "piagent import tool), or pass tool(plain)."),
@@ -164,8 +163,8 @@ MISUSE = [
          "state.tools has two tools named 'ping' (state.tools[0] and state.tools[1]): the "
          "model calls a tool by its name, so each needs its own; rename one (@tool(name=...))."),
     _row("state-model-bare-id", ValueError, _set("model", "gpt-4o-mini"),
-         "state.model: 'gpt-4o-mini' is not PROVIDER/MODEL: write 'openai/gpt-4o-mini', or "
-         "get_model('openai', 'gpt-4o-mini')."),
+         "state.model: 'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
+         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("state-thinking-level", ValueError, _set("thinking_level", "hi"),
          "state.thinking_level must be one of 'off', 'minimal', 'low', 'medium', 'high', "
          "'xhigh', 'max', got 'hi'."),
@@ -228,8 +227,8 @@ MISUSE = [
          'ToolResultMessage, SystemMessage, or a dataclass with a role registered with '
          'register_message_type).'),
     _row("resolve-model-bare", ValueError, lambda: resolve_model("gpt-4o-mini"),
-         "'gpt-4o-mini' is not PROVIDER/MODEL: write 'openai/gpt-4o-mini', or "
-         "get_model('openai', 'gpt-4o-mini')."),
+         "'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
+         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("resolve-model-int", TypeError, lambda: resolve_model(5),
          "resolve_model() takes a 'PROVIDER/MODEL' str, got int."),
 ]

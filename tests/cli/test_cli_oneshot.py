@@ -107,11 +107,30 @@ def test_models_lists_the_catalogue() -> None:
     proc = _piagent("models", "openai")
     assert proc.returncode == 0, proc.stderr
     header, *lines = proc.stdout.splitlines()
-    assert header.split() == ["MODEL", "$", "IN/1M", "$", "OUT/1M"]
+    assert header.split() == ["MODEL", "API", "CONTEXT", "$", "IN/1M", "$", "OUT/1M"]
     assert lines and all(line.startswith("openai/") for line in lines)
-    assert any(line.split() == ["openai/gpt-4o-mini", "0.15", "0.60"] for line in lines)
+    assert any(line.split() == ["openai/gpt-4o-mini", "openai-responses", "128,000", "0.15",
+                                "0.60"] for line in lines)
     assert len({len(line) for line in [header, *lines]}) == 1  # the columns line up
     assert len({len(line) for line in _piagent("models").stdout.splitlines()}) == 1
+
+
+def test_models_filters_and_says_why_a_model_is_missing() -> None:
+    """Issue 51: filter by API and capability; --all lists the models on other APIs."""
+    proc = _piagent("models", "google", "--reasoning", "--images")
+    assert proc.returncode == 0, proc.stderr
+    assert "google/gemini-3-flash-preview" in proc.stdout.split()
+    proc = _piagent("models", "--api", "openai-responses")
+    names = {line.split()[0] for line in proc.stdout.splitlines()[1:]}
+    assert "xai/grok-4.3" in names and "groq/openai/gpt-oss-120b" not in names
+    proc = _piagent("models", "mistral")
+    assert proc.returncode == 2
+    assert "mistral serves its models on APIs piagent does not speak" in proc.stderr
+    proc = _piagent("models", "--all", "mistral")
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()[1:]
+    assert rows and all(row.split()[1:3] == ["mistral-conversations", "-"] for row in rows)
+    assert all(row.rstrip().endswith("not spoken by piagent") for row in rows)
     proc = _piagent("models", "nosuch")
     assert proc.returncode == 2
     assert "piagent models: no provider 'nosuch' in the catalogue; it has " in proc.stderr

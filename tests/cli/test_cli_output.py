@@ -98,7 +98,7 @@ def test_unknown_model_is_said_once_in_the_clis_words() -> None:
         _resolve_model("openai/gpt-nope", None, "openai-completions")
     text = str(info.value)
     assert text.startswith("--model openai/gpt-nope: openai has no model 'gpt-nope' in the "
-                           "catalogue (it has gpt-4o")
+                           "catalogue (it has chat-latest, gpt-4.1")
     assert "see 'piagent models openai'" in text and "--base-url URL" in text
     assert text.lower().count("unknown") == 0 and "Model(" not in text
     with pytest.raises(CliError, match=r"the catalogue has no provider 'nosuch' \(it has "):

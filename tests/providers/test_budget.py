@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
+
 from piagent.messages import (
     AssistantMessage,
     ImageContent,
@@ -15,12 +17,19 @@ from piagent.messages import (
     Usage,
     UserMessage,
 )
+from piagent.models import Model
 from piagent.providers import get_model
 from piagent.providers._budget import clamp_max_tokens, estimate_context_tokens
 from piagent.providers.openai_completions import build_completions_request
 from piagent.stream import StreamOptions
 
 TOOL = ToolDeclaration("t", "d", {"type": "object"})
+
+
+def _local() -> Model:
+    """A model the catalogue does not list (its one warning says what was assumed)."""
+    with pytest.warns(UserWarning, match="is not in the catalogue"):
+        return get_model("local", "my-model", base_url="http://127.0.0.1:8000/v1")
 
 
 def _reply(total: int, stop_reason: str = "stop", timestamp: int = 10) -> AssistantMessage:
@@ -51,7 +60,7 @@ def test_estimate_starts_from_the_last_usage_that_counts() -> None:
 
 
 def test_clamp() -> None:
-    model = get_model("local", "my-model", base_url="http://127.0.0.1:8000/v1")
+    model = _local()
     small = [UserMessage(content="hi")]
     assert clamp_max_tokens(model, small, 16_384) == 16_384
     big = [_reply(120_000), UserMessage(content="hi", timestamp=20)]
@@ -66,7 +75,7 @@ def test_clamp_keeps_pi_ai_1_6_s_margin() -> None:
     """15 % of the input (at least 4096) while that leaves 32768 tokens of output; else only
     4096, with the output at most 32768 (pi-ai 1.6; 1.4.0 kept 4096 only)."""
     wide = dataclasses.replace(
-        get_model("local", "my-model", base_url="http://127.0.0.1:8000/v1"),
+        _local(),
         context_window=1_000_000)
     history = [_reply(400_000), UserMessage(content="hi", timestamp=20)]  # 400 001 tokens
     assert clamp_max_tokens(wide, history, 900_000) == 1_000_000 - 400_001 - 60_001
@@ -80,7 +89,7 @@ def test_a_model_outside_the_catalogue_gets_the_guessed_limits() -> None:
     """get_model of an id the catalogue does not list: the guessed 128 000-token window and
     16 384 output tokens, so max_completion_tokens is 16 384 until the context nears the
     window; max_tokens= or the model's real limits change it (docs/providers.md)."""
-    model = get_model("local", "my-model", base_url="http://127.0.0.1:8000/v1")
+    model = _local()
     assert (model.context_window, model.max_tokens) == (128_000, 16_384)
     messages = [UserMessage(content="hi")]
     body = build_completions_request(model, messages, StreamOptions())

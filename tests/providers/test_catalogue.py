@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from piagent.messages import AssistantMessage, TextContent, UserMessage
@@ -19,7 +21,8 @@ from .sse_script import Reply
 
 
 def test_main_vendors_have_priced_models():
-    assert {"openai", "anthropic", "google", "groq", "openrouter"} <= set(get_providers())
+    assert {"openai", "anthropic", "google", "groq", "openrouter", "xai", "together",
+            "cerebras", "fireworks", "huggingface", "nvidia"} <= set(get_providers())
     sonnet = get_model("anthropic", "claude-sonnet-4-5")
     assert (sonnet.api, sonnet.base_url, sonnet.reasoning, sonnet.input) == (
         "anthropic-messages", "https://api.anthropic.com", True, ("text", "image"))
@@ -27,13 +30,61 @@ def test_main_vendors_have_priced_models():
             sonnet.cost.cache_write) == (3, 15, 0.3, 3.75)
     flash = get_model("google", "gemini-2.5-flash")
     assert (flash.cost.input, flash.cost.output, flash.context_window) == (0.3, 2.5, 1048576)
-    groq = get_model("groq", "llama-3.3-70b-versatile")
-    assert (groq.api, groq.cost.input, groq.cost.output) == ("openai-completions", 0.59, 0.79)
+    groq = get_model("groq", "openai/gpt-oss-120b")
+    assert (groq.api, groq.cost.input, groq.cost.output) == ("openai-completions", 0.15, 0.6)
     for provider in get_providers():
         for model in get_models(provider):
-            assert model.cost.input > 0 and model.cost.output > 0, model.id
             assert model.api in ("openai-completions", "openai-responses",
                                  "anthropic-messages", "google-generative-ai")
+
+
+def test_the_issue_examples_are_catalogued():
+    """Issue 51: Gemini 3 thinks and takes images; xAI speaks Responses, as in pi-ai."""
+    gemini = get_model("google", "gemini-3-flash-preview")
+    assert (gemini.api, gemini.reasoning, "image" in gemini.input) == (
+        "google-generative-ai", True, True)
+    assert {m.api for m in get_models("xai")} == {"openai-responses"}
+    together = get_models("together")[0]
+    assert (together.provider, together.base_url) == ("together", "https://api.together.ai/v1")
+
+
+def test_a_model_on_an_api_piagent_does_not_speak_says_so():
+    from piagent.providers import unsupported_models
+
+    bedrock = unsupported_models("amazon-bedrock")["amazon-bedrock"]
+    assert set(bedrock.values()) == {"bedrock-converse-stream"}
+    with pytest.raises(LookupError, match=r"^Provider 'amazon-bedrock' serves its models over "
+                                          r"bedrock-converse-stream, which piagent does not "
+                                          r"speak \('piagent models --all' lists them\)"):
+        get_model("amazon-bedrock", next(iter(bedrock)))
+    assert get_models("azure")  # one model on Chat Completions, the others on Azure's API
+    azure = next(iter(unsupported_models("azure")["azure"]))
+    with pytest.raises(LookupError, match=rf"^azure/{azure} is served over "
+                                          r"'azure-openai-responses', an API piagent does not "
+                                          r"speak"):
+        get_model("azure", azure)
+    assert unsupported_models("openai") == {} or all(
+        api not in ("openai-responses", "openai-completions")
+        for api in unsupported_models("openai")["openai"].values())
+
+
+def test_an_unknown_model_at_an_address_warns_once_what_was_assumed():
+    with pytest.warns(UserWarning) as caught:
+        model = get_model("vllm", "my-model", base_url="http://127.0.0.1:8000/v1")
+    assert len(caught) == 1 and caught[0].filename == __file__
+    assert str(caught[0].message) == (
+        "vllm/my-model is not in the catalogue, so piagent assumes a 128,000-token context "
+        "window, 16,384 output tokens, no reasoning, text-only input and no prices; if the "
+        "model differs, set them: dataclasses.replace(model, context_window=..., "
+        "max_tokens=..., reasoning=True, input=('text', 'image'), cost=ModelCost(...)).")
+    assert (model.context_window, model.reasoning, model.input) == (128_000, False, ("text",))
+
+
+def test_a_catalogued_model_at_an_address_keeps_its_fields():
+    known = get_model("google", "gemini-3-flash-preview")
+    moved = get_model("google", "gemini-3-flash-preview", base_url="http://127.0.0.1:9/v1beta",
+                      api="google-generative-ai")
+    assert moved == dataclasses.replace(known, base_url="http://127.0.0.1:9/v1beta")
 
 
 def test_get_model_returns_fresh_objects():
@@ -99,7 +150,8 @@ def test_get_model_at_another_address():
     chosen = get_model("openai", "gpt-4o-mini", base_url="http://127.0.0.1:8765/v1",
                        api="openai-responses")
     assert chosen.api == "openai-responses"
-    anything = get_model("vllm", "qwen2.5", base_url="http://127.0.0.1:8000/v1")
+    with pytest.warns(UserWarning, match="not in the catalogue"):
+        anything = get_model("vllm", "qwen2.5", base_url="http://127.0.0.1:8000/v1")
     assert (anything.id, anything.provider, anything.api) == (
         "qwen2.5", "vllm", "openai-completions")
     with pytest.raises(ValueError, match=r"^get_model\(base_url=...\) must be an http:// or "
@@ -130,8 +182,9 @@ def test_tiered_prices_above_200k_input_tokens():
 
     model = get_model("google", "gemini-2.5-pro")
     assert model.cost.tiers == (CostTier(200_000, 2.5, 15.0, 0.25, 0.0),)
+    assert model.cost.cache_read == 0.125
     small = calculate_cost(model, Usage(input=150_000, output=1000, cache_read=50_000))
-    assert small.total == pytest.approx((150_000 * 1.25 + 1000 * 10 + 50_000 * 0.31) / 1e6)
+    assert small.total == pytest.approx((150_000 * 1.25 + 1000 * 10 + 50_000 * 0.125) / 1e6)
     big = calculate_cost(model, Usage(input=150_000, output=1000, cache_read=50_001))
     assert big.total == pytest.approx((150_000 * 2.5 + 1000 * 15 + 50_001 * 0.25) / 1e6)
     # the highest threshold below the input wins, whatever the order
@@ -141,3 +194,12 @@ def test_tiered_prices_above_200k_input_tokens():
     assert calculate_cost(two, Usage(input=200)).total == pytest.approx(200 * 2 / 1e6)
     with pytest.raises(ValueError, match="cost.tiers entries need a number inputTokensAbove"):
         CostTier.from_json([{"input": 1}])
+
+
+def test_the_guess_warning_points_at_the_callers_line():
+    """Through resolve_model and Agent(model=...) too: the user's line, not piagent's."""
+    from piagent.providers import resolve_model
+
+    with pytest.warns(UserWarning, match="not in the catalogue") as caught:
+        resolve_model("vllm/other-model", base_url="http://127.0.0.1:8000/v1")
+    assert caught[0].filename == __file__

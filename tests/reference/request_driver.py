@@ -8,6 +8,7 @@ server, which records the requests.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 from piagent import (
@@ -129,7 +130,9 @@ def _mark(payload: Any, model: Any) -> None:
 
 def run(conv: dict[str, Any], spec: dict[str, str]) -> None:
     """Run ``conv`` against the model ``spec`` (provider, id, api, baseUrl)."""
-    model = get_model(spec["provider"], spec["id"], base_url=spec["baseUrl"], api=spec["api"])
+    with warnings.catch_warnings():  # "outside": the guessed limits are the point of the run
+        warnings.simplefilter("ignore", UserWarning)
+        model = get_model(spec["provider"], spec["id"], base_url=spec["baseUrl"], api=spec["api"])
     if conv.get("compat"):
         model = dataclasses.replace(model, compat={**(model.compat or {}), **conv["compat"]})
     agent = Agent(system_prompt=conv["system"], model=model,

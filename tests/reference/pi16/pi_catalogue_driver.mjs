@@ -1,0 +1,1 @@
+../pi_catalogue_driver.mjs
