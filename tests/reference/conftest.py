@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,55 @@ def pi16_installed() -> Path:
     return modules
 
 
+@dataclass(frozen=True)
+class Pi:
+    """One installed pi: ``version`` (pi-agent-core's) and ``root``, the folder whose
+    ``node_modules`` holds it and where its drivers are run."""
+
+    version: str
+    root: Path
+
+    @property
+    def reference(self) -> bool:
+        """Whether this is the reference (1.6.0 / 1.6.1); 1.4.0 runs beside it, and rows
+        changed upstream in 1.5/1.6 apply to 1.4.0 only."""
+        return self.version != "1.4.0"
+
+    def command(self, script: str) -> list[str]:
+        return node_command(self.root, script)
+
+    def run(self, script: str, *args: str, stdin: str | None = None) -> str:
+        """``script`` run against this pi with ``args`` and ``stdin``; its stdout."""
+        done = subprocess.run([*self.command(script), *args], cwd=self.root, input=stdin,
+                              capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+        assert done.returncode == 0, f"{script} (pi {self.version}) failed:\n{done.stderr[-4000:]}"
+        return done.stdout
+
+
+PI_VERSIONS = ("1.6.0", "1.4.0")
+"""The pi-agent-core versions every pi-side fixture runs: the reference first, then 1.4.0."""
+
+
+@pytest.fixture(scope="session", params=PI_VERSIONS, ids=["pi16", "pi14"])
+def pi(request: pytest.FixtureRequest) -> Pi:
+    """Each installed pi in turn (a session-scoped parameter: one node process per version
+    and fixture, every test that uses it runs against both)."""
+    if request.param == "1.4.0":
+        return Pi("1.4.0", request.getfixturevalue("pi_installed").parent)
+    request.getfixturevalue("pi16_installed")
+    return Pi(request.param, PI16)
+
+
 @pytest.fixture(scope="session")
-def pi_outputs(pi_installed: Path) -> dict[str, Any]:
-    """pi's raw output of every scenario and entry: one node process for the whole suite."""
-    files = [str(p) for p in scenario_files()]
-    done = subprocess.run(["node", str(HERE / "pi_driver.mjs"), *files], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, f"pi_driver.mjs failed:\n{done.stderr[-4000:]}"
-    outputs: dict[str, Any] = json.loads(done.stdout)
+def pi_outputs(pi: Pi) -> dict[str, Any]:
+    """pi's raw output of every scenario and entry: one node process per version."""
+    outputs: dict[str, Any] = json.loads(
+        pi.run("pi_driver.mjs", *(str(p) for p in scenario_files())))
     return outputs
+
+
+@pytest.fixture(scope="session")
+def piagent_outputs() -> dict[tuple[str, str], Any]:
+    """piagent's normalised output by (scenario, entry), kept for the second pi version (its
+    side does not depend on which pi it is compared with)."""
+    return {}

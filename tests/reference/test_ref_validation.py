@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from piagent.errors import ToolArgumentError
 from piagent.tools import AgentTool, validate_tool_arguments
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
+from .conftest import Pi
 
 
 def _obj(props: dict[str, Any], **rest: Any) -> dict[str, Any]:
@@ -85,13 +83,10 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
 
 
 @pytest.fixture(scope="session")
-def pi_validated(pi_installed: Path) -> dict[str, Any]:
+def pi_validated(pi: Pi) -> dict[str, Any]:
     payload = [{"schema": schema, "arguments": args} for schema, args in CASES.values()]
-    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
-                          input=json.dumps(payload), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(zip(CASES, json.loads(done.stdout), strict=True))
+    return dict(zip(CASES, json.loads(pi.run("pi_validation.mjs", stdin=json.dumps(payload))),
+                    strict=True))
 
 
 def _piagent(schema: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -145,16 +140,13 @@ def _random_cases(count: int, seed: int) -> list[tuple[dict[str, Any], Any]]:
 RANDOM_CASES = _random_cases(400, seed=24)
 
 
-def test_random_arguments_as_pi_ai(pi_installed: Path) -> None:
+def test_random_arguments_as_pi_ai(pi: Pi) -> None:
     payload = [{"schema": schema, "arguments": args} for schema, args in RANDOM_CASES]
-    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
-                          input=json.dumps(payload), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
+    validated = json.loads(pi.run("pi_validation.mjs", stdin=json.dumps(payload)))
     different = []
-    for (schema, args), pi in zip(RANDOM_CASES, json.loads(done.stdout), strict=True):
+    for (schema, args), theirs in zip(RANDOM_CASES, validated, strict=True):
         ours = _piagent(schema, args)
-        if ours != pi:
-            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {pi}\n  us {ours}")
+        if ours != theirs:
+            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {theirs}\n  us {ours}")
     assert not different, f"{len(different)} of {len(RANDOM_CASES)} differ:\n" + \
         "\n".join(different[:5])
