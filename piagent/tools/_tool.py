@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeAlias
 from ..abort import AbortSignal
 from ..errors import ToolArgumentError
 from ..messages import ImageContent, TextContent, Usage
+from ._coerce import clone
 from ._errortext import format_error_text, huge_integer_errors
 from ._schema import compile_schema
 
@@ -156,9 +157,10 @@ def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
         return arguments
     too_deep = False
     try:
-        normalize = compiled.normalize
-        coerced = compiled.coerce(arguments if normalize is None else normalize(arguments))
         check = compiled.check
+        if compiled.stable and check is not None and check(arguments):
+            return clone(arguments)  # coercion would change nothing
+        coerced = compiled.coerce(arguments)
         if check is not None and check(coerced):
             return coerced
         errors = compiled.errors(coerced)
