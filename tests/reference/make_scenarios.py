@@ -188,6 +188,29 @@ add("validation_nested_required", description="A nested object misses a required
                  "required": ["depth"]}}, "required": ["opts"]}}],
     responses=[calls(("nested", {"opts": {}}, "c1")), text("ok")],
     differences=["validation-pi-schema"])
+_BAD_ARGS = calls(("read", {}, "c1"))
+_BAD_ARGS["content"][0]["argumentsError"] = (
+    "Expected ',' or '}' after property value in JSON at position 12\n\nReceived arguments:\n"
+    '{"path": "a" "b"}')
+add("validation_arguments_error", description="A tool call whose arguments text was no JSON "
+    "object (argumentsError): the model reads pi-ai's \"Invalid arguments\" text.",
+    tools=[READ], responses=[_BAD_ARGS, text("Sorry.")])
+add("coercion_dangling_ref", description="A $ref naming nothing rejects only its own value "
+    "(pi-ai 1.6.1); the other calls of the tool run.",
+    tools=[{"name": "mcp", "parameters": {"type": "object", "properties": {
+        "p": {"$ref": "#/$defs/Gone"}, "n": {"type": "integer"}}}}],
+    responses=[calls(("mcp", {"n": "2"}, "c1"), ("mcp", {"p": 1}, "c2")), text("ok")],
+    differences=["validation-pi-schema"])
+add("coercion_through_ref_and_union", description="Arguments converted through a $ref and "
+    "a union (pi-ai 1.6.1); an integer's fraction cut.",
+    tools=[{"name": "edit", "parameters": {"type": "object", "$defs": {"E": {
+        "type": "object", "properties": {"line": {"type": "integer"}}}}, "properties": {
+        "edits": {"type": "array", "items": {"$ref": "#/$defs/E"}},
+        "mode": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+        "n": {"type": "integer"}}}}],
+    responses=[calls(("edit", {"edits": {"line": "3"}, "mode": "fast", "n": 2.5}, "c1")),
+               text("ok")],
+    differences=["validation-pi-schema"])
 add("coercion_string_to_boolean", description='"true" for a boolean.',
     tools=[{"name": "flag", "parameters": {"type": "object", "properties": {
         "on": {"type": "boolean"}}, "required": ["on"]}}],
