@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -140,26 +141,58 @@ def pi(request: pytest.FixtureRequest) -> Pi:
 
 class PiOutputs:
     """pi's raw output of every scenario and entry, by version: one node process per
-    version, run on first use and kept for the session."""
+    version, kept for the session. The processes of both versions are started together
+    (a driver mostly waits: its scenarios' timers), and each is read on first use."""
 
     def __init__(self) -> None:
         self._by_version: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, pi: Pi) -> None:
+        if pi.version in self._by_version or pi.version in self._running:
+            return
+        self._running[pi.version] = subprocess.Popen(
+            [*pi.command("pi_driver.mjs"), *(str(p) for p in scenario_files())], cwd=pi.root,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def of(self, pi: Pi) -> dict[str, Any]:
         if pi.version not in self._by_version:
-            self._by_version[pi.version] = json.loads(
-                pi.run("pi_driver.mjs", *(str(p) for p in scenario_files())))
+            self.start(pi)
+            process = self._running.pop(pi.version)
+            try:
+                out, err = process.communicate(timeout=DRIVER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise
+            assert process.returncode == 0, \
+                f"pi_driver.mjs (pi {pi.version}) failed:\n{err[-4000:]}"
+            self._by_version[pi.version] = json.loads(out)
         return self._by_version[pi.version]
 
+    def close(self) -> None:
+        """Stop the processes never read (a session that failed or was cut short)."""
+        for process in self._running.values():
+            process.kill()
+            process.communicate()
+        self._running.clear()
+
 
 @pytest.fixture(scope="session")
-def pi_outputs_by_version() -> PiOutputs:
-    return PiOutputs()
+def pi_outputs_by_version() -> Iterator[PiOutputs]:
+    outputs = PiOutputs()
+    yield outputs
+    outputs.close()
 
 
 @pytest.fixture(scope="session")
-def pi_outputs(pi: Pi, pi_outputs_by_version: PiOutputs) -> dict[str, Any]:
+def pi_outputs(pi: Pi, pi_outputs_by_version: PiOutputs,
+               request: pytest.FixtureRequest) -> dict[str, Any]:
     """pi's raw output of every scenario and entry for the ``pi`` in turn."""
+    pi_outputs_by_version.start(pi)
+    if pi.reference:  # the other version's scenarios run meanwhile (its turn comes next)
+        request.getfixturevalue("pi_installed")
+        pi_outputs_by_version.start(Pi("1.4.0", HERE))
     return pi_outputs_by_version.of(pi)
 
 
