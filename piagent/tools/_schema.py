@@ -161,16 +161,19 @@ def _compile(schema: Any) -> CompiledSchema:
 
 
 def _mark_unresolved(node: Any, root: Any) -> Any:
-    """``node`` with every part whose ``$ref`` names nothing in ``root`` replaced by a schema
-    no value passes, marked with the ref (pi-ai 1.6.1: a dangling ``$ref`` rejects only the
-    values at its place). ``node`` itself when nothing is replaced."""
+    """``node`` with every part whose local ``$ref`` (``#/…``) names nothing in ``root``
+    replaced by a schema no value passes, marked with the ref (pi-ai 1.6.1: a dangling
+    ``$ref`` rejects only the values at its place). ``node`` itself when nothing is replaced.
+    Other references (``$id`` documents, anchors, URLs) are left to ``jsonschema``: one it
+    cannot resolve skips validation, with a warning."""
     if isinstance(node, list):
         items = [_mark_unresolved(x, root) for x in node]
         return node if all(a is b for a, b in zip(items, node, strict=True)) else items
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
-    if isinstance(ref, str) and not isinstance(resolve_local(root, ref), (dict, bool)):
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) \
+            and not isinstance(resolve_local(root, ref), (dict, bool)):
         return {"not": {}, UNRESOLVED: ref}
     parts = {k: _mark_unresolved(v, root) if k not in ("enum", "const") else v
              for k, v in node.items()}

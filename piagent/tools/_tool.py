@@ -138,19 +138,21 @@ def check_tool_timeout(value: object, where: str) -> float | None:
 def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     """Return a coerced deep copy of ``arguments`` that satisfies ``tool.parameters``.
 
-    As pi-ai 1.4.0 does: an optional property given ``null`` whose schema does not accept
-    ``null`` is removed, then values are coerced to their schema's type (``"5"`` → ``5``
-    for an integer, ``"true"`` → ``True``, ``5`` → ``"5"`` for a string, ``null`` →
-    ``""``/``0``/``False`` for a required property); nothing is wrapped into a list. The
-    schema is compiled once and cached. If the schema itself is invalid a warning is logged
-    and the arguments are returned unchanged.
+    As pi-ai 1.6.1 does (pi-schema's coercion): an optional property given ``null`` whose
+    schema does not accept ``null`` is removed; values are converted to their schema's type
+    (``"5"`` → ``5`` and ``2.5`` → ``2`` for an integer, ``"true"`` → ``True``, ``5`` →
+    ``"5"`` and ``null`` → ``"null"`` for a string, ``"2"`` → ``2`` for an ``enum`` of
+    numbers), a single value where an array is expected becomes a one-element array, and
+    the conversion follows ``$ref``s and unions. A ``$ref`` that names nothing rejects only
+    the values at its place. The schema is compiled once and cached. If the schema itself is
+    invalid a warning is logged and the arguments are returned unchanged.
 
     Raises:
         ToolArgumentError: the arguments fail the schema. The message is pi-ai's:
             ``Validation failed for tool "<name>":`` then one ``  - <path>: <message>``
-            line per error in TypeBox's words (``path: must have required properties
-            path``, ``a.1: must be number``), then the original arguments as indented
-            JSON.
+            line per error in pi-ai 1.6.1's words (``path: missing``, ``a.1: expected
+            number, got string``, ``extra: unknown field``), then the original arguments as
+            indented JSON.
     """
     compiled = compile_schema(tool.parameters)
     if compiled.validator is None:

@@ -885,6 +885,18 @@ def test_a_dangling_ref_rejects_only_its_own_value() -> None:
     assert caught.value.errors == ["n: unresolved reference #/definitions/missing"]
 
 
+def test_a_ref_jsonschema_cannot_resolve_logs_a_warning_and_skips_validation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Not a local pointer (a URL, another document): left to jsonschema, which cannot
+    fetch it; the tool's validation is skipped, with a warning."""
+    t = _schema_tool({"type": "object", "properties": {
+        "n": {"$ref": "https://schemas.invalid/missing.json"}}})
+    with caplog.at_level(logging.WARNING, logger="piagent.tools._schema"):
+        assert validate_tool_arguments(t, {"n": 1}) == {"n": 1}
+    assert "bad $ref" in caplog.text
+
+
 # --- fast checker soundness (property-based) -------------------------------------------
 
 _SCHEMAS: list[dict[str, Any]] = [
