@@ -232,10 +232,15 @@ class Converter:
         # Local to one call of coerce (a new list per call: the converter is shared).
         self._entered: list[tuple[Any, Any]] = []
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, valid: Callable[[Any], bool] | None = None) -> Any:
+        """``value`` through the three passes; with ``valid`` (the whole schema's check), a
+        value valid after the first two skips the third, which leaves every valid value as
+        it is (each node of it is valid, and a valid value has its node's type)."""
         run = Converter(self.root, self.passes)
-        return run._coerce_types(run._convert(self.root, run._drop_nulls(value, self.root)),
-                                 self.root)
+        value = run._convert(self.root, run._drop_nulls(value, self.root))
+        if valid is not None and valid(value):
+            return value
+        return run._coerce_types(value, self.root)
 
     # --- pass 1 ---------------------------------------------------------------------------
 

@@ -94,7 +94,7 @@ class CompiledSchema:
 
     def coerce(self, arguments: Any) -> Any:
         """pi-ai 1.6.1's coercion of a deep copy of ``arguments``."""
-        return self._converter.coerce(clone(arguments))
+        return self._converter.coerce(clone(arguments), self.check)
 
     def errors(self, instance: Any) -> list[tuple[str, str]]:
         """Every validation error of ``instance`` as ``(path, message)``, as pi-ai 1.6.1
