@@ -145,11 +145,19 @@ def _compile(schema: Any) -> CompiledSchema:
     import jsonschema
     from jsonschema.validators import validator_for
 
-    cls = validator_for(schema, default=jsonschema.Draft7Validator)
-    try:
-        cls.check_schema(schema)  # type: ignore[arg-type]  # boolean schemas are valid
-    except jsonschema.SchemaError as exc:
-        _log.warning("Skipping argument validation: invalid JSON Schema (%s)", exc.message)
+    # pi-ai 1.6.1 reads every schema as draft 2020-12 (pi-schema's default): so does a schema
+    # that names no draft, unless it is valid only as draft 7 (a tuple's `items` list)
+    declared = isinstance(schema, dict) and "$schema" in schema
+    classes = [validator_for(schema)] if declared else [jsonschema.Draft202012Validator,
+                                                        jsonschema.Draft7Validator]
+    for cls in classes:
+        try:
+            cls.check_schema(schema)  # type: ignore[arg-type]  # boolean schemas are valid
+            break
+        except jsonschema.SchemaError as exc:
+            error = exc
+    else:
+        _log.warning("Skipping argument validation: invalid JSON Schema (%s)", error.message)
         return CompiledSchema(schema, None, None)
     schema = _mark_unresolved(schema, schema)
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER)

@@ -118,6 +118,16 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
                            {"n_a": "3", "other": 1}),
     "boolean_words": (_obj({"a": BOOL, "b": BOOL, "c": {"type": "null"}}),
                       {"a": "TRUE", "b": "0", "c": "null"}),
+    # no $schema: draft 2020-12, as pi-schema reads every schema
+    "draft_2020_dependent_required": (_obj({"a": STR, "b": STR}, dependentRequired={"a": ["b"]}),
+                                      {"a": "x"}),
+    "draft_2020_prefix_items": (_obj({"t": {"type": "array", "prefixItems": [INT, STR],
+                                            "items": False}}), {"t": ["1", 2, 3]}),
+    "draft_2020_ref_sibling": ({"type": "object", "$defs": {"N": INT},
+                                "properties": {"n": {"$ref": "#/$defs/N", "maximum": 3}}},
+                               {"n": "7"}),
+    "draft_2020_min_contains": (_obj({"l": {"type": "array", "contains": INT, "minContains": 2}}),
+                                {"l": [1, "a"]}),
 }
 
 
