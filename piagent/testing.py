@@ -35,6 +35,7 @@ from .stream import (
     DoneEvent,
     ErrorEvent,
     StartEvent,
+    StreamingJsonParser,
     StreamOptions,
     TextDeltaEvent,
     TextEndEvent,
@@ -45,7 +46,6 @@ from .stream import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-    parse_streaming_json,
 )
 
 __all__ = [
@@ -309,13 +309,15 @@ def _events(final: AssistantMessage) -> Iterator[tuple[AssistantMessage, Assista
             partial.content.append(ToolCall(block.id, block.name, {}, block.thought_signature))
             yield partial, ToolCallStartEvent(index, partial)
             text = json.dumps(block.arguments)
-            so_far = ""
+            parser = StreamingJsonParser()  # the partial arguments as pi-ai 1.6.1 shows them
             for start in range(0, len(text), 16):
                 piece = text[start:start + 16]
-                so_far += piece
-                partial.content[index] = ToolCall(block.id, block.name,
-                                                  parse_streaming_json(so_far),
-                                                  block.thought_signature)
+                parser.append(piece)
+                snapshot = parser.snapshot()
+                partial.content[index] = ToolCall(
+                    block.id, block.name,
+                    snapshot.value if snapshot is not None and snapshot.is_object else {},
+                    block.thought_signature)
                 yield partial, ToolCallDeltaEvent(index, piece, partial)
             partial.content[index] = block
             yield partial, ToolCallEndEvent(index, block, partial)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..abort import AbortSignal
+from ..errors import ToolArgumentError
 from ..messages import (
     AssistantMessage,
     TextContent,
@@ -75,6 +76,10 @@ def prepare_tool_call(context: AgentContext, assistant_message: AssistantMessage
         arguments = tool_call.arguments
         if tool.prepare_arguments is not None:
             arguments = tool.prepare_arguments(arguments)
+        if tool_call.arguments_error:  # the model's text was no JSON object (pi-ai's words)
+            raise ToolArgumentError(
+                f'Invalid arguments for tool "{tool_call.name}": {tool_call.arguments_error}',
+                tool_name=tool_call.name, errors=[tool_call.arguments_error])
         args = validate_tool_arguments(tool, arguments)
         ask = tool.needs_approval
         if ask is not False and approval is None and (ask is True or ask(args)):

@@ -21,7 +21,7 @@ from ..abort import AbortController
 from ..events import ToolExecutionEndEvent, ToolExecutionUpdateEvent
 from ._call import Finalized, Prepared
 from ._inbox import Done, Inbox, Update, refused
-from ._results import error_result
+from ._results import ABORTED_TEXT, error_result
 
 __all__ = ["TIMED_OUT_KEY", "execute_timed", "timeout_text"]
 
@@ -103,7 +103,8 @@ def execute_timed(batch: Any, prepared: list[Prepared], grace: float,
                     if deadline is None or results[index] is not None or now < deadline:
                         continue
                     results[index] = done = _time_out(prepared[index], limits[index],
-                                                      handed[index], now)
+                                                      handed[index], now,
+                                                      batch.signal.is_set())
                     controllers[index].abort(TimeoutError(done.result.content[0].text))  # type: ignore[union-attr]
                     if index in threads:
                         runner.abandoned.add(threads[index])
@@ -137,9 +138,17 @@ def execute_timed(batch: Any, prepared: list[Prepared], grace: float,
     return results, failure or refusal  # type: ignore[return-value]  # all finished
 
 
-def _time_out(prepared: Prepared, limit: float | None, handed: float, now: float) -> Finalized:
+def _time_out(prepared: Prepared, limit: float | None, handed: float, now: float,
+              aborted: bool) -> Finalized:
+    """A call past its limit, finished: with the timeout text, or, when the run was aborted
+    meanwhile, "Operation aborted" as every aborted call is answered (pi-agent-core 1.6)."""
     call = prepared.tool_call
     text = timeout_text(call.name, limit or 0.0)
+    if aborted:
+        _log.warning("Tool %r (call id %s) passed its %g s limit after the run was aborted; "
+                     "it is still running on its thread and is abandoned (its signal was "
+                     "aborted).", call.name, call.id, limit or 0.0)
+        return Finalized(call, error_result(ABORTED_TEXT), True, round((now - handed) * 1000))
     _log.warning("%s The call (id %s) is still running on its thread; Python cannot stop a "
                  "thread, so it is abandoned: its signal was aborted, and a tool that watches "
                  "it stops. It does not hold the run, its pool or the interpreter's exit.",

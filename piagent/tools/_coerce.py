@@ -1,6 +1,6 @@
-"""pi-ai's argument coercion compiled from a schema: ``normalizeOptionalNulls`` then
-``coerceWithJsonSchema`` (pi-ai 1.4.0, ``utils/validation.js``), as functions that leave the
-model's arguments untouched and return a coerced deep copy."""
+"""JavaScript's value rules the argument coercion and error text need: ``Number(text)``,
+``String(n)``, pi-schema's primitive coercion by type (``coercePrimitive``), the JSON type
+tests, and ``clone`` (a deep copy of the JSON containers)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "EXACT_TYPES", "TYPE_TESTS", "Check", "Coercer", "CoercerBuilder", "Normalizer", "clone",
-    "is_number", "js_number", "schema_list",
+    "EXACT_TYPES", "JS_SPACE", "TYPE_TESTS", "Check", "clone", "coerce_primitive", "is_number",
+    "js_number", "parse_js_number", "schema_list",
 ]
 
-Coercer = Callable[[Any], Any]
 Check = Callable[[Any], bool]
-Normalizer = Callable[[Any], Any]
-CheckFor = Callable[[Any], "Check | None"]  # a sub-schema's validity test; None: none known
 
 # JavaScript's white space (String.prototype.trim, Number())
 JS_SPACE = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
@@ -95,7 +92,7 @@ def js_number(value: float) -> str:
     return f"{head}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
-def _parse_js_number(text: str) -> int | float | None:
+def parse_js_number(text: str) -> int | float | None:
     """``Number(text)`` when it is finite (``None`` otherwise); integer syntax gives an int."""
     t = text.strip(JS_SPACE)
     if _DECIMAL.fullmatch(t):
@@ -121,7 +118,7 @@ def coerce_primitive(value: Any, kind: str) -> Any:
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, str) and value.strip(JS_SPACE):
-            parsed = _parse_js_number(value)
+            parsed = parse_js_number(value)
             if parsed is not None and (kind == "number" or _is_integral(parsed)):
                 return int(parsed) if kind == "integer" else parsed
         return value
@@ -162,225 +159,3 @@ def _types_of(schema: Any) -> list[str]:
 
 def schema_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def _no_check(value: Any) -> bool:
-    return False
-
-
-class CoercerBuilder:
-    """Turns a schema into pi-ai's coercion and optional-null normalisation.
-
-    ``check_for(subschema)`` gives the validity test of a sub-schema on its own (pi-ai
-    compiles one with TypeBox): the union branches and "does this property accept null".
-    """
-
-    def __init__(self, root: Any, check_for: CheckFor | None = None) -> None:
-        self.root = root
-        self.check_for: CheckFor = check_for or _default_check_for
-
-    def _check(self, schema: Any) -> Check:
-        try:
-            return self.check_for(schema) or _no_check
-        except Exception:  # noqa: BLE001 - pi: a sub-schema TypeBox cannot compile never passes
-            return _no_check
-
-    # coerceWithJsonSchema -----------------------------------------------------------------
-
-    def build(self, schema: Any) -> Coercer:
-        if not isinstance(schema, dict):
-            return clone
-        types = _types_of(schema)
-        all_of = [self.build(s) for s in schema_list(schema.get("allOf"))]
-        unions = [[(self.build(s), self._check(s)) for s in schema_list(schema.get(key))]
-                  for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list)]
-        props: dict[str, Coercer] = {}
-        additional: Coercer | None = None
-        if "object" in types:
-            properties = schema.get("properties")
-            if isinstance(properties, dict):
-                props = {k: self.build(v) for k, v in properties.items()}
-            extra = schema.get("additionalProperties")
-            if isinstance(extra, dict):
-                additional = self.build(extra)
-        items: Coercer | None = None
-        tuple_items: list[Coercer] | None = None
-        if "array" in types:
-            raw_items = schema.get("items")
-            if isinstance(raw_items, list):
-                tuple_items = [self.build(s) for s in raw_items]
-            elif isinstance(raw_items, dict):
-                items = self.build(raw_items)
-        coerce_type = _type_coercion(types)
-        objects = "object" in types
-        arrays = "array" in types
-
-        if not all_of and not unions and not objects and not arrays:
-            if coerce_type is None:
-                return clone
-            exact = EXACT_TYPES.get(types[0]) if len(types) == 1 else None
-
-            def coerce_leaf(value: Any) -> Any:  # the common leaf: a typed scalar
-                if type(value) is exact:  # already the schema's type: nothing to do
-                    return value
-                value = coerce_type(value)
-                return clone(value) if isinstance(value, (dict, list, tuple)) else value
-
-            return coerce_leaf
-
-        def coerce(value: Any) -> Any:
-            copied = False
-            for c in all_of:
-                value, copied = c(value), True
-            for branches in unions:
-                value, copied = _coerce_union(value, branches, copied)
-            if coerce_type is not None:
-                value = coerce_type(value)
-            if objects and isinstance(value, dict):
-                get = props.get
-                fallback = additional or clone
-                return {k: get(k, fallback)(v) for k, v in value.items()}
-            if arrays and isinstance(value, (list, tuple)):
-                if tuple_items is not None:
-                    n = len(tuple_items)
-                    return [(tuple_items[i] if i < n else clone)(v) for i, v in enumerate(value)]
-                c = items or clone
-                return [c(v) for v in value]
-            return value if copied else clone(value)
-
-        return coerce
-
-    # normalizeOptionalNulls ---------------------------------------------------------------
-
-    def normalizer(self, schema: Any) -> Normalizer | None:
-        """A function returning ``value`` without the ``null`` of optional properties that do
-        not accept ``null`` (copies only the containers it changes), or ``None`` when the
-        schema has nothing to remove."""
-        if not isinstance(schema, dict):
-            return None
-        raw_items = schema.get("items")
-        array_step: Normalizer | None = None
-        if isinstance(raw_items, list):
-            prefix = [self.normalizer(s) for s in raw_items]
-            if any(prefix):
-                def array_step(value: Any) -> Any:
-                    return _normalize_list(value, lambda i: prefix[i] if i < len(prefix) else None)
-        elif raw_items:
-            item = self.normalizer(raw_items)
-            if item is not None:
-                def array_step(value: Any) -> Any:
-                    return _normalize_list(value, lambda i: item)
-        steps: list[tuple[str, bool, Normalizer | None]] = []
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            required = schema.get("required")
-            required_set = set(required) if isinstance(required, list) else set()
-            for key, prop in properties.items():
-                droppable = (key not in required_set
-                             and not (isinstance(prop, dict) and isinstance(prop.get("$ref"), str))
-                             and not self._accepts_null(prop))
-                sub = self.normalizer(prop)
-                if droppable or sub is not None:
-                    steps.append((key, droppable, sub))
-        if array_step is None and not steps:
-            return None
-
-        def normalize(value: Any) -> Any:
-            if isinstance(value, list):
-                return array_step(value) if array_step is not None else value
-            if isinstance(value, dict) and steps:
-                return _normalize_object(value, steps)
-            return value
-
-        return normalize
-
-    def _accepts_null(self, schema: Any) -> bool:
-        try:
-            check = self.check_for(schema)
-        except Exception:  # noqa: BLE001 - no validator: pi keeps the null
-            return True
-        return check is None or bool(check(None))
-
-
-def _type_coercion(types: list[str]) -> Coercer | None:
-    """The type step of ``coerceWithJsonSchema``, or ``None`` when there is none."""
-    if not types:
-        return None
-    if len(types) == 1:
-        kind = types[0]
-        if kind not in ("number", "integer", "boolean", "string", "null"):
-            return None
-        if kind == "integer":
-            def to_integer(value: Any) -> Any:
-                value = coerce_primitive(value, kind)
-                # 5.0 is an integer to JavaScript; Python code gets a real int
-                return int(value) if isinstance(value, float) and value.is_integer() else value
-            return to_integer
-        return lambda value: coerce_primitive(value, kind)
-    tests = [_JS_TYPE_TESTS.get(t, _no_check) for t in types]
-
-    def to_one_of(value: Any) -> Any:
-        for test in tests:
-            if test(value):
-                return value
-        for kind in types:
-            candidate = coerce_primitive(value, kind)
-            if candidate is not value:
-                return candidate
-        return value
-
-    return to_one_of
-
-
-def _coerce_union(value: Any, branches: list[tuple[Coercer, Check]],
-                  copied: bool) -> tuple[Any, bool]:
-    for _, check in branches:
-        if check(value):
-            return value, copied
-    for coerce, check in branches:
-        candidate = coerce(value)
-        if check(candidate):
-            return candidate, True
-    return value, copied
-
-
-def _normalize_object(value: dict[str, Any],
-                      steps: list[tuple[str, bool, Normalizer | None]]) -> dict[str, Any]:
-    out = value
-    for key, droppable, sub in steps:
-        if key not in out:
-            continue
-        item = out[key]
-        if item is None and droppable:
-            if out is value:
-                out = dict(value)
-            del out[key]
-        elif sub is not None:
-            new = sub(item)
-            if new is not item:
-                if out is value:
-                    out = dict(value)
-                out[key] = new
-    return out
-
-
-def _normalize_list(value: list[Any], step_at: Callable[[int], Normalizer | None]) -> list[Any]:
-    out = value
-    for i, v in enumerate(value):
-        step = step_at(i)
-        if step is None:
-            continue
-        new = step(v)
-        if new is not v:
-            if out is value:
-                out = list(value)
-            out[i] = new
-    return out
-
-
-def _default_check_for(schema: Any) -> Check | None:
-    import jsonschema
-
-    if not isinstance(schema, (dict, bool)):
-        return None
-    return jsonschema.Draft7Validator(schema).is_valid

@@ -1,14 +1,13 @@
-"""Compiled tool-argument schemas: pi-ai's coercion, cached validators, pi-ai's error lines.
+"""Compiled tool-argument schemas: pi-ai 1.6.1's coercion, cached validators, its error lines.
 
-Each schema is compiled once (``compile_schema``, cached by identity) into four parts: pi-ai's
-``normalizeOptionalNulls`` (an optional property given ``null`` that does not accept it is
-removed), a coercer that deep-copies the arguments while coercing them as pi-ai's
-``coerceWithJsonSchema`` does, a ``jsonschema`` validator, and, for the common keywords, a
-fast checker whose "valid" answer lets a valid call skip ``jsonschema`` entirely
-(``jsonschema`` spends ~15 µs on even a tiny object; the checker a few hundred ns). Any
-"invalid" answer, and any schema that uses a keyword the checker does not know, goes to
-``jsonschema``, which stays the authority; the error list is then made as pi-ai's TypeBox
-validator makes it (``_errortext``). The tool-facing API lives in ``piagent.tools``.
+Each schema is compiled once (``compile_schema``, cached by identity): a ``jsonschema``
+validator; for the common keywords a fast checker whose "valid" answer lets a valid call skip
+``jsonschema`` entirely (``jsonschema`` spends ~15 µs on even a tiny object; the checker a few
+hundred ns), and, when coercion cannot change a value the checker accepts (``stable``), skip
+coercion too; pi-ai 1.6.1's coercion (pi-schema's three passes, ``_convert``); and its error
+lines (``_explain``). A ``$ref`` that names nothing is replaced by a schema that rejects only
+the values at its place. ``jsonschema`` stays the authority on validity. The tool-facing API
+lives in ``piagent.tools``.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ if TYPE_CHECKING:  # jsonschema loads on first compile, keeping `import piagent`
     from jsonschema.protocols import Validator
 
 from ._check import Check, CheckBuilder, Unsupported
-from ._coerce import Coercer, CoercerBuilder, Normalizer, clone
-from ._errortext import collect_errors, typebox_errors
+from ._coerce import clone
+from ._convert import UNRESOLVED, Converter, resolve_local
+from ._explain import explain
 
 __all__ = ["CompiledSchema", "compile_schema"]
 
@@ -41,27 +41,64 @@ class CompiledSchema:
     """A schema compiled for argument validation.
 
     ``validator`` is ``None`` when the schema itself is invalid: validation is then skipped,
-    as pi does when AJV cannot compile a schema.
+    as pi does when it cannot compile a schema. ``coerce`` is pi-ai 1.6.1's coercion (a
+    coerced copy; the input is not modified), ``check`` the fast validity checker (or
+    ``None``), ``errors`` pi-ai 1.6.1's error lines.
 
     Thread safety: immutable after construction except that a schema found broken at
-    validation time (an unresolvable ``$ref``) drops its validator; both are safe to share.
+    validation time (a ``$ref`` jsonschema cannot resolve) drops its validator, and that the
+    per-node checks fill a dict on first use (a race builds one check twice, harmlessly);
+    both are safe to share.
     """
 
-    __slots__ = ("check", "coerce", "normalize", "schema", "validator")
+    __slots__ = ("_checks", "_converter", "check", "schema", "stable", "validator")
 
-    def __init__(
-        self, schema: Any, validator: Validator | None, coerce: Coercer, check: Check | None,
-        normalize: Normalizer | None = None,
-    ) -> None:
+    def __init__(self, schema: Any, validator: Validator | None, check: Check | None) -> None:
         self.schema = schema
         self.validator = validator
-        self.coerce = coerce
         self.check = check
-        self.normalize = normalize
+        # coercion leaves every value that ``check`` accepts as it is: such a call skips it
+        self.stable = check is not None and _stable(schema)
+        # id(node) -> (node, its validity check), filled on first use (see the class doc)
+        self._checks: dict[int, tuple[Any, Check]] = {}
+        self._converter = Converter(schema, self.ok)
+
+    def ok(self, node: Any, value: Any) -> bool:
+        """Whether ``value`` passes ``node``, a part of the schema (``$ref``s resolved
+        against the whole)."""
+        entry = self._checks.get(id(node))
+        if entry is None or entry[0] is not node:
+            entry = (node, self._check_of(node))
+            self._checks[id(node)] = entry
+        return entry[1](value)
+
+    def _check_of(self, node: Any) -> Check:
+        validator = self.validator
+        if validator is None:
+            return lambda value: True
+        try:
+            return CheckBuilder(validator).build(node)
+        except Unsupported:
+            pass
+        if not isinstance(node, (dict, bool)):
+            return lambda value: True
+        is_valid = validator.evolve(schema=node).is_valid
+
+        def valid(value: Any) -> bool:
+            try:
+                return bool(is_valid(value))
+            except Exception:  # noqa: BLE001 - a $ref jsonschema cannot resolve: fails
+                return False
+
+        return valid
+
+    def coerce(self, arguments: Any) -> Any:
+        """pi-ai 1.6.1's coercion of a deep copy of ``arguments``."""
+        return self._converter.coerce(clone(arguments), self.check)
 
     def errors(self, instance: Any) -> list[tuple[str, str]]:
-        """Every validation error of ``instance`` as ``(path, message)``, as pi-ai lists
-        them; ``[]`` when ``jsonschema`` accepts it."""
+        """Every validation error of ``instance`` as ``(path, message)``, as pi-ai 1.6.1
+        lists them; ``[]`` when ``jsonschema`` accepts it."""
         validator = self.validator
         if validator is None:
             return []
@@ -75,14 +112,9 @@ class CompiledSchema:
             self.validator = None
             return []
         checker = getattr(validator, "format_checker", None)
-        out = typebox_errors(
-            self.schema, instance,
-            (lambda f, v: checker.conforms(v, f)) if checker is not None else (lambda f, v: True),
-            draft3="required" not in type(validator).VALIDATORS)
-        if not out:  # a keyword TypeBox does not know: jsonschema's own lines
-            for error in validator.iter_errors(instance):
-                collect_errors(error, out)
-        return out
+        return explain(
+            self.schema, instance, self.ok,
+            (lambda f, v: checker.conforms(v, f)) if checker is not None else (lambda f, v: True))
 
 
 def compile_schema(schema: Any) -> CompiledSchema:
@@ -109,44 +141,78 @@ def compile_schema(schema: Any) -> CompiledSchema:
 def _compile(schema: Any) -> CompiledSchema:
     if not isinstance(schema, (dict, bool)):
         _log.warning("Skipping argument validation: the schema is not a dict: %r", schema)
-        return CompiledSchema(schema, None, clone, None)
+        return CompiledSchema(schema, None, None)
     import jsonschema
     from jsonschema.validators import validator_for
 
-    cls = validator_for(schema, default=jsonschema.Draft7Validator)
-    try:
-        cls.check_schema(schema)  # type: ignore[arg-type]  # boolean schemas are valid
-    except jsonschema.SchemaError as exc:
-        _log.warning("Skipping argument validation: invalid JSON Schema (%s)", exc.message)
-        return CompiledSchema(schema, None, clone, None)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-    checks = CheckBuilder(validator)
-
-    def check_for(sub: Any) -> Check | None:
-        """A sub-schema's validity on its own (pi-ai compiles each with TypeBox)."""
+    # pi-ai 1.6.1 reads every schema as draft 2020-12 (pi-schema's default): so does a schema
+    # that names no draft, unless it is valid only as draft 7 (a tuple's `items` list)
+    declared = isinstance(schema, dict) and "$schema" in schema
+    classes = [validator_for(schema)] if declared else [jsonschema.Draft202012Validator,
+                                                        jsonschema.Draft7Validator]
+    for cls in classes:
         try:
-            return checks.build(sub)
-        except Unsupported:
-            pass
-        if not isinstance(sub, (dict, bool)):
-            return None
-        is_valid = validator.evolve(schema=sub).is_valid
-
-        def valid(value: Any) -> bool:
-            try:
-                return bool(is_valid(value))
-            except Exception:  # noqa: BLE001 - an unresolvable $ref: TypeBox fails to compile
-                return False
-
-        return valid
-
-    builder = CoercerBuilder(schema, check_for)
-    coerce = builder.build(schema)
-    normalize = builder.normalizer(schema)
+            cls.check_schema(schema)  # type: ignore[arg-type]  # boolean schemas are valid
+            break
+        except jsonschema.SchemaError as exc:
+            error = exc
+    else:
+        _log.warning("Skipping argument validation: invalid JSON Schema (%s)", error.message)
+        return CompiledSchema(schema, None, None)
+    schema = _mark_unresolved(schema, schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     try:
-        check: Check | None = checks.build(schema)
+        check: Check | None = CheckBuilder(validator).build(schema)
     except Unsupported:
         check = None
-    return CompiledSchema(schema, validator, coerce, check, normalize)
+    return CompiledSchema(schema, validator, check)
 
 
+def _mark_unresolved(node: Any, root: Any) -> Any:
+    """``node`` with every part whose local ``$ref`` (``#/…``) names nothing in ``root``
+    replaced by a schema no value passes, marked with the ref (pi-ai 1.6.1: a dangling
+    ``$ref`` rejects only the values at its place). ``node`` itself when nothing is replaced.
+    Other references (``$id`` documents, anchors, URLs) are left to ``jsonschema``: one it
+    cannot resolve skips validation, with a warning."""
+    if isinstance(node, list):
+        items = [_mark_unresolved(x, root) for x in node]
+        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) \
+            and not isinstance(resolve_local(root, ref), (dict, bool)):
+        return {"not": {}, UNRESOLVED: ref}
+    parts = {k: _mark_unresolved(v, root) if k not in ("enum", "const") else v
+             for k, v in node.items()}
+    return node if all(parts[k] is node[k] for k in node) else parts
+
+
+# keywords whose nodes coercion may change a valid value under (a union's branch, a literal
+# converted, a tuple, a reference followed, a property matched by pattern)
+_CONVERTING = frozenset(("const", "enum", "anyOf", "oneOf", "allOf", "$ref", "prefixItems",
+                         "patternProperties", UNRESOLVED))
+
+
+def _stable(node: Any) -> bool:
+    """Whether pi-ai 1.6.1's coercion returns every value that the fast checker accepts
+    unchanged: every node has one ``type`` (or none and no members) and none of the
+    converting keywords. (The checker accepts an ``integer`` only as an ``int``.)"""
+    if not isinstance(node, dict):
+        return True
+    if not _CONVERTING.isdisjoint(node):
+        return False
+    kind = node.get("type")
+    members = ("properties", "additionalProperties", "items")
+    if kind is None:
+        return not any(k in node for k in members)
+    if not isinstance(kind, str):
+        return False
+    if kind == "array":
+        items = node.get("items", True)
+        return isinstance(items, (dict, bool)) and _stable(items)
+    if kind == "object":
+        props = node.get("properties", {})
+        return isinstance(props, dict) and all(_stable(v) for v in props.values()) \
+            and _stable(node.get("additionalProperties", True))
+    return not any(k in node for k in members)

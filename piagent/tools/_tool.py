@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeAlias
 from ..abort import AbortSignal
 from ..errors import ToolArgumentError
 from ..messages import ImageContent, TextContent, Usage
+from ._coerce import clone
 from ._errortext import format_error_text, huge_integer_errors
 from ._schema import compile_schema
 
@@ -137,28 +138,31 @@ def check_tool_timeout(value: object, where: str) -> float | None:
 def validate_tool_arguments(tool: AgentTool, arguments: Any) -> Any:
     """Return a coerced deep copy of ``arguments`` that satisfies ``tool.parameters``.
 
-    As pi-ai 1.4.0 does: an optional property given ``null`` whose schema does not accept
-    ``null`` is removed, then values are coerced to their schema's type (``"5"`` → ``5``
-    for an integer, ``"true"`` → ``True``, ``5`` → ``"5"`` for a string, ``null`` →
-    ``""``/``0``/``False`` for a required property); nothing is wrapped into a list. The
-    schema is compiled once and cached. If the schema itself is invalid a warning is logged
-    and the arguments are returned unchanged.
+    As pi-ai 1.6.1 does (pi-schema's coercion): an optional property given ``null`` whose
+    schema does not accept ``null`` is removed; values are converted to their schema's type
+    (``"5"`` → ``5`` and ``2.5`` → ``2`` for an integer, ``"true"`` → ``True``, ``5`` →
+    ``"5"`` and ``null`` → ``"null"`` for a string, ``"2"`` → ``2`` for an ``enum`` of
+    numbers), a single value where an array is expected becomes a one-element array, and
+    the conversion follows ``$ref``s and unions. A ``$ref`` that names nothing rejects only
+    the values at its place. The schema is compiled once and cached. If the schema itself is
+    invalid a warning is logged and the arguments are returned unchanged.
 
     Raises:
         ToolArgumentError: the arguments fail the schema. The message is pi-ai's:
             ``Validation failed for tool "<name>":`` then one ``  - <path>: <message>``
-            line per error in TypeBox's words (``path: must have required properties
-            path``, ``a.1: must be number``), then the original arguments as indented
-            JSON.
+            line per error in pi-ai 1.6.1's words (``path: missing``, ``a.1: expected
+            number, got string``, ``extra: unknown field``), then the original arguments as
+            indented JSON.
     """
     compiled = compile_schema(tool.parameters)
     if compiled.validator is None:
         return arguments
     too_deep = False
     try:
-        normalize = compiled.normalize
-        coerced = compiled.coerce(arguments if normalize is None else normalize(arguments))
         check = compiled.check
+        if compiled.stable and check is not None and check(arguments):
+            return clone(arguments)  # coercion would change nothing
+        coerced = compiled.coerce(arguments)
         if check is not None and check(coerced):
             return coerced
         errors = compiled.errors(coerced)

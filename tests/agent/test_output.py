@@ -88,7 +88,7 @@ def test_a_first_invalid_answer_is_an_error_result_the_model_corrects() -> None:
     first = run.messages[3]
     assert isinstance(first, ToolResultMessage) and first.is_error
     assert first.text.startswith('Validation failed for tool "final_result":\n'
-                                 "  - celsius: must have required properties celsius")
+                                 "  - celsius: missing")
     sent = scripted.calls[1].context.messages
     assert isinstance(sent[-1], ToolResultMessage) and sent[-1].is_error
 

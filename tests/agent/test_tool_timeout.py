@@ -170,6 +170,32 @@ def test_abort_does_not_wait_past_the_limit(release: threading.Event) -> None:
                                                      ["Operation aborted"])
 
 
+def test_a_call_past_its_limit_during_an_abort_is_answered_as_aborted(
+        release: threading.Event) -> None:
+    """As pi-agent-core 1.6 answers every call of an aborted run: "Operation aborted", not
+    the timeout text (the call outlived its limit only because the run was stopping)."""
+    agent: Agent
+
+    def deaf(*args: Any) -> AgentToolResult:
+        agent.abort()  # the run is aborted while the call runs, well before its limit
+        release.wait(60)  # ignores its signal: still running at the limit
+        return ok("late")
+
+    agent, _ = make_agent([assistant_tool_calls(("deaf", {}), ("quick", {})),
+                           assistant_text("never")],
+                          tools=[make_tool("deaf", deaf, parameters=NO_PARAMS),
+                                 quick("quick")],
+                          tool_timeout=LIMIT * 3, tool_execution="sequential")
+    run = agent.prompt("go", block=False)
+    assert run.wait(WAIT)
+    assert not release.is_set() and agent.wait_for_idle(WAIT)
+    assert results(run) == [("deaf", "Operation aborted", True),
+                            ("quick", "Operation aborted", True)]
+    end = next(e for e in run.events() if e.type == "tool_execution_end")
+    assert end.is_error and "timed_out_after_s" not in (end.result.details or {})
+    assert end.duration_ms is not None and end.duration_ms >= LIMIT * 3000 - 1
+
+
 def test_a_callers_executor_answers_the_call_and_keeps_its_thread(
         release: threading.Event) -> None:
     pool = ThreadPoolExecutor(2, thread_name_prefix="callers")

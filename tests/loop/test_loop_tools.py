@@ -34,7 +34,7 @@ from piagent.loop._call import Finalized, tool_result_message
 from piagent.loop._tools import Done as _Done, Update as _Update
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.conftest import Recorder
-from tests.tools.conftest import Execute, make_tool, ok
+from tests.tools.conftest import NO_PARAMS, Execute, make_tool, ok
 
 from .conftest import context_for
 
@@ -97,6 +97,22 @@ def test_prepare_arguments_rewrites_the_raw_arguments_before_validation() -> Non
     assert seen == [{"path": "old.txt"}]
     assert rec.of("tool_execution_start")[0].args == {"file": "old.txt"}  # raw arguments
     assert rec.ends()["call_1"].is_error is False
+
+
+def test_arguments_the_model_garbled_are_reported_not_validated() -> None:
+    """A call whose arguments text was no JSON object (``arguments_error``, as pi-ai's
+    parseToolCallArguments sets it) is answered with pi-ai's "Invalid arguments" text; the
+    tool does not run, even though its ``{}`` arguments would pass the schema."""
+    answer = assistant_tool_calls(("read", {}, "c1"))
+    answer.content[0].arguments_error = "Unexpected end of JSON input\n\nReceived arguments:\n{"
+    ran: list[Any] = []
+    relaxed = make_tool(execute=lambda *a: ran.append(a), parameters=NO_PARAMS)
+    _, rec, _ = run([], relaxed, responses=[answer, assistant_text("done")])
+    failure = rec.ends()["c1"]
+    assert ran == [] and failure.is_error
+    assert text_of(failure.result) == (
+        'Invalid arguments for tool "read": Unexpected end of JSON input\n\n'
+        "Received arguments:\n{")
 
 
 def test_arguments_are_coerced_to_the_schema() -> None:

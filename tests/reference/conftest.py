@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -98,12 +100,104 @@ def pi16_installed() -> Path:
     return modules
 
 
+@dataclass(frozen=True)
+class Pi:
+    """One installed pi: ``version`` (pi-agent-core's) and ``root``, the folder whose
+    ``node_modules`` holds it and where its drivers are run."""
+
+    version: str
+    root: Path
+
+    @property
+    def reference(self) -> bool:
+        """Whether this is the reference (1.6.0 / 1.6.1); 1.4.0 runs beside it, and rows
+        changed upstream in 1.5/1.6 apply to 1.4.0 only."""
+        return self.version != "1.4.0"
+
+    def command(self, script: str) -> list[str]:
+        return node_command(self.root, script)
+
+    def run(self, script: str, *args: str, stdin: str | None = None) -> str:
+        """``script`` run against this pi with ``args`` and ``stdin``; its stdout."""
+        done = subprocess.run([*self.command(script), *args], cwd=self.root, input=stdin,
+                              capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+        assert done.returncode == 0, f"{script} (pi {self.version}) failed:\n{done.stderr[-4000:]}"
+        return done.stdout
+
+
+PI_VERSIONS = ("1.6.0", "1.4.0")
+"""The pi-agent-core versions every pi-side fixture runs: the reference first, then 1.4.0."""
+
+
+@pytest.fixture(scope="session", params=PI_VERSIONS, ids=["pi16", "pi14"])
+def pi(request: pytest.FixtureRequest) -> Pi:
+    """Each installed pi in turn (a session-scoped parameter: one node process per version
+    and fixture, every test that uses it runs against both)."""
+    if request.param == "1.4.0":
+        return Pi("1.4.0", request.getfixturevalue("pi_installed").parent)
+    request.getfixturevalue("pi16_installed")
+    return Pi(request.param, PI16)
+
+
+class PiOutputs:
+    """pi's raw output of every scenario and entry, by version: one node process per
+    version, kept for the session. The processes of both versions are started together
+    (a driver mostly waits: its scenarios' timers), and each is read on first use."""
+
+    def __init__(self) -> None:
+        self._by_version: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, pi: Pi) -> None:
+        if pi.version in self._by_version or pi.version in self._running:
+            return
+        self._running[pi.version] = subprocess.Popen(
+            [*pi.command("pi_driver.mjs"), *(str(p) for p in scenario_files())], cwd=pi.root,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def of(self, pi: Pi) -> dict[str, Any]:
+        if pi.version not in self._by_version:
+            self.start(pi)
+            process = self._running.pop(pi.version)
+            try:
+                out, err = process.communicate(timeout=DRIVER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise
+            assert process.returncode == 0, \
+                f"pi_driver.mjs (pi {pi.version}) failed:\n{err[-4000:]}"
+            self._by_version[pi.version] = json.loads(out)
+        return self._by_version[pi.version]
+
+    def close(self) -> None:
+        """Stop the processes never read (a session that failed or was cut short)."""
+        for process in self._running.values():
+            process.kill()
+            process.communicate()
+        self._running.clear()
+
+
 @pytest.fixture(scope="session")
-def pi_outputs(pi_installed: Path) -> dict[str, Any]:
-    """pi's raw output of every scenario and entry: one node process for the whole suite."""
-    files = [str(p) for p in scenario_files()]
-    done = subprocess.run(["node", str(HERE / "pi_driver.mjs"), *files], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, f"pi_driver.mjs failed:\n{done.stderr[-4000:]}"
-    outputs: dict[str, Any] = json.loads(done.stdout)
-    return outputs
+def pi_outputs_by_version() -> Iterator[PiOutputs]:
+    outputs = PiOutputs()
+    yield outputs
+    outputs.close()
+
+
+@pytest.fixture(scope="session")
+def pi_outputs(pi: Pi, pi_outputs_by_version: PiOutputs,
+               request: pytest.FixtureRequest) -> dict[str, Any]:
+    """pi's raw output of every scenario and entry for the ``pi`` in turn."""
+    pi_outputs_by_version.start(pi)
+    if pi.reference:  # the other version's scenarios run meanwhile (its turn comes next)
+        request.getfixturevalue("pi_installed")
+        pi_outputs_by_version.start(Pi("1.4.0", HERE))
+    return pi_outputs_by_version.of(pi)
+
+
+@pytest.fixture(scope="session")
+def piagent_outputs() -> dict[tuple[str, str], Any]:
+    """piagent's normalised output by (scenario, entry), kept for the second pi version (its
+    side does not depend on which pi it is compared with)."""
+    return {}

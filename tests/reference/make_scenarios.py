@@ -152,14 +152,14 @@ add("unknown_tool", description="A call to a tool that does not exist.", tools=[
     responses=[calls(("delete", {"path": "a"}, "c1")), text("Sorry.")])
 add("validation_missing_required", description="A required argument is missing.", tools=[READ],
     responses=[calls(("read", {}, "c1")), text("Sorry.")],
-    )
+    differences=["validation-pi-schema"])
 add("coercion_string_to_number", description='"5" for a number is converted to 5.',
     tools=[CALC], responses=[calls(("calc", {"a": "5", "b": 2}, "c1")), text("7")])
 add("coercion_scalar_to_array", description='{"tags": "solo"} for an array of strings.',
     tools=[{"name": "tag", "parameters": {"type": "object", "properties": {
         "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["tags"]}}],
     responses=[calls(("tag", {"tags": "solo"}, "c1")), text("ok")],
-    )
+    differences=["validation-pi-schema"])
 add("coercion_optional_null", description='{"limit": null} for an optional number.',
     tools=[{"name": "list", "parameters": {"type": "object", "properties": {
         "limit": {"type": "number"}, "dir": {"type": "string"}}, "required": ["dir"]}}],
@@ -170,24 +170,47 @@ add("validation_enum_text", description="A value outside an enum: the error text
     tools=[{"name": "mode", "parameters": {"type": "object", "properties": {
         "m": {"type": "string", "enum": ["fast", "slow"]}}, "required": ["m"]}}],
     responses=[calls(("mode", {"m": "medium"}, "c1")), text("ok")],
-    )
+    differences=["validation-pi-schema"])
 add("validation_array_item_path", description="A wrong array item: the error path.",
     tools=[{"name": "nums", "parameters": {"type": "object", "properties": {
         "a": {"type": "array", "items": {"type": "number"}}}, "required": ["a"]}}],
     responses=[calls(("nums", {"a": [1, "x"]}, "c1")), text("ok")],
-    )
+    differences=["validation-pi-schema"])
 add("validation_additional_properties", description="An unexpected property where "
     "additionalProperties is false.",
     tools=[{"name": "strict", "parameters": {"type": "object", "properties": {
         "a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}}],
     responses=[calls(("strict", {"a": "x", "extra": 1}, "c1")), text("ok")],
-    )
+    differences=["validation-pi-schema"])
 add("validation_nested_required", description="A nested object misses a required property.",
     tools=[{"name": "nested", "parameters": {"type": "object", "properties": {
         "opts": {"type": "object", "properties": {"depth": {"type": "integer"}},
                  "required": ["depth"]}}, "required": ["opts"]}}],
     responses=[calls(("nested", {"opts": {}}, "c1")), text("ok")],
-    )
+    differences=["validation-pi-schema"])
+_BAD_ARGS = calls(("read", {}, "c1"))
+_BAD_ARGS["content"][0]["argumentsError"] = (
+    "Expected ',' or '}' after property value in JSON at position 12\n\nReceived arguments:\n"
+    '{"path": "a" "b"}')
+add("validation_arguments_error", description="A tool call whose arguments text was no JSON "
+    "object (argumentsError): the model reads pi-ai's \"Invalid arguments\" text.",
+    tools=[READ], responses=[_BAD_ARGS, text("Sorry.")])
+add("coercion_dangling_ref", description="A $ref naming nothing rejects only its own value "
+    "(pi-ai 1.6.1); the other calls of the tool run.",
+    tools=[{"name": "mcp", "parameters": {"type": "object", "properties": {
+        "p": {"$ref": "#/$defs/Gone"}, "n": {"type": "integer"}}}}],
+    responses=[calls(("mcp", {"n": "2"}, "c1"), ("mcp", {"p": 1}, "c2")), text("ok")],
+    differences=["validation-pi-schema"])
+add("coercion_through_ref_and_union", description="Arguments converted through a $ref and "
+    "a union (pi-ai 1.6.1); an integer's fraction cut.",
+    tools=[{"name": "edit", "parameters": {"type": "object", "$defs": {"E": {
+        "type": "object", "properties": {"line": {"type": "integer"}}}}, "properties": {
+        "edits": {"type": "array", "items": {"$ref": "#/$defs/E"}},
+        "mode": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+        "n": {"type": "integer"}}}}],
+    responses=[calls(("edit", {"edits": {"line": "3"}, "mode": "fast", "n": 2.5}, "c1")),
+               text("ok")],
+    differences=["validation-pi-schema"])
 add("coercion_string_to_boolean", description='"true" for a boolean.',
     tools=[{"name": "flag", "parameters": {"type": "object", "properties": {
         "on": {"type": "boolean"}}, "required": ["on"]}}],

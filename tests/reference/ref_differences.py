@@ -22,9 +22,19 @@ Transform = Callable[[Json, dict[str, Any]], Json]
 
 @dataclass(frozen=True)
 class Difference:
+    """A row: ``upstream`` marks one changed upstream in 1.5/1.6 (piagent follows pi 1.6.0 /
+    1.6.1, the reference), which applies to pi 1.4.0's output only."""
+
     id: str
     text: str
     transform: Transform | None
+    upstream: bool = False
+    # an upstream row no transform can write: pi 1.4.0's output is replaced by 1.6.0's
+    # (the test asserts the two differ, and that piagent's equals 1.6.0's)
+    as_reference: bool = False
+
+    def applies_to(self, version: str) -> bool:
+        return not self.upstream or version == "1.4.0"
 
 
 def _events(out: Json) -> list[Json]:
@@ -422,7 +432,15 @@ DELIBERATE: dict[str, Difference] = {d.id: d for d in [
                "aborted\", checked before the lookup, validation and before_tool_call; pi "
                "1.4.0 left the calls after the abort without a result (a provider answers 400 "
                "to such a transcript).",
-               abort_answers_every_call),
+               abort_answers_every_call, upstream=True),
+    Difference("validation-pi-schema",
+               "changed upstream in 1.5/1.6 (pi-ai 1.6.1 validates tool arguments with "
+               "pi-schema): its coercion (a single value where an array is expected becomes a "
+               "one-element array, conversion through $ref and unions, an integer's fraction "
+               "cut, null -> \"null\" for a string) and its error words (\"path: missing\", "
+               "\"a.1: expected number, got string\", \"extra: unknown field\"); pi 1.4.0 "
+               "used TypeBox's (\"must have required properties path\").",
+               None, upstream=True, as_reference=True),
     Difference("approval-waits",
                "A call whose tool (needs_approval) or before_tool_call asks for approval does "
                "not run: the run reports it (tool_approval_request, an event pi does not have) "
@@ -503,10 +521,17 @@ DEFECTS: dict[str, Difference] = {d.id: d for d in [
 ]}
 
 
-def declared(scenario: dict[str, Any], key: str, entry: str) -> list[str]:
-    """A scenario's ``differences`` or ``defects``: a list, or a dict by entry point."""
+def declared(scenario: dict[str, Any], key: str, entry: str,
+             version: str | None = None) -> list[str]:
+    """A scenario's ``differences`` or ``defects``: a list, or a dict by entry point; with
+    ``version``, only the rows that apply to that pi (a row changed upstream in 1.5/1.6
+    applies to 1.4.0 only)."""
     value = scenario.get(key, [])
-    return list(value.get(entry, []) if isinstance(value, dict) else value)
+    ids = list(value.get(entry, []) if isinstance(value, dict) else value)
+    if version is None:
+        return ids
+    table = DELIBERATE if key == "differences" else DEFECTS
+    return [i for i in ids if i not in table or table[i].applies_to(version)]
 
 
 def apply(ids: list[str], table: dict[str, Difference], out: Json,

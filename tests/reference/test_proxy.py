@@ -8,11 +8,9 @@ request bodies they sent must be the same.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,7 @@ from piagent import AbortController, Context, Model, UserMessage, message_to_dic
 from piagent.events import assistant_event_to_dict
 from piagent.proxy import ProxyStreamOptions, stream_proxy
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
+from .conftest import Pi
 from .ref_normalise import first_difference, scrub
 
 STALL_S = 1.0
@@ -131,14 +129,11 @@ def proxy_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def pi_side(pi_installed: Path, proxy_url: str) -> dict[str, Any]:
+def pi_side(pi: Pi, proxy_url: str) -> dict[str, Any]:
     spec = {"model": MODEL_JSON,
             "context": {"messages": [message_to_dict(m) for m in CONTEXT.messages]},
             "cases": [{"name": n, "abortOn": c.get("abortOn")} for n, c in CASES.items()]}
-    done = subprocess.run(["node", str(HERE / "pi_proxy.mjs"), proxy_url, json.dumps(spec)],
-                          cwd=HERE, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    out: dict[str, Any] = json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(pi.run("pi_proxy.mjs", proxy_url, json.dumps(spec)))
     return out
 
 

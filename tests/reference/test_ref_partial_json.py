@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from piagent import parse_streaming_json
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
+from .conftest import Pi
 
 DOCUMENTS: dict[str, str] = {
     "flat_object": '{"path": "a.txt", "limit": 10, "recursive": true, "mode": null}',
@@ -72,13 +70,9 @@ def _prefixes(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pi_parsed(pi_installed: Path) -> dict[str, list[Any]]:
+def pi_parsed(pi: Pi) -> dict[str, list[Any]]:
     texts = [p for doc in DOCUMENTS.values() for p in _prefixes(doc)]
-    done = subprocess.run(["node", str(HERE / "pi_partial_json.mjs")], cwd=HERE,
-                          input=json.dumps(texts), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    values = iter(json.loads(done.stdout))
+    values = iter(json.loads(pi.run("pi_partial_json.mjs", stdin=json.dumps(texts))))
     return {name: [next(values) for _ in _prefixes(doc)] for name, doc in DOCUMENTS.items()}
 
 
@@ -98,12 +92,23 @@ def _norm(value: Any) -> Any:
     return value
 
 
+_OURS: dict[str, list[Any]] = {}
+"""piagent's parse of every prefix of a document, by document: made once (prefix after
+prefix, in streaming order), compared with each pi version's."""
+
+
+def _ours(doc: str) -> list[Any]:
+    if doc not in _OURS:
+        _OURS[doc] = [parse_streaming_json(prefix) for prefix in _prefixes(doc)]
+    return _OURS[doc]
+
+
 @pytest.mark.parametrize("name", list(DOCUMENTS))
 def test_every_prefix_parses_as_pi_ai(name: str, pi_parsed: dict[str, list[Any]]) -> None:
     different = []
-    for prefix, pi in zip(_prefixes(DOCUMENTS[name]), pi_parsed[name], strict=True):
+    for prefix, pi, ours in zip(_prefixes(DOCUMENTS[name]), pi_parsed[name],
+                                _ours(DOCUMENTS[name]), strict=True):
         assert "error" not in pi, f"pi-ai raised on {prefix!r}: {pi['error']}"
-        ours = parse_streaming_json(prefix)
         if _norm(ours) != _norm(pi["value"]):
             different.append(f"{prefix!r}: pi {json.dumps(pi['value'])} piagent {ours!r}")
     assert not different, f"{len(different)} prefixes differ:\n" + "\n".join(different[:8])
@@ -147,18 +152,16 @@ def _random_documents(count: int, seed: int, values: int = 1) -> list[str]:
 
 
 @pytest.mark.parametrize(("count", "values"), [(200, 1), (6, 60)], ids=["short", "long"])
-def test_every_prefix_of_random_documents_parses_as_pi_ai(pi_installed: Path, count: int,
+def test_every_prefix_of_random_documents_parses_as_pi_ai(pi: Pi, count: int,
                                                           values: int) -> None:
-    texts = [p for doc in _random_documents(count, 24, values) for p in _prefixes(doc)]
-    done = subprocess.run(["node", str(HERE / "pi_partial_json.mjs")], cwd=HERE,
-                          input=json.dumps(texts), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
+    docs = _random_documents(count, 24, values)
+    texts = [p for doc in docs for p in _prefixes(doc)]
+    parsed = json.loads(pi.run("pi_partial_json.mjs", stdin=json.dumps(texts)))
+    ours_all = [value for doc in docs for value in _ours(doc)]
     different = []
-    for prefix, pi in zip(texts, json.loads(done.stdout), strict=True):
-        ours = parse_streaming_json(prefix)
-        if "error" in pi or _norm(ours) != _norm(pi["value"]):
-            different.append(f"{prefix!r}: pi {json.dumps(pi)} piagent {ours!r}")
+    for prefix, theirs, ours in zip(texts, parsed, ours_all, strict=True):
+        if "error" in theirs or _norm(ours) != _norm(theirs["value"]):
+            different.append(f"{prefix!r}: pi {json.dumps(theirs)} piagent {ours!r}")
     assert not different, f"{len(different)} of {len(texts)} differ:\n" + "\n".join(different[:8])
 
 

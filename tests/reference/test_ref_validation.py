@@ -1,12 +1,13 @@
-"""validate_tool_arguments against pi-ai 1.4.0's validateToolArguments: the coerced arguments
-a tool receives, or the exact error text the model reads."""
+"""validate_tool_arguments against pi-ai's validateToolArguments (1.6.1, the reference, and
+1.4.0): the coerced arguments a tool receives, or the exact error text the model reads.
+
+Against 1.4.0 a case may differ where 1.6.1 differs from 1.4.0 too and piagent gives 1.6.1's
+answer: the row ``validation-pi-schema`` (changed upstream in 1.5/1.6, ref_differences.py)."""
 
 from __future__ import annotations
 
 import json
 import random
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from piagent.errors import ToolArgumentError
 from piagent.tools import AgentTool, validate_tool_arguments
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
+from .conftest import HERE, PI16, Pi
+from .ref_differences import DELIBERATE
 
 
 def _obj(props: dict[str, Any], **rest: Any) -> dict[str, Any]:
@@ -81,17 +83,92 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
     "float_in_received": (_obj({"a": STR}, required=["a"]), {"f": 1.0, "g": 1e-7}),
     "valid_untouched": (_obj({"path": STR, "n": INT}), {"path": "/x", "n": 3}),
     "no_type_no_coercion": ({"properties": {"n": INT}}, {"n": "5"}),
+    # pi-ai 1.5-1.6.1 (pi-schema): each coercion rule
+    "scalar_wrapped_and_converted": (_obj({"l": {"type": "array", "items": INT},
+                                           "o": {"type": "array", "items": _obj({"n": INT})},
+                                           "b": {"type": "array"}}),
+                                     {"l": "7", "o": {"n": "2"}, "b": None}),
+    "tuple_not_wrapped": (_obj({"t": {"type": "array", "items": [INT, STR]}}), {"t": "1"}),
+    "optional_nulls_dropped_deep": (_obj({"o": _obj({"a": INT, "b": {"type": ["null", "integer"]}},
+                                                    required=["b"]),
+                                          "l": {"type": "array", "items": _obj({"x": STR})}}),
+                                    {"o": {"a": None, "b": None}, "l": [{"x": None}]}),
+    "required_null_to_string": (_obj({"s": STR}, required=["s"]), {"s": None}),
+    "integer_fraction_cut": (_obj({"a": INT, "b": INT, "c": NUM}), {"a": 2.5, "b": "3.7",
+                                                                    "c": ""}),
+    "dangling_ref_present": (_obj({"p": {"$ref": "#/$defs/Gone"}, "q": INT}),
+                             {"p": 1, "q": "2"}),
+    "dangling_ref_absent": (_obj({"p": {"$ref": "#/$defs/Gone"}, "q": INT}), {"q": "2"}),
+    "dangling_ref_optional_null": (_obj({"p": {"$ref": "#/$defs/Gone"}}), {"p": None}),
+    "ref_followed": ({"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}},
+                      "$defs": {"P": _obj({"x": INT, "l": {"type": "array", "items": BOOL}})}},
+                     {"p": {"x": "4", "l": "true"}}),
+    "enum_and_const_converted": (_obj({"e": {"enum": [1, 2, "x"]}, "c": {"const": False}}),
+                                 {"e": "2", "c": "false"}),
+    "union_first_converting_branch": (_obj({"u": {"anyOf": [{"type": "array", "items": INT},
+                                                            BOOL]}}), {"u": "5"}),
+    "tagged_union_error": (_obj({"s": {"oneOf": [
+        _obj({"kind": {"const": "a"}, "n": INT}, required=["kind", "n"]),
+        _obj({"kind": {"const": "b"}, "t": STR}, required=["kind", "t"])]}}),
+        {"s": {"kind": "c"}}),
+    "union_blames_declaring_branch": (_obj({"s": {"anyOf": [
+        _obj({"n": INT}, required=["n"]), _obj({"t": STR, "u": STR}, required=["t", "u"])]}}),
+        {"s": {"t": "x", "u": 5, "v": {}}}),
+    "pattern_properties": (_obj({}, patternProperties={"^n_": INT}, additionalProperties=False),
+                           {"n_a": "3", "other": 1}),
+    "boolean_words": (_obj({"a": BOOL, "b": BOOL, "c": {"type": "null"}}),
+                      {"a": "TRUE", "b": "0", "c": "null"}),
+    # no $schema: draft 2020-12, as pi-schema reads every schema
+    "draft_2020_dependent_required": (_obj({"a": STR, "b": STR}, dependentRequired={"a": ["b"]}),
+                                      {"a": "x"}),
+    "draft_2020_prefix_items": (_obj({"t": {"type": "array", "prefixItems": [INT, STR],
+                                            "items": False}}), {"t": ["1", 2, 3]}),
+    "draft_2020_ref_sibling": ({"type": "object", "$defs": {"N": INT},
+                                "properties": {"n": {"$ref": "#/$defs/N", "maximum": 3}}},
+                               {"n": "7"}),
+    "draft_2020_min_contains": (_obj({"l": {"type": "array", "contains": INT, "minContains": 2}}),
+                                {"l": [1, "a"]}),
 }
 
 
+# (version, which cases) -> pi-ai's answers, each run once a session
+_RUNS: dict[tuple[str, str], list[Any]] = {}
+
+
+def _validated(pi: Pi, which: str, cases: list[tuple[dict[str, Any], Any]]) -> list[Any]:
+    if (pi.version, which) not in _RUNS:
+        payload = [{"schema": schema, "arguments": args} for schema, args in cases]
+        _RUNS[pi.version, which] = json.loads(pi.run("pi_validation.mjs",
+                                                     stdin=json.dumps(payload)))
+    return _RUNS[pi.version, which]
+
+
+def _expected(pi: Pi, which: str, cases: list[tuple[dict[str, Any], Any]],
+              request: pytest.FixtureRequest) -> list[Any]:
+    """pi's answers, with 1.6.1's where 1.4.0's differ from them (the declared upstream row:
+    1.4.0's answers are taken only where 1.6.1 gives the same)."""
+    answers = _validated(pi, which, cases)
+    if pi.reference:
+        return answers
+    assert DELIBERATE["validation-pi-schema"].applies_to(pi.version)
+    request.getfixturevalue("pi16_installed")
+    return _validated(Pi("1.6.0", PI16), which, cases)
+
+
 @pytest.fixture(scope="session")
-def pi_validated(pi_installed: Path) -> dict[str, Any]:
-    payload = [{"schema": schema, "arguments": args} for schema, args in CASES.values()]
-    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
-                          input=json.dumps(payload), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(zip(CASES, json.loads(done.stdout), strict=True))
+def pi_validated(pi: Pi, request: pytest.FixtureRequest) -> dict[str, Any]:
+    return dict(zip(CASES, _expected(pi, "cases", list(CASES.values()), request), strict=True))
+
+
+def test_pi_1_4_0_differs_as_declared(request: pytest.FixtureRequest) -> None:
+    """The upstream row must show: 1.4.0 and 1.6.1 disagree on some cases, and agree on
+    others (so the cases also compare piagent with 1.4.0)."""
+    request.getfixturevalue("pi_installed")
+    request.getfixturevalue("pi16_installed")
+    old = _validated(Pi("1.4.0", HERE), "cases", list(CASES.values()))
+    new = _validated(Pi("1.6.0", PI16), "cases", list(CASES.values()))
+    same = sum(1 for a, b in zip(old, new, strict=True) if a == b)
+    assert 0 < same < len(CASES)
 
 
 def _piagent(schema: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -145,16 +222,12 @@ def _random_cases(count: int, seed: int) -> list[tuple[dict[str, Any], Any]]:
 RANDOM_CASES = _random_cases(400, seed=24)
 
 
-def test_random_arguments_as_pi_ai(pi_installed: Path) -> None:
-    payload = [{"schema": schema, "arguments": args} for schema, args in RANDOM_CASES]
-    done = subprocess.run(["node", str(HERE / "pi_validation.mjs")], cwd=HERE,
-                          input=json.dumps(payload), capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
+def test_random_arguments_as_pi_ai(pi: Pi, request: pytest.FixtureRequest) -> None:
+    validated = _expected(pi, "random", RANDOM_CASES, request)
     different = []
-    for (schema, args), pi in zip(RANDOM_CASES, json.loads(done.stdout), strict=True):
+    for (schema, args), theirs in zip(RANDOM_CASES, validated, strict=True):
         ours = _piagent(schema, args)
-        if ours != pi:
-            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {pi}\n  us {ours}")
+        if ours != theirs:
+            different.append(f"{json.dumps(schema)} {json.dumps(args)}:\n  pi {theirs}\n  us {ours}")
     assert not different, f"{len(different)} of {len(RANDOM_CASES)} differ:\n" + \
         "\n".join(different[:5])

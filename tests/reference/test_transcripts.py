@@ -1,4 +1,4 @@
-"""Transcripts both ways between pi-agent-core 1.4.0 and piagent.
+"""Transcripts both ways between pi-agent-core (1.6.0, the reference, and 1.4.0) and piagent.
 
 pi → piagent: every message pi writes (a real Agent run, and one message of every kind and
 field pi-ai 1.4.0 declares; ``pi_transcript.mjs``) loads with ``message_from_dict`` and dumps
@@ -11,8 +11,6 @@ function receives, the replayed system prompt and tools — is the same.
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,18 +33,15 @@ from piagent import (
     messages_to_json,
 )
 
-from .conftest import DRIVER_TIMEOUT_S, HERE, load_scenario
+from .conftest import HERE, Pi, load_scenario
 from .piagent_driver import run_scenario
 from .ref_normalise import first_difference, normalise, scrub
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 @pytest.fixture(scope="session")
-def pi_transcripts(pi_installed: Path) -> dict[str, Any]:
-    done = subprocess.run(["node", str(HERE / "pi_transcript.mjs")], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    data: dict[str, Any] = json.loads(done.stdout)
+def pi_transcripts(pi: Pi) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(pi.run("pi_transcript.mjs"))
     return data
 
 
@@ -135,17 +130,14 @@ def _replay_scenarios() -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def replay_outputs(pi_installed: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def replay_outputs(pi: Pi, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("replay")
     files = []
     for name, scenario in _replay_scenarios().items():
         path = folder / f"{name}.json"
         path.write_text(json.dumps(scenario))
         files.append(str(path))
-    done = subprocess.run(["node", str(HERE / "pi_driver.mjs"), *files], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-4000:]
-    outputs: dict[str, Any] = json.loads(done.stdout)
+    outputs: dict[str, Any] = json.loads(pi.run("pi_driver.mjs", *files))
     return outputs
 
 

@@ -43,8 +43,8 @@ def test_numeric_string_past_the_int_digit_limit_is_a_validation_error() -> None
     with pytest.raises(ToolArgumentError) as caught:
         validate_tool_arguments(count, {"n": "9" * 5000, "x": 1.0, "s": "a"})
     assert 'Validation failed for tool "count"' in str(caught.value)
-    assert "n: must be integer" in str(caught.value)
-    with pytest.raises(ToolArgumentError, match="x: must be number"):
+    assert "n: expected integer, got string" in str(caught.value)
+    with pytest.raises(ToolArgumentError, match="x: expected number, got string"):
         validate_tool_arguments(count, {"n": 1, "x": "7" * 5000, "s": "a"})
 
 

@@ -24,7 +24,7 @@ from piagent.errors import PiAgentError, ToolArgumentError
 from piagent.messages import ImageContent, TextContent
 from piagent.tools import AgentTool, AgentToolResult, tool, validate_tool_arguments
 from piagent.tools._check import CheckBuilder
-from piagent.tools._coerce import CoercerBuilder
+from piagent.tools._convert import Converter
 
 # most functions here exist for their schemas, without a docstring: @tool's warning is
 # asserted once, in test_no_docstring_gives_empty_description_and_a_warning
@@ -527,7 +527,7 @@ def test_exceptions_from_the_function_propagate() -> None:
         ({"type": "string"}, 1.5, "1.5"),
         ({"type": "string"}, 2.0, "2"),
         ({"type": "string"}, True, "true"),
-        ({"type": "string"}, None, ""),
+        ({"type": "string"}, None, "null"),
         ({"type": "null"}, "", None),
         ({"type": "null"}, 0, None),
         ({"type": "null"}, False, None),
@@ -540,10 +540,25 @@ def test_exceptions_from_the_function_propagate() -> None:
         ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, "4", 4),
         ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, None, None),
         ({"type": "string"}, "unchanged", "unchanged"),
+        # pi-ai 1.5-1.6.1 (pi-schema's conversion rules)
+        ({"type": "integer"}, 2.5, 2),
+        ({"type": "integer"}, "3.5", 3),
+        ({"type": "number"}, "", 0),
+        ({"type": "number"}, "0x10", 16),
+        ({"type": "boolean"}, "TRUE", True),
+        ({"type": "boolean"}, "0", False),
+        ({"type": "null"}, "null", None),
+        ({"enum": [1, 2]}, "2", 2),
+        ({"const": True}, "true", True),
+        ({"type": "array", "items": {"type": "integer"}}, "5", [5]),
+        ({"type": "array"}, 7, [7]),
+        ({"type": "array", "items": {"type": "string"}}, None, ["null"]),
+        ({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+         "solo", ["solo"]),
     ],
 )
 def test_coercion(prop: dict[str, Any], value: Any, expected: Any) -> None:
-    """pi-ai's coercePrimitiveByType rules (a required property: ``null`` is coerced)."""
+    """pi-ai 1.6.1's coercion rules (a required property: ``null`` is converted too)."""
     t = _schema_tool({"type": "object", "properties": {"v": prop}, "required": ["v"]})
     out = validate_tool_arguments(t, {"v": value})
     assert out == {"v": expected}
@@ -575,24 +590,31 @@ def test_optional_null_is_removed_unless_the_schema_accepts_null(
 
 
 @pytest.mark.parametrize(
-    ("prop", "value", "line"),
+    ("prop", "value", "expected"),
     [
-        ({"type": "array", "items": {"type": "integer"}}, "5", "v: must be array"),
-        ({"type": "array"}, 7, "v: must be array"),
+        ({"type": "array", "items": {"type": "integer"}}, "5", [5]),
+        ({"type": "array", "items": {"type": "string"}}, "solo", ["solo"]),
+        ({"type": "array"}, {"k": 1}, [{"k": 1}]),
+        ({"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+         {"n": "4"}, [{"n": 4}]),
     ],
 )
-def test_a_scalar_is_not_wrapped_into_an_array(prop: dict[str, Any], value: Any,
-                                               line: str) -> None:
-    """pi-ai does not wrap a scalar where an array is expected: the model is told."""
+def test_a_single_value_becomes_a_one_element_array(prop: dict[str, Any], value: Any,
+                                                    expected: Any) -> None:
+    """pi-ai 1.5+: a single value where an array is expected becomes a one-element array,
+    its item converted by the item schema; a tuple (``items`` as a list) never wraps."""
     t = _schema_tool({"type": "object", "properties": {"v": prop}})
+    assert validate_tool_arguments(t, {"v": value}) == {"v": expected}
+    tuple_tool = _schema_tool({"type": "object", "properties": {
+        "v": {"type": "array", "items": [{"type": "integer"}]}}})
     with pytest.raises(ToolArgumentError) as caught:
-        validate_tool_arguments(t, {"v": value})
-    assert f"  - {line}\n" in str(caught.value)
+        validate_tool_arguments(tuple_tool, {"v": "5"})
+    assert caught.value.errors == ["v: expected array, got string"]
 
 
-def test_coercion_recurses_into_objects_and_arrays_but_not_refs() -> None:
-    """As pi-ai's coerceWithJsonSchema: nested objects, item lists and tuples are coerced;
-    a ``$ref`` is not followed, so a value behind one must already have its type."""
+def test_coercion_recurses_into_objects_arrays_and_refs() -> None:
+    """As pi-ai 1.6.1: nested objects, item lists and tuples are coerced, and a ``$ref`` is
+    followed (pi-ai 1.4.0 stopped at it)."""
     t = _schema_tool(
         {
             "type": "object",
@@ -612,9 +634,11 @@ def test_coercion_recurses_into_objects_and_arrays_but_not_refs() -> None:
     assert validate_tool_arguments(
         t, {"edits": [{"line": 3}], "opts": {"deep": {"n": "0.5"}}, "pair": ["1", 2]},
     ) == {"edits": [{"line": 3}], "opts": {"deep": {"n": 0.5}}, "pair": [1, "2"]}
+    assert validate_tool_arguments(t, {"edits": [{"line": "3"}, {"line": 4}]}) == {
+        "edits": [{"line": 3}, {"line": 4}]}
     with pytest.raises(ToolArgumentError) as caught:
-        validate_tool_arguments(t, {"edits": [{"line": "3"}, {"line": 4}]})
-    assert caught.value.errors == ["edits.0.line: must be integer"]
+        validate_tool_arguments(t, {"edits": [{"line": "x"}, {"line": 4}]})
+    assert caught.value.errors == ["edits.0.line: expected integer, got string"]
 
 
 def test_arguments_are_deep_copied() -> None:
@@ -660,24 +684,24 @@ def test_error_text_is_pis_format_exactly() -> None:
     }
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, args)
-    # pi-ai 1.4.0's text, character for character (TypeBox lists at most 8 errors)
+    # pi-ai 1.6.1's text, character for character (every error, no cap)
     assert str(info.value) == (
         'Validation failed for tool "read":\n'
-        "  - path: must have required properties path\n"
-        "  - bogus: schema is false\n"
-        "  - root: must not have additional properties\n"
-        "  - limit: must be >= 1\n"
-        "  - mode: must be equal to one of the allowed values\n"
-        "  - items.1.id: must have required properties id\n"
-        "  - opts.name: must have required properties name\n"
-        "  - opts.color: schema is false\n"
+        "  - path: missing\n"
+        "  - limit: expected >= 1\n"
+        '  - mode: expected one of ["r","w"]\n'
+        "  - items.1.id: missing\n"
+        "  - opts.name: missing\n"
+        "  - opts.depth: expected integer, got string\n"
+        "  - opts.color: unknown field\n"
+        "  - bogus: unknown field\n"
         "\n"
         "Received arguments:\n" + json.dumps(args, indent=2, ensure_ascii=False)
     )
     assert '"bogus": "é"' in str(info.value)
     err = info.value
     assert err.tool_name == "read"
-    assert err.errors[0] == "path: must have required properties path"
+    assert err.errors[0] == "path: missing"
     assert len(err.errors) == 8
     assert isinstance(err, ValueError) and isinstance(err, PiAgentError)
 
@@ -690,7 +714,7 @@ def test_error_text_shows_original_not_coerced_arguments() -> None:
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, {"n": "5", "s": "maybe"})
     assert str(info.value) == (
-        'Validation failed for tool "x":\n  - s: must be boolean\n\n'
+        'Validation failed for tool "x":\n  - s: expected boolean, got string\n\n'
         'Received arguments:\n{\n  "n": "5",\n  "s": "maybe"\n}'
     )
 
@@ -698,19 +722,19 @@ def test_error_text_shows_original_not_coerced_arguments() -> None:
 @pytest.mark.parametrize(
     ("prop", "value", "message"),
     [
-        ({"type": "string", "minLength": 2}, "a", "must not have fewer than 2 characters"),
-        ({"type": "string", "maxLength": 1}, "ab", "must not have more than 1 characters"),
-        ({"type": "string", "pattern": "^a"}, "b", 'must match pattern "^a"'),
-        ({"type": "array", "maxItems": 1}, [1, 2], "must not have more than 1 items"),
-        ({"type": "number", "exclusiveMaximum": 1}, 1, "must be < 1"),
-        ({"type": "number", "maximum": 0.5}, 1, "must be <= 0.5"),
-        ({"type": "integer", "multipleOf": 2}, 3, "must be multiple of 2"),
-        ({"const": "x"}, "y", "must be equal to constant"),
-        ({"enum": ["fast", "slow"]}, "x", "must be equal to one of the allowed values"),
-        ({"type": ["string", "null"]}, [1], "must be either string or null"),
-        ({"not": {"type": "string"}}, "s", "must not be valid"),
-        ({"type": "array", "uniqueItems": True}, [1, 1], "must not have duplicate items"),
-        ({"type": "object", "minProperties": 1}, {}, "must not have fewer than 1 properties"),
+        ({"type": "string", "minLength": 2}, "a", "expected at least 2 characters"),
+        ({"type": "string", "maxLength": 1}, "ab", "expected at most 1 characters"),
+        ({"type": "string", "pattern": "^a"}, "b", "expected to match ^a"),
+        ({"type": "array", "maxItems": 1}, [1, 2], "expected at most 1 items"),
+        ({"type": "number", "exclusiveMaximum": 1}, 1, "expected < 1"),
+        ({"type": "number", "maximum": 0.5}, 1, "expected <= 0.5"),
+        ({"type": "integer", "multipleOf": 2}, 3, "expected a multiple of 2"),
+        ({"const": "x"}, "y", 'expected "x"'),
+        ({"enum": ["fast", "slow"]}, "x", 'expected one of ["fast","slow"]'),
+        ({"type": ["string", "null"]}, [1], "expected string or null, got array"),
+        ({"not": {"type": "string"}}, "s", "must not match the schema in not"),
+        ({"type": "array", "uniqueItems": True}, [1, 1], "expected unique items"),
+        ({"type": "object", "minProperties": 1}, {}, "expected at least 1 properties"),
     ],
 )
 def test_error_messages_read_like_pi_ai(prop: dict[str, Any], value: Any, message: str) -> None:
@@ -720,24 +744,20 @@ def test_error_messages_read_like_pi_ai(prop: dict[str, Any], value: Any, messag
     assert info.value.errors == [f"v: {message}"]
 
 
-def test_any_of_lists_branch_errors_first() -> None:
+def test_any_of_reports_the_branch_to_blame() -> None:
     t = _schema_tool(
         {"type": "object", "properties": {"v": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
     )
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, {"v": "abc"})
-    assert info.value.errors == [
-        "v: must be integer",
-        "v: must be null",
-        "v: must match a schema in anyOf",
-    ]
+    assert info.value.errors == ["v: expected integer, got string"]
 
 
 def test_non_object_arguments_fail_at_root() -> None:
     t = _schema_tool({"type": "object"})
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(t, ["not", "an", "object"])
-    assert info.value.errors == ["root: must be object"]
+    assert info.value.errors == ["root: expected object, got array"]
 
 
 def test_tool_from_decorator_validates() -> None:
@@ -747,10 +767,7 @@ def test_tool_from_decorator_validates() -> None:
 
     with pytest.raises(ToolArgumentError) as info:
         validate_tool_arguments(read, {"limit": "many"})
-    assert info.value.errors == [
-        "path: must have required properties path",
-        "limit: must be integer",
-    ]
+    assert info.value.errors == ["path: missing", "limit: expected integer, got string"]
 
 
 # --- compile once, bad schemas ----------------------------------------------------------
@@ -827,7 +844,7 @@ def test_draft_3_keeps_type_required_and_properties_apart() -> None:
 
 def test_draft_3_property_required_true_is_enforced_with_pi_words() -> None:
     """Draft 3 marks a property itself ``required: true``: a call without it is invalid (as
-    jsonschema says), with pi-ai's "must have required properties" line, not a TypeError."""
+    jsonschema says), with pi-ai's "missing" line, not a TypeError."""
     schema = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
               "properties": {"path": {"type": "string", "required": True},
                              "n": {"type": "integer"}}}
@@ -835,9 +852,8 @@ def test_draft_3_property_required_true_is_enforced_with_pi_words() -> None:
     tool_ = AgentTool(name="files", description="d", parameters=schema,
                       execute=lambda *args: None)
     assert validate_tool_arguments(tool_, {"path": "a"}) == {"path": "a"}
-    for args, lines in (({"n": 1}, ["path: must have required properties path"]),
-                        ({"n": "x"}, ["path: must have required properties path",
-                                      "n: must be integer"])):
+    for args, lines in (({"n": 1}, ["path: missing"]),
+                        ({"n": "x"}, ["path: missing", "n: expected integer, got string"])):
         with pytest.raises(ToolArgumentError) as caught:
             validate_tool_arguments(tool_, args)
         listed = [line.strip()[2:] for line in str(caught.value).splitlines()
@@ -863,8 +879,8 @@ def test_coercion_copies_and_coerces_leaves_of_every_kind() -> None:
     assert type(coerce({"n": True})["n"]) is int and coerce({"s": "x"}) == {"s": "x"}
     assert coerce(("a",)) == ["a"]  # not an object: copied as it is
     assert schema_mod.compile_schema({"type": "integer"}).coerce("5") == 5
-    # pi-ai's matchesJsonType: an unknown type matches nothing, so the known one coerces
-    assert CoercerBuilder({}).build({"type": ["integer", "x-any"]})("5") == 5
+    # pi-schema's matchesType: an unknown type matches nothing, so the known one coerces
+    assert Converter({"type": ["integer", "x-any"]}, lambda node, v: False).coerce("5") == 5
 
 
 def test_invalid_schema_logs_a_warning_and_skips_validation(
@@ -877,10 +893,25 @@ def test_invalid_schema_logs_a_warning_and_skips_validation(
     assert "invalid JSON Schema" in caplog.text
 
 
-def test_unresolvable_ref_logs_a_warning_and_skips_validation(
+def test_a_dangling_ref_rejects_only_its_own_value() -> None:
+    """pi-ai 1.6.1: a ``$ref`` that names nothing (a dangling definition in an MCP server's
+    schema) rejects the values at its place; every other call of the tool runs."""
+    t = _schema_tool({"type": "object", "properties": {
+        "n": {"$ref": "#/definitions/missing"}, "m": {"type": "integer"}}})
+    assert validate_tool_arguments(t, {"m": "2"}) == {"m": 2}
+    assert validate_tool_arguments(t, {}) == {}
+    with pytest.raises(ToolArgumentError) as caught:
+        validate_tool_arguments(t, {"n": 1, "m": 2})
+    assert caught.value.errors == ["n: unresolved reference #/definitions/missing"]
+
+
+def test_a_ref_jsonschema_cannot_resolve_logs_a_warning_and_skips_validation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    t = _schema_tool({"type": "object", "properties": {"n": {"$ref": "#/definitions/missing"}}})
+    """Not a local pointer (a URL, another document): left to jsonschema, which cannot
+    fetch it; the tool's validation is skipped, with a warning."""
+    t = _schema_tool({"type": "object", "properties": {
+        "n": {"$ref": "https://schemas.invalid/missing.json"}}})
     with caplog.at_level(logging.WARNING, logger="piagent.tools._schema"):
         assert validate_tool_arguments(t, {"n": 1}) == {"n": 1}
     assert "bad $ref" in caplog.text
@@ -908,6 +939,20 @@ _SCHEMAS: list[dict[str, Any]] = [
         "properties": {"c": {"const": 1}},
         "additionalProperties": {"type": "string"},
     },
+    {  # stable: a value the fast checker accepts skips coercion
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "maxLength": 3},
+            "i": {"type": "integer"},
+            "n": {"type": "number"},
+            "a": {"type": "array", "items": {"type": "boolean"}},
+            "l": {"type": "array"},
+            "o": {"type": "object", "properties": {"x": {"type": "null"}},
+                  "additionalProperties": {"type": "integer"}},
+            "u": {"description": "anything"},
+        },
+        "required": ["s"],
+    },
 ]
 _values = st.recursive(
     st.none()
@@ -924,7 +969,7 @@ _values = st.recursive(
 
 @settings(max_examples=400, deadline=None)
 @given(
-    schema_index=st.sampled_from([0, 1]),
+    schema_index=st.sampled_from([0, 1, 2]),
     instance=st.dictionaries(st.sampled_from("sinaeoucz"), _values, max_size=5),
 )
 def test_validation_agrees_with_jsonschema(schema_index: int, instance: dict[str, Any]) -> None:
@@ -933,8 +978,8 @@ def test_validation_agrees_with_jsonschema(schema_index: int, instance: dict[str
     t = _schema_tool(schema)
     compiled = schema_mod.compile_schema(schema)
     assert compiled.check is not None
-    normalize = compiled.normalize
-    coerced = compiled.coerce(instance if normalize is None else normalize(instance))
+    assert compiled.stable is (schema_index == 2)
+    coerced = compiled.coerce(instance)  # pi-ai 1.6.1's coercion, never skipped here
     expected_valid = jsonschema.Draft7Validator(schema).is_valid(coerced)
     assert compiled.check(coerced) <= expected_valid  # the fast path never over-accepts
     try:
@@ -944,4 +989,13 @@ def test_validation_agrees_with_jsonschema(schema_index: int, instance: dict[str
         assert exc.errors
     else:
         assert expected_valid
-        assert out == coerced
+        assert _typed(out) == _typed(coerced)
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each leaf paired with its type (``5`` and ``5.0`` differ)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
