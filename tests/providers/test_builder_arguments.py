@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from piagent.messages import sanitize_surrogates_in
 from piagent.models import Model
 from piagent.providers.kit import MessageBuilder
-from piagent.stream import AssistantMessageEventStream, parse_streaming_json
+from piagent.stream import AssistantMessageEventStream, StreamingJsonParser
 
 MODEL = Model(id="m", api="test-api", provider="test", base_url="http://127.0.0.1:9")
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
@@ -35,8 +35,14 @@ def test_arguments_follow_every_fragment_and_end_complete(arguments: dict[str, A
     for fragment in fragments:
         out.add_tool_arguments(index, fragment)
         seen += fragment
-        # pi's parse, without the unpaired surrogates of an escape pair cut in two
-        assert out.block(index).arguments == sanitize_surrogates_in(parse_streaming_json(seen))
+        # pi-ai 1.6.1's streaming parse of the text so far read in one piece (it keeps an open
+        # string's trailing whitespace, which parse_streaming_json trims), without the
+        # unpaired surrogates of an escape pair cut in two
+        whole = StreamingJsonParser()
+        whole.append(seen)
+        snapshot = whole.snapshot()
+        expected = snapshot.value if snapshot is not None and snapshot.is_object else {}
+        assert out.block(index).arguments == sanitize_surrogates_in(expected)
     out.close_block(index)
     out.finish("toolUse")
     events = list(stream)
