@@ -143,6 +143,8 @@ class CompactionRun:
 
     def prepare_request(self, ctx: PrepareRequestContext, signal: AbortSignal
                         ) -> RequestUpdate | None:
+        if ctx.emit is not None:  # the run's event path (tracing sees the events too)
+            self.emit = ctx.emit
         user = self.user_prepare(ctx, signal) if self.user_prepare is not None else None
         context = user.context if user is not None and user.context is not None else ctx.context
         model = (user.model if user is not None and user.model is not None else None) or ctx.model
