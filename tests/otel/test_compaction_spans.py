@@ -50,7 +50,7 @@ def test_a_failed_compaction_span_says_why(spans: Spans) -> None:
     fn = ScriptedStreamFn([failing] * 40)
     agent = Agent(model=dataclasses.replace(fn.model, context_window=6_000), stream_fn=fn,
                   compaction=Compaction(reserve_tokens=2_000, keep_recent_tokens=1_000))
-    for n in range(4):
+    for n in range(6):
         agent.prompt(f"question {n} " + "q" * 2000)
     span = spans.named("compaction threshold")[0]
     assert not span.status.is_ok
