@@ -126,6 +126,7 @@ class CompactionRun:
         self.user_prepare = config.prepare_request
         self.context: list[AgentMessage] | None = None  # the list the loop's context holds
         self.after = 0  # where, in it, the messages after the latest summary start
+        self.failed = False  # a threshold compaction of this run failed
 
     def install(self) -> tuple[AgentLoopConfig, StreamFn]:
         """The run's config with the ``prepare_request`` hook, and the stream function."""
@@ -157,13 +158,15 @@ class CompactionRun:
             else:
                 self.after = 0
             self.context = context.messages
-        if self.settings.auto and model is not None and should_compact(
+        if self.settings.auto and not self.failed and model is not None and should_compact(
                 context_tokens(context.messages, self.after), model.context_window,
                 self.settings.reserve_tokens):
             end = self._compact("threshold", model, signal)
             if end.summary is not None:
                 context = AgentContext(self._project(), context.tools)
                 self.context, replaced = context.messages, True
+            else:  # not again in this run (an overflow still gets its one attempt)
+                self.failed = True
         if not replaced:
             return user
         return RequestUpdate(context=context, model=user.model if user else None,

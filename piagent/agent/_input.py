@@ -190,7 +190,10 @@ def continue_input(messages: list[AgentMessage], queues: QueueLedger,
     if not messages or all(isinstance(m, SystemMessage) for m in messages):
         msg = "No messages to continue from"
         raise ValueError(msg)
-    if getattr(messages[-1], "role", None) != "assistant":
+    last = len(messages) - 1
+    while last > 0 and type(messages[last]) is CompactionSummaryMessage:
+        last -= 1  # a summary records a compaction: what the model saw last comes before it
+    if getattr(messages[last], "role", None) != "assistant":
         return None, False, None
     with queues.lock:
         steering = takings.take(queues.steering)
