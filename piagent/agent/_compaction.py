@@ -22,8 +22,8 @@ from ..compaction import (
     Compaction,
     CompactionError,
     CompactionOutcome,
+    RunningEstimate,
     compact,
-    context_tokens,
     latest_summary,
     project,
     should_compact,
@@ -127,6 +127,7 @@ class CompactionRun:
         self.context: list[AgentMessage] | None = None  # the list the loop's context holds
         self.after = 0  # where, in it, the messages after the latest summary start
         self.failed = False  # a threshold compaction of this run failed
+        self.estimate: RunningEstimate | None = None  # of the loop's context list
 
     def install(self) -> tuple[AgentLoopConfig, StreamFn]:
         """The run's config with the ``prepare_request`` hook, and the stream function."""
@@ -159,7 +160,7 @@ class CompactionRun:
                 self.after = 0
             self.context = context.messages
         if self.settings.auto and not self.failed and model is not None and should_compact(
-                context_tokens(context.messages, self.after), model.context_window,
+                self._tokens(context.messages), model.context_window,
                 self.settings.reserve_tokens):
             end = self._compact("threshold", model, signal)
             if end.summary is not None:
@@ -171,6 +172,13 @@ class CompactionRun:
             return user
         return RequestUpdate(context=context, model=user.model if user else None,
                              thinking_level=user.thinking_level if user else None)
+
+    def _tokens(self, messages: list[AgentMessage]) -> int:
+        """The estimated context of ``messages``, counted incrementally per request."""
+        estimate = self.estimate
+        if estimate is None or not estimate.tracks(messages):
+            self.estimate = estimate = RunningEstimate(messages, self.after)
+        return estimate.tokens()
 
     def _compact(self, reason: Reason, model: Model, signal: AbortSignal,
                  will_retry: bool = False) -> CompactionEndEvent:

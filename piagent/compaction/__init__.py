@@ -14,7 +14,7 @@ from ._compact import CompactionOutcome, compact
 from ._cut import Preparation, Projection, latest_summary, prepare, project, projected_tokens
 from ._settings import Compaction
 from ._summary import CompactionError, serialize_conversation
-from ._tokens import context_tokens, estimate_tokens, should_compact, usage_tokens
+from ._tokens import RunningEstimate, context_tokens, estimate_tokens, should_compact, usage_tokens
 
 __all__ = [
     "Compaction",
@@ -22,6 +22,7 @@ __all__ = [
     "CompactionOutcome",
     "Preparation",
     "Projection",
+    "RunningEstimate",
     "compact",
     "context_tokens",
     "estimate_tokens",

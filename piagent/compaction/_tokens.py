@@ -25,7 +25,8 @@ from ..messages import (
     UserMessage,
 )
 
-__all__ = ["context_tokens", "estimate_tokens", "should_compact", "usage_tokens"]
+__all__ = ["RunningEstimate", "context_tokens", "estimate_tokens", "should_compact",
+           "usage_tokens"]
 
 _IMAGE_CHARS = 4800  # pi's ESTIMATED_IMAGE_CHARS
 
@@ -107,3 +108,36 @@ def context_tokens(messages: Sequence[AgentMessage], usage_from: int = 0) -> int
 def should_compact(tokens: int, context_window: int, reserve_tokens: int) -> bool:
     """pi's ``shouldCompact``: the context does not leave ``reserve_tokens`` free."""
     return tokens > context_window - reserve_tokens
+
+
+class RunningEstimate:
+    """``context_tokens`` of one growing list of messages, kept up to date by looking only
+    at the messages appended since the last call (a run's context between requests grows
+    at its end only). Not thread-safe: one run's thread uses it."""
+
+    __slots__ = ("_last_usage", "_messages", "_prefix", "_usage_from")
+
+    def __init__(self, messages: list[AgentMessage], usage_from: int = 0) -> None:
+        self._messages = messages
+        self._usage_from = usage_from
+        self._prefix = [0]  # _prefix[k]: the estimate of messages[:k]
+        self._last_usage = -1  # the last message at or after usage_from with a usage
+
+    def tracks(self, messages: list[AgentMessage]) -> bool:
+        """Whether this estimate follows ``messages`` (that very list)."""
+        return messages is self._messages
+
+    def tokens(self) -> int:
+        """The context the list makes now, as ``context_tokens(messages, usage_from)``."""
+        messages, prefix = self._messages, self._prefix
+        for index in range(len(prefix) - 1, len(messages)):
+            message = messages[index]
+            prefix.append(prefix[-1] + estimate_tokens(message))
+            if index >= self._usage_from and _valid_usage(message) is not None:
+                self._last_usage = index
+        last = self._last_usage
+        if last < 0:
+            return prefix[-1]
+        usage = _valid_usage(messages[last])
+        assert usage is not None  # found above
+        return usage_tokens(usage) + prefix[-1] - prefix[last + 1]

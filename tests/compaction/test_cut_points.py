@@ -284,3 +284,19 @@ def test_serialized_conversation_labels_each_message_and_cuts_long_results() -> 
     assert '[Assistant tool calls]: read(path="a.py")' in text
     assert "secret" not in text  # thinking left out, as pi does
     assert "[... 500 more characters truncated]" in text
+
+
+def test_running_estimate_follows_a_growing_list_as_context_tokens() -> None:
+    from piagent.compaction import RunningEstimate
+
+    messages: list[Any] = [u("a" * 40)]
+    estimate = RunningEstimate(messages, 0)
+    steps = [a("b" * 8, usage(0, 0)), u("c" * 12), a("d", usage(500, 20)), result("x", "e" * 16),
+             u("f" * 4), a("g", usage(0, 0), stop="error")]
+    assert estimate.tokens() == context_tokens(messages)
+    for message in steps:
+        messages.append(message)
+        assert estimate.tokens() == context_tokens(messages)
+    later = RunningEstimate(messages, 4)  # usage before index 4 does not count
+    assert later.tokens() == context_tokens(messages, 4) == sum(map(estimate_tokens, messages))
+    assert estimate.tracks(messages) and not estimate.tracks(list(messages))
