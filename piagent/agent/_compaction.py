@@ -184,7 +184,8 @@ class CompactionRun:
                  will_retry: bool = False) -> CompactionEndEvent:
         return compact_transcript(
             self.state, self.link, self.run, self.settings, reason, model=model,
-            stream_fn=self.inner, options=summary_options(self.config, model), signal=signal,
+            stream_fn=self.inner, signal=signal,
+            options=summary_options(self.config, self.settings.model or model),
             emit=self.emit, will_retry=will_retry)
 
     # --- a refused request ----------------------------------------------------------------

@@ -354,3 +354,30 @@ def test_continue_after_compact_is_refused_as_after_the_reply() -> None:
     agent.compact()
     with pytest.raises(ValueError, match="Cannot continue from message role: assistant"):
         agent.continue_()
+
+
+def test_the_summary_can_come_from_another_model_with_its_own_key() -> None:
+    import dataclasses
+    keys: list[tuple[str, str | None]] = []
+
+    def answer(context: Context) -> AssistantMessage:
+        return assistant_text("ok " + "y" * 400)
+
+    model = Model(answer)
+    summariser = ScriptedStreamFn([assistant_text("## Goal\nCheap summary.")] * 5)
+    cheap = dataclasses.replace(model.fn.model, id="cheap", provider="cheapco")
+
+    def recording(m: Any, context: Context, options: StreamOptions) -> Any:
+        keys.append((m.id, options.api_key))
+        return summariser(m, context, options)
+
+    agent = Agent(model=model.fn.model, stream_fn=model.fn,
+                  get_api_key=lambda provider: f"key-of-{provider}",
+                  compaction=Compaction(keep_recent_tokens=200, model=cheap,
+                                        stream_fn=recording, auto=False))
+    for n in range(4):
+        agent.prompt(f"question {n} " + "x" * 2000)
+    end = agent.compact()
+    assert end.summary is not None and end.summary.summary.startswith("## Goal\nCheap summary.")
+    assert keys and all(k == ("cheap", "key-of-cheapco") for k in keys)
+    assert model.summaries == []  # the agent's own model summarised nothing
