@@ -285,7 +285,7 @@ def test_every_store_keeps_the_summary_and_a_session_resumes_with_it(store: Any)
 # --- SIGKILL in the middle of a compaction ------------------------------------------------
 
 CHILD = '''
-kind, where = sys.argv[1], sys.argv[2]
+kind, where, when = sys.argv[1], sys.argv[2], sys.argv[3]
 import threading
 from piagent import Agent, UserMessage
 from piagent.compaction import Compaction
@@ -294,8 +294,14 @@ store = open_store(kind, where)
 def answer(context, options):
     last = context.messages[-1]
     if isinstance(last, UserMessage) and last.text.startswith("<conversation>"):
-        say("summarising")
-        threading.Event().wait()  # killed here, in the middle of the summary request
+        if when == "during":
+            say("summarising")
+            threading.Event().wait()  # killed here, in the middle of the summary request
+        return assistant_text("## Goal\\nAnswer questions.")
+    if when == "after" and any(getattr(m, "text", "").startswith("The conversation history")
+                               for m in context.messages if isinstance(m, UserMessage)):
+        say("summarising")  # the summary is stored; killed in the request that follows
+        threading.Event().wait()
     return assistant_text("answer " + "y" * 2000)
 fn = ScriptedStreamFn([answer] * 100)
 import dataclasses
@@ -309,9 +315,10 @@ for n in range(20):
 
 
 @posix_only
+@pytest.mark.parametrize("when", ["during", "after"])
 @pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
 def test_killed_during_a_compaction_the_session_resumes_intact(
-        tmp_path: Path, place: tuple[str, str]) -> None:
+        tmp_path: Path, place: tuple[str, str], when: str) -> None:
     def read(proc: subprocess.Popen[bytes]) -> list[str]:
         lines = []
         while True:
@@ -320,14 +327,16 @@ def test_killed_during_a_compaction_the_session_resumes_intact(
             if line == "summarising":
                 return lines
 
-    lines = kill_child(tmp_path, child_script(CHILD), list(place), read)
+    lines = kill_child(tmp_path, child_script(CHILD), [*place, when], read)
     answered = sum(line.startswith("answered") for line in lines)
     with opened(place) as store:
         before = store.load("s")
-        # every answered prompt is there once, the prompt being compacted for too, no summary
+        # every answered prompt is there once, the prompt being compacted for too; the
+        # summary once if it was stored before the kill, else not at all
         users = [m.text for m in before if isinstance(m, UserMessage)]
         assert users == [f"question {n} " + "x" * 2000 for n in range(answered + 1)]
-        assert not any(isinstance(m, CompactionSummaryMessage) for m in before)
+        stored = [m for m in before if isinstance(m, CompactionSummaryMessage)]
+        assert len(stored) == (0 if when == "during" else 1)
         model = Model(lambda context: assistant_text("after the kill"))
         import dataclasses
         agent = Agent(model=dataclasses.replace(model.fn.model, context_window=6000),
@@ -337,10 +346,10 @@ def test_killed_during_a_compaction_the_session_resumes_intact(
         assert run.text == "after the kill"
         after = store.load("s")
         summaries = [m for m in after if isinstance(m, CompactionSummaryMessage)]
-        assert len(summaries) == 1
-        rest = [m for m in after if not isinstance(m, CompactionSummaryMessage)]
-        assert rest[:len(before)] == before  # nothing lost, nothing twice
-        assert len(rest) == len(before) + 1
+        assert len(summaries) == 1  # made after the kill, or the stored one taken in
+        assert after[:len(before)] == before  # nothing lost, nothing twice
+        assert len(after) == len(before) + 1 + (1 if when == "during" else 0)
+        assert isinstance(after[-1], AssistantMessage) and after[-1].text == "after the kill"
         assert isinstance(model.requests[-1].messages[0], UserMessage) or \
             model.requests[-1].messages[1].text.startswith(COMPACTION_SUMMARY_PREFIX)  # type: ignore[union-attr]
 
