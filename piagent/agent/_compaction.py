@@ -25,6 +25,7 @@ from ..compaction import (
     RunningEstimate,
     compact,
     latest_summary,
+    prepare,
     project,
     should_compact,
 )
@@ -51,6 +52,7 @@ __all__ = ["CompactionRun", "check_compaction", "compact_transcript", "run_hooks
            "summary_options"]
 
 Reason = Literal["threshold", "overflow", "manual"]
+NOTHING = "Nothing to compact: every message fits in the kept part."
 
 
 def check_compaction(value: object) -> None:
@@ -79,6 +81,9 @@ def compact_transcript(state: AgentState, link: StoreLink | None, run: RunRecord
     transcript and stored (one atomic append). A failure leaves the transcript unchanged
     and is reported in the end event (``summary is None``). The caller owns the state."""
     log = state.messages
+    preparation = prepare(log, settings.keep_recent_tokens)
+    if preparation is None:  # as pi: no events when there is nothing to summarise
+        return CompactionEndEvent(reason, error_message=NOTHING)
     emit(CompactionStartEvent(reason))
     outcome: CompactionOutcome | None = None
     error: str | None = None
@@ -86,22 +91,20 @@ def compact_transcript(state: AgentState, link: StoreLink | None, run: RunRecord
         outcome = compact(log, keep_recent_tokens=settings.keep_recent_tokens,
                           model=settings.model or model, stream_fn=settings.stream_fn or stream_fn,
                           instructions=instructions or settings.instructions, signal=signal,
-                          options=options)
-        if outcome is None:
-            error = "Nothing to compact: every message fits in the kept part."
+                          options=options, preparation=preparation)
+        if outcome is not None and link is not None:  # stored first: kept only if stored
+            if link.count != len(log):
+                link.replace(log)  # earlier messages missing from the store: the whole first
+            link.store.append(link.session_id, [outcome.summary])
     except CompactionError as exc:
-        error = str(exc)
-    except Exception as exc:  # a stream function that raised: reported, the run goes on
-        error = f"Compaction failed: {type(exc).__name__}: {exc}"
+        error, outcome = str(exc), None
+    except Exception as exc:  # a stream function or a store that raised: reported, run goes on
+        error, outcome = f"Compaction failed: {type(exc).__name__}: {exc}", None
     if outcome is None:
-        end = CompactionEndEvent(reason, error_message=error, aborted=signal.aborted)
+        end = CompactionEndEvent(reason, error_message=error or NOTHING, aborted=signal.aborted)
         emit(end)
         return end
     summary = outcome.summary
-    if link is not None:
-        if link.count != len(log):
-            link.replace(log)  # earlier messages missing from the store: the whole first
-        link.store.append(link.session_id, [summary])
     log.append(summary)
     if link is not None:
         link.count = len(log)

@@ -195,9 +195,11 @@ def test_an_overflow_twice_fails_the_run_saying_why() -> None:
     # with nothing left to summarise, the error says so
     model2 = Model(lambda context: assistant_error(OVERFLOW))
     agent2 = Agent(model=model2.fn.model, stream_fn=model2.fn, compaction=Compaction())
+    seen2 = events_of(agent2)
     run2 = agent2.prompt("tiny")
     assert run2.error_message == (f"{OVERFLOW} (context overflow recovery failed: Nothing to "
                                   "compact: every message fits in the kept part.)")
+    assert seen2 == []
 
 
 def test_compact_on_demand() -> None:
@@ -212,7 +214,8 @@ def test_compact_on_demand() -> None:
     end = agent.compact("focus on the questions")
     assert end.reason == "manual" and end.summary is agent.state.messages[-1]
     assert "Additional focus: focus on the questions" in _last_text(model.summaries[0])
-    assert [e.type for e in seen] == ["compaction_start", "compaction_end"] * 2
+    # nothing to summarise made no events (as pi), the compaction two
+    assert [e.type for e in seen] == ["compaction_start", "compaction_end"]
     agent.prompt("next")
     request = model.requests[-1]
     assert request.messages[0].text.startswith(COMPACTION_SUMMARY_PREFIX)  # type: ignore[union-attr]
@@ -390,3 +393,26 @@ def test_the_summary_can_come_from_another_model_with_its_own_key() -> None:
     assert end.summary is not None and end.summary.summary.startswith("## Goal\nCheap summary.")
     assert keys and all(k == ("cheap", "key-of-cheapco") for k in keys)
     assert model.summaries == []  # the agent's own model summarised nothing
+
+
+def test_a_store_that_fails_to_keep_the_summary_leaves_the_history(tmp_path: Path) -> None:
+    from piagent.sessions import MemoryStore
+
+    class Failing(MemoryStore):
+        def append(self, session_id: str, messages: Any) -> None:
+            if any(isinstance(m, CompactionSummaryMessage) for m in messages):
+                raise ConnectionError("database went away")
+            super().append(session_id, messages)
+
+    store = Failing()
+    model = Model(lambda context: assistant_text("ok " + "y" * 400))
+    agent = Agent(model=model.fn.model, stream_fn=model.fn, store=store, session_id="s",
+                  compaction=Compaction(keep_recent_tokens=200, auto=False))
+    for n in range(4):
+        agent.prompt(f"question {n} " + "x" * 2000)
+    with pytest.raises(CompactionError, match="ConnectionError: database went away"):
+        agent.compact()
+    assert not any(isinstance(m, CompactionSummaryMessage) for m in agent.state.messages)
+    assert store.load("s") == agent.state.messages
+    agent.prompt("still fine")
+    assert store.load("s") == agent.state.messages
