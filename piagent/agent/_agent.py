@@ -160,10 +160,7 @@ class Agent(QueueMethods, AgentApprovalMethods, CompactionMethods):
         # default: "not given", the store's are used)
         model, tools, messages = check_agent(locals())
         self.limits, self.output_type = limits, output_type
-        if compaction is not None:  # docs/compaction.md; its module loads only when set
-            from ._compaction import check_compaction
-            check_compaction(compaction)
-        self.compaction = compaction
+        self.compaction = compaction  # checked by the property (docs/compaction.md)
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
         stored = [] if store is None else stored_messages(store, session_id, messages)
         # the session store and the session it keeps (``session_id`` is the same value, but

@@ -29,12 +29,26 @@ _BUSY_COMPACT = "Agent is already processing. Wait for completion before compact
 class CompactionMethods:
     """The Agent's ``compact()`` (a mixin: the attributes below are the Agent's)."""
 
-    compaction: Compaction | None
+    _compaction: Compaction | None
     _state: AgentState
     _link: StoreLink | None
     _slot: RunSlot
     _listeners: Listeners
     _queues: QueueLedger
+
+    @property
+    def compaction(self) -> Compaction | None:
+        """The compaction settings (docs/compaction.md), read when a run starts; ``None``:
+        no compaction. Anything but a ``piagent.compaction.Compaction`` or ``None`` is
+        refused with a ``TypeError``."""
+        return self._compaction
+
+    @compaction.setter
+    def compaction(self, value: Compaction | None) -> None:
+        if value is not None:  # the module that checks it loads only when one is given
+            from ._compaction import check_compaction
+            check_compaction(value)
+        self._compaction = value
 
     def compact(self, instructions: str | None = None) -> CompactionEndEvent:
         """Summarise the older part of the transcript now, as an automatic compaction

@@ -245,6 +245,11 @@ def test_compact_while_a_run_is_active_is_refused() -> None:
 def test_wrong_compaction_is_refused_at_the_call() -> None:
     with pytest.raises(TypeError, match="compaction must be a piagent.compaction.Compaction"):
         Agent(compaction={"reserve_tokens": 1})  # type: ignore[arg-type]
+    agent = Agent()
+    with pytest.raises(TypeError, match="compaction must be .* not int"):
+        agent.compaction = 3  # type: ignore[assignment]
+    agent.compaction = Compaction()
+    agent.compaction = None
 
 
 def test_no_compaction_configured_loads_and_runs_nothing() -> None:
