@@ -31,7 +31,7 @@ from ..compaction import (
 )
 from ..events import AgentEvent, CompactionEndEvent, CompactionStartEvent
 from ..loop import AgentContext, AgentLoopConfig, PrepareRequestContext, RequestUpdate
-from ..messages import AgentMessage
+from ..messages import AgentMessage, CompactionSummaryMessage
 from ..models import Model
 from ..providers import is_context_overflow
 from ..stream import (
@@ -154,14 +154,18 @@ class CompactionRun:
         context = user.context if user is not None and user.context is not None else ctx.context
         model = (user.model if user is not None and user.model is not None else None) or ctx.model
         replaced = False
-        if context.messages is not self.context and (user is None or user.context is None):
-            at = latest_summary(self.state.messages)
-            if at >= 0:  # a summary the run's context has not taken in
+        if self.context is None and (user is None or user.context is None):
+            # the run's first request, or the first after an overflow's compaction: the
+            # context takes in the transcript's latest summary, if any
+            if latest_summary(self.state.messages) >= 0:
                 context = AgentContext(self._project(), context.tools)
                 replaced = True
             else:
                 self.after = 0
             self.context = context.messages
+        elif context.messages is not self.context:  # a hook gave a list of its own: kept
+            self.context = context.messages
+            self.after = _after_summary(context.messages)
         if self.settings.auto and not self.failed and model is not None and should_compact(
                 self._tokens(context.messages), model.context_window,
                 self.settings.reserve_tokens):
@@ -239,6 +243,20 @@ class CompactionRun:
             view = config.transform_context(view, signal)
         retried = Context(list(config.convert_to_llm(view)))
         yield from self.inner(model, retried, options)
+
+
+def _after_summary(messages: list[AgentMessage]) -> int:
+    """Where, in a context a hook made, the messages after its latest summary start: those
+    made after the summary (the kept part before them is older). 0 without a summary."""
+    for index in range(len(messages) - 1, -1, -1):
+        summary = messages[index]
+        if type(summary) is CompactionSummaryMessage:
+            after = index + 1
+            while after < len(messages) and \
+                    getattr(messages[after], "timestamp", 0) <= summary.timestamp:
+                after += 1
+            return after
+    return 0
 
 
 def run_hooks(settings: Any, state: AgentState, link: StoreLink | None, run: RunRecord,

@@ -22,6 +22,7 @@ from piagent import (
     CompactionSummaryMessage,
     Context,
     StreamOptions,
+    TextContent,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -421,3 +422,33 @@ def test_a_store_that_fails_to_keep_the_summary_leaves_the_history(tmp_path: Pat
     assert store.load("s") == agent.state.messages
     agent.prompt("still fine")
     assert store.load("s") == agent.state.messages
+
+
+def test_a_context_a_hook_makes_is_kept_after_a_compaction() -> None:
+    from piagent import AgentContext, AgentLoopTurnUpdate, AgentTurnContext
+
+    dropped: list[int] = []
+
+    def trim(ctx: AgentTurnContext, signal: Any) -> AgentLoopTurnUpdate:
+        messages = list(ctx.context.messages)  # a list of its own, one result fewer
+        results = [i for i, m in enumerate(messages) if isinstance(m, ToolResultMessage)]
+        if len(results) > 3:
+            dropped.append(messages[results[0]].timestamp)  # type: ignore[union-attr]
+            messages[results[0]] = ToolResultMessage(  # older than any summary: timestamp 0
+                messages[results[0]].tool_call_id, "fetch",  # type: ignore[union-attr]
+                [TextContent("page 0: (trimmed)")], timestamp=0)
+        return AgentLoopTurnUpdate(context=AgentContext(messages, ctx.context.tools))
+
+    model = Model(tool_loop(30))
+    agent = Agent(model=model_window(model.fn, 8_000), stream_fn=model.fn, tools=[fetch],
+                  prepare_next_turn=trim,
+                  compaction=Compaction(reserve_tokens=2_000, keep_recent_tokens=2_000))
+    seen = events_of(agent)
+    assert agent.prompt("read all pages").text == "all pages read"
+    assert any(e.type == "compaction_end" and e.summary is not None for e in seen)
+    assert dropped
+    last = model.requests[-1].messages
+    first_user = next(m for m in last if isinstance(m, UserMessage))
+    assert first_user.text.startswith(COMPACTION_SUMMARY_PREFIX)
+    trimmed = [m for m in last if isinstance(m, ToolResultMessage) and "(trimmed)" in m.text]
+    assert trimmed  # the hook's own list went out, after the compaction too
