@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..models import Model
+from ..stream import StreamFn
 
 __all__ = ["Compaction"]
 
@@ -27,7 +27,7 @@ class Compaction:
     keep_recent_tokens: int = 20_000
     instructions: str | None = None
     model: Model | None = None
-    stream_fn: Any = None
+    stream_fn: StreamFn | None = None
     auto: bool = True
 
     def __post_init__(self) -> None:
