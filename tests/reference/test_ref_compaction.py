@@ -3,10 +3,12 @@
 Random transcripts (user turns, tool batches with ``read``/``edit``/``write`` calls, long
 results, thinking, failed and aborted responses, usage present or not, earlier compactions
 made by piagent) go through pi's ``estimateTokens``, ``estimateContextTokens``,
-``buildSessionProjection`` and ``prepareCompaction`` (``pica/pi_compaction.mjs``, one node
-process) and through piagent's ``estimate_tokens``, ``context_tokens``, ``project`` and
-``prepare``: the token counts, what a request sees, where the cut falls, what is summarised,
-the split turn's prefix, the previous summary and the files must be the same.
+``buildSessionProjection``, ``prepareCompaction`` and ``convertToLlm``
+(``pica/pi_compaction.mjs``, one node process) and through piagent's ``estimate_tokens``,
+``context_tokens``, ``project``, ``prepare`` and ``default_convert_to_llm``: the token counts,
+what a request sees, where the cut falls, what is summarised, the split turn's prefix, the
+previous summary, the files and the user message the model reads for a summary must be the
+same.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from piagent import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    default_convert_to_llm,
     message_to_dict,
 )
 from piagent.compaction import context_tokens, estimate_tokens, prepare, project
@@ -105,6 +108,8 @@ def _ours(log: list[AgentMessage], keep: int) -> dict[str, Any]:
         "contextTokens": context_tokens([m for m in log
                                          if not isinstance(m, CompactionSummaryMessage)]),
         "projected": [_name(m) for m in project(log).messages],
+        "framed": [message_to_dict(m) for m in default_convert_to_llm(
+            [m for m in log if isinstance(m, CompactionSummaryMessage)])],
         "prep": None if prep is None else {
             "firstKept": prep.first_kept, "toSummarize": [_name(m) for m in prep.to_summarize],
             "turnPrefix": [_name(m) for m in prep.turn_prefix],

@@ -2,7 +2,7 @@
 // Reads JSON cases from stdin, [{log: [agent-core message JSON...], keep: N}], and prints
 // for each what pi makes of it: every message's estimateTokens, estimateContextTokens of
 // the messages without summaries, the projection (buildSessionProjection) and
-// prepareCompaction. A compactionSummary message of the log becomes pi's "compaction"
+// prepareCompaction, and convertToLlm of each summary. A compactionSummary message of the log becomes pi's "compaction"
 // session entry, its firstKept index the id of the entry kept first.
 import { readFileSync } from "fs";
 // by path: the package exports only its index, and the index does not export these
@@ -11,6 +11,7 @@ import {
   estimateTokens,
   prepareCompaction,
 } from "./node_modules/@earendil-works/pi-coding-agent/dist/core/compaction/compaction.js";
+import { convertToLlm } from "./node_modules/@earendil-works/pi-coding-agent/dist/core/messages.js";
 import { buildSessionProjection } from "./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js";
 
 const cases = JSON.parse(readFileSync(0, "utf8"));
@@ -36,6 +37,8 @@ for (const c of cases) {
     estimates: c.log.map((m) => (m.role === "compactionSummary" ? null : estimateTokens(m))),
     contextTokens: estimateContextTokens(c.log.filter((m) => m.role !== "compactionSummary")).tokens,
     projected: buildSessionProjection(entries).messages.map(name),
+    // what the model reads of each summary (pi's prefix and suffix around it)
+    framed: convertToLlm(c.log.filter((m) => m.role === "compactionSummary")),
     prep: prep ? {
       firstKept: Number(prep.firstKeptEntryId.slice(1)),
       toSummarize: prep.messagesToSummarize.map(name),
