@@ -88,7 +88,9 @@ class CompactionMethods:
             stream_fn = getattr(self, "stream_fn", None) or get_default_stream_fn()
             end = compact_transcript(self._state, self._link, None, settings, "manual",
                                      model=model, stream_fn=stream_fn,
-                                     options=summary_options(self, model), signal=signal,
+                                     options=summary_options(self, model,
+                                                             self._state.thinking_level),
+                                     signal=signal,
                                      emit=emit, instructions=instructions)
         finally:
             with self._slot.lock:

@@ -31,7 +31,7 @@ from ..compaction import (
 )
 from ..events import AgentEvent, CompactionEndEvent, CompactionStartEvent
 from ..loop import AgentContext, AgentLoopConfig, PrepareRequestContext, RequestUpdate
-from ..messages import AgentMessage, CompactionSummaryMessage
+from ..messages import AgentMessage, CompactionSummaryMessage, ThinkingLevel
 from ..models import Model
 from ..providers import is_context_overflow
 from ..stream import (
@@ -63,13 +63,16 @@ def check_compaction(value: object) -> None:
         raise TypeError(msg)
 
 
-def summary_options(config: Any, model: Model) -> StreamOptions:
+def summary_options(config: Any, model: Model, reasoning: ThinkingLevel | None
+                    ) -> StreamOptions:
     """The request options of a summary: the key, session, environment and identity of
-    ``config`` (a run's ``AgentLoopConfig`` or the ``Agent``)."""
+    ``config`` (a run's ``AgentLoopConfig`` or the ``Agent``), and as pi the agent's
+    thinking level for a model that reasons."""
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     return StreamOptions(api_key=api_key or config.api_key, session_id=config.session_id,
                          env=config.env, identity=config.identity, timeout_ms=config.timeout_ms,
-                         max_retry_delay_ms=config.max_retry_delay_ms)
+                         max_retry_delay_ms=config.max_retry_delay_ms,
+                         reasoning=reasoning if model.reasoning and reasoning != "off" else None)
 
 
 def compact_transcript(state: AgentState, link: StoreLink | None, run: RunRecord | None,
@@ -192,7 +195,8 @@ class CompactionRun:
         return compact_transcript(
             self.state, self.link, self.run, self.settings, reason, model=model,
             stream_fn=self.inner, signal=signal,
-            options=summary_options(self.config, self.settings.model or model),
+            options=summary_options(self.config, self.settings.model or model,
+                                    self.config.reasoning),
             emit=self.emit, will_retry=will_retry)
 
     # --- a refused request ----------------------------------------------------------------

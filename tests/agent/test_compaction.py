@@ -376,20 +376,20 @@ def test_continue_after_compact_is_refused_as_after_the_reply() -> None:
 
 def test_the_summary_can_come_from_another_model_with_its_own_key() -> None:
     import dataclasses
-    keys: list[tuple[str, str | None]] = []
+    keys: list[tuple[str, str | None, str | None]] = []
 
     def answer(context: Context) -> AssistantMessage:
         return assistant_text("ok " + "y" * 400)
 
     model = Model(answer)
     summariser = ScriptedStreamFn([assistant_text("## Goal\nCheap summary.")] * 5)
-    cheap = dataclasses.replace(model.fn.model, id="cheap", provider="cheapco")
+    cheap = dataclasses.replace(model.fn.model, id="cheap", provider="cheapco", reasoning=True)
 
     def recording(m: Any, context: Context, options: StreamOptions) -> Any:
-        keys.append((m.id, options.api_key))
+        keys.append((m.id, options.api_key, options.reasoning))
         return summariser(m, context, options)
 
-    agent = Agent(model=model.fn.model, stream_fn=model.fn,
+    agent = Agent(model=model.fn.model, stream_fn=model.fn, thinking_level="high",
                   get_api_key=lambda provider: f"key-of-{provider}",
                   compaction=Compaction(keep_recent_tokens=200, model=cheap,
                                         stream_fn=recording, auto=False))
@@ -397,7 +397,8 @@ def test_the_summary_can_come_from_another_model_with_its_own_key() -> None:
         agent.prompt(f"question {n} " + "x" * 2000)
     end = agent.compact()
     assert end.summary is not None and end.summary.summary.startswith("## Goal\nCheap summary.")
-    assert keys and all(k == ("cheap", "key-of-cheapco") for k in keys)
+    # its own key, and the agent's thinking level (it reasons), as pi does
+    assert keys and all(k == ("cheap", "key-of-cheapco", "high") for k in keys)
     assert model.summaries == []  # the agent's own model summarised nothing
 
 
