@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from piagent import Model
+from piagent import Model, ModelCost
 from tests.conftest import WAIT, StreamingHandler
 
 LIMIT = 32_768
@@ -118,7 +118,8 @@ class TokenServer:
 
     def model(self, context_window: int = LIMIT) -> Model:
         return Model(id="local", name="local", api="openai-completions", provider="local",
-                     base_url=self.url + "/v1", context_window=context_window, max_tokens=2048)
+                     base_url=self.url + "/v1", context_window=context_window, max_tokens=2048,
+                     cost=ModelCost(input=3.0, output=15.0))  # dollars per million tokens
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from piagent import Agent, CompactionSummaryMessage, tool
 from piagent.compaction import Compaction
 from piagent.messages import COMPACTION_SUMMARY_PREFIX
@@ -62,6 +64,10 @@ def test_500_turns_never_overflow(token_server: TokenServer, tmp_path: Path) -> 
     ends = [e for e in events if e.type == "compaction_end"]
     assert len(ends) >= 5 and all(e.summary is not None for e in ends)
     assert all(e.tokens_after < e.tokens_before for e in ends)
+    for end in ends:  # the summary requests' usage, priced at the model's rates
+        assert end.usage is not None and end.usage.input > 0
+        assert end.usage.cost.total == pytest.approx(
+            (end.usage.input * 3.0 + end.usage.output * 15.0) / 1e6)
     first = next(i for i, s in enumerate(seen) if s.summary)
     for s in chat:
         assert _pairs_intact(s.body["messages"])
