@@ -453,3 +453,34 @@ def test_a_context_a_hook_makes_is_kept_after_a_compaction() -> None:
     assert first_user.text.startswith(COMPACTION_SUMMARY_PREFIX)
     trimmed = [m for m in last if isinstance(m, ToolResultMessage) and "(trimmed)" in m.text]
     assert trimmed  # the hook's own list went out, after the compaction too
+
+
+def test_no_run_starts_while_compact_works() -> None:
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_summary(context: Context) -> AssistantMessage:
+        entered.set()
+        release.wait(WAIT)
+        return assistant_text("## Goal\nLate.")
+
+    model = Model(lambda context: assistant_text("ok " + "y" * 400), summary=slow_summary)
+    agent = Agent(model=model.fn.model, stream_fn=model.fn,
+                  compaction=Compaction(keep_recent_tokens=200, auto=False))
+    for n in range(4):
+        agent.prompt(f"question {n} " + "x" * 2000)
+    outcome: list[Any] = []
+    worker = threading.Thread(target=lambda: outcome.append(agent.compact()))
+    worker.start()
+    try:
+        assert entered.wait(WAIT)
+        with pytest.raises(AgentBusyError):
+            agent.prompt("not now")
+        assert not agent.wait_for_idle(0.01)
+    finally:
+        release.set()
+        worker.join(WAIT)
+    assert outcome and outcome[0].summary is agent.state.messages[-1]
+    assert agent.wait_for_idle(WAIT)
+    assert agent.prompt("now").text.startswith("ok")
