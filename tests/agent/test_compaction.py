@@ -325,7 +325,7 @@ for n in range(20):
 
 @posix_only
 @pytest.mark.parametrize("when", ["during", "after"])
-@pytest.mark.parametrize("place", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("place", ["sqlite", "postgres", "jsonl"], indirect=True)
 def test_killed_during_a_compaction_the_session_resumes_intact(
         tmp_path: Path, place: tuple[str, str], when: str) -> None:
     def read(proc: subprocess.Popen[bytes]) -> list[str]:
