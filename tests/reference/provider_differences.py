@@ -39,10 +39,18 @@ class Side:
 Transform = Callable[[Out, Side], Out]
 
 
+VERSIONS = ("1.4.0", "1.6.1")
+"""The pi-ai versions the recordings are replayed through."""
+
+
 @dataclass(frozen=True)
 class Row:
+    """``only``: the one pi-ai version the row applies to ("1.4.0" for a change upstream in
+    1.5/1.6, which piagent follows); None for a deliberate difference from every version."""
+
     reason: str
     transform: Transform
+    only: str | None = None
 
 
 def _messages(out: Out) -> list[dict[str, Any]]:
@@ -108,7 +116,8 @@ def usage_from_wire(pi: Out, side: Side) -> Out:
 
 
 def usage_from_error_chunk(pi: Out, side: Side) -> Out:
-    """An error chunk that carries usage (OpenRouter): pi reports zero, piagent the usage."""
+    """An error chunk that carries usage (OpenRouter): pi reports zero, piagent the usage
+    (with the cost OpenRouter billed, when it reports one, as for any other usage)."""
     usage = None
     for line in side.body.decode().splitlines():
         if line.startswith("data:") and '"error"' in line:
@@ -117,8 +126,13 @@ def usage_from_error_chunk(pi: Out, side: Side) -> Out:
     assert usage, "no usage in the error chunk"
     assert pi["result"]["usage"]["totalTokens"] == 0
     prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
-    return _set_usage(pi, {"input": prompt, "output": completion, "cache_read": 0,
-                           "cache_write": 0, "total_tokens": prompt + completion})
+    out = _set_usage(pi, {"input": prompt, "output": completion, "cache_read": 0,
+                          "cache_write": 0, "total_tokens": prompt + completion})
+    billed = _reported_cost(side.body)
+    if billed is not None:
+        for message in _messages(out):
+            message["usage"]["cost"].update({"total": billed, "totalFromProvider": True})
+    return out
 
 
 def _reported_cost(body: bytes) -> float | None:
@@ -277,7 +291,7 @@ ROWS: dict[str, Row] = {
     "provider-deltas-add-up": Row(deltas_add_up.__doc__ or "", deltas_add_up),
     "provider-mistral-typed-parts": Row(mistral_typed_parts.__doc__ or "", mistral_typed_parts),
     "provider-openrouter-billed-cost": Row(openrouter_billed_cost.__doc__ or "",
-                                           openrouter_billed_cost),
+                                           openrouter_billed_cost, only="1.4.0"),
     "provider-gemini-streamed-arguments": Row(gemini_streamed_arguments.__doc__ or "",
                                               gemini_streamed_arguments),
 }
@@ -292,8 +306,7 @@ _ERRORS = ["anthropic-http-400", "anthropic-http-404", "completions-groq-http-40
 RECORDINGS: dict[str, list[str]] = {
     **{name: ["provider-error-sentence"] for name in _ERRORS},
     "completions-openrouter-error-chunk-with-choices": [
-        "provider-error-sentence", "provider-usage-from-error-chunk",
-        "provider-openrouter-billed-cost"],
+        "provider-error-sentence", "provider-usage-from-error-chunk"],
     **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost"] for name in (
         "native-options", "streaming-reasoning", "web-search-usage", "reasoning-details",
         "cache-write")},
@@ -348,6 +361,7 @@ def normalise(raw: Json, api: str) -> Json:
 # Fields the transcripts section of docs/reference.md lists as not kept by piagent's messages
 _ASSISTANT_DROPPED = frozenset(("responseModel", "responseId", "providerThinkingLevel",
                                 "diagnostics", "rawStopReason", "endTurn", "durationMs"))
+_USAGE_DROPPED = frozenset(("cacheWrite1h", "reasoning"))
 
 
 def _clean(value: Json, api: str) -> Json:
@@ -357,8 +371,10 @@ def _clean(value: Json, api: str) -> Json:
         for key, item in value.items():
             if key in ("timestamp", "partial") or (assistant and key in _ASSISTANT_DROPPED):
                 continue
-            if key in ("cacheWrite1h", "reasoning") and "cacheRead" in value:
+            if key in _USAGE_DROPPED and "cacheRead" in value:
                 continue  # usage.cacheWrite1h, usage.reasoning
+            if key == "totalFromProvider" and item is False:
+                continue  # pi-ai 1.6 writes the default; piagent's JSON only a true one
             if value.get("type") == "toolCall" and key in ("namespace", "argumentsError"):
                 continue
             if (key == "id" and value.get("type") == "toolCall"
@@ -372,3 +388,8 @@ def _clean(value: Json, api: str) -> Json:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def rows_for(name: str, version: str) -> list[str]:
+    """The rows recording ``name`` shows against pi-ai ``version``."""
+    return [row for row in RECORDINGS.get(name, []) if ROWS[row].only in (None, version)]
