@@ -41,6 +41,7 @@ class GoogleStreamState:
         self.call_ids: set[str] = set()
         self.streaming: int | None = None  # the call whose arguments arrive as partialArgs
         self.streaming_args: dict[str, Any] = {}
+        self.identified = False  # the response's id is recorded (the first chunk's)
 
     def handle(self, chunk: Any) -> None:
         if isinstance(chunk, list):  # some gateways send the chunks as a JSON array
@@ -51,6 +52,11 @@ class GoogleStreamState:
             return
         if "error" in chunk:
             raise _error_from_body(chunk)
+        if not self.identified:
+            response_id = chunk.get("responseId")
+            if isinstance(response_id, str) and response_id:
+                self.identified = True
+                self.out.set_response(response_id=response_id)
         candidates = chunk.get("candidates") or []
         candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
         for part in (candidate.get("content") or {}).get("parts") or ():
@@ -138,7 +144,8 @@ class GoogleStreamState:
         output = _count(usage, "candidatesTokenCount") + _count(usage, "thoughtsTokenCount")
         total = usage.get("totalTokenCount")
         self.out.set_usage(input=max(prompt - cached, 0), output=output, cache_read=cached,
-                           total_tokens=total if isinstance(total, int) else None)
+                           total_tokens=total if isinstance(total, int) else None,
+                           reasoning=_count(usage, "thoughtsTokenCount"))
 
     def finish(self, tail: str) -> None:
         self._close_current()
@@ -151,6 +158,7 @@ class GoogleStreamState:
                 raise ProviderError(msg, provider="google")
             raise ProviderError("Google stream ended without a finish reason. "
                                 "Retry the request.", provider="google")
+        self.out.set_response(raw_stop_reason=self.finish_reason)
         mapped = _FINISH_REASONS.get(self.finish_reason)
         if mapped is None:
             msg = f"Provider stopped with: {self.finish_reason}"

@@ -361,7 +361,8 @@ class _StreamState:
         self.stopped = False
         self.stop_reason: str | None = None
         self.stop_details: Any = None
-        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0,
+                      "reasoning": 0}  # and "cache_write_1h" once reported
 
     def handle(self, event: SSEEvent) -> None:
         """Apply one event."""
@@ -382,12 +383,16 @@ class _StreamState:
         elif kind == "message_start":
             self.started = True
             message = data.get("message") or {}
+            model = message.get("model")
+            self.out.set_response(response_id=message.get("id"),
+                                  model=model if isinstance(model, str) else None)
             self._usage(message.get("usage") or {})
         elif kind == "message_delta":
             delta = data.get("delta") or {}
             if delta.get("stop_reason"):
                 self.stop_reason = delta["stop_reason"]
                 self.stop_details = delta.get("stop_details")
+                self.out.set_response(raw_stop_reason=str(delta["stop_reason"]))
             self._usage(data.get("usage") or {})
         elif kind == "message_stop":
             self.stopped = True
@@ -445,6 +450,15 @@ class _StreamState:
             if isinstance(value, int):
                 self.usage[ours] = value
                 changed = True
+        creation = usage.get("cache_creation")
+        if isinstance(creation, dict) and isinstance(
+                creation.get("ephemeral_1h_input_tokens"), int):
+            self.usage["cache_write_1h"] = creation["ephemeral_1h_input_tokens"]
+            changed = True
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
+            self.usage["reasoning"] = details["thinking_tokens"]  # a part of output
+            changed = True
         if changed:
             self.out.set_usage(**self.usage)
 

@@ -269,8 +269,13 @@ class _StreamState:
         elif kind in ("response.completed", "response.incomplete"):
             self.terminal = data.get("response") or {}
             return True
+        elif kind == "response.created":
+            response = data.get("response") or {}
+            out.set_response(response_id=response.get("id"))
         elif kind == "response.failed":
             response = data.get("response") or {}
+            out.set_response(response_id=response.get("id"),
+                             raw_stop_reason=response.get("status"))
             error = response.get("error") or {}
             details = response.get("incomplete_details") or {}
             if error:
@@ -342,7 +347,9 @@ class _StreamState:
             self.out.set_usage(
                 input=max(int(usage.get("input_tokens") or 0) - cached - written, 0),
                 output=int(usage.get("output_tokens") or 0), cache_read=cached,
-                cache_write=written, total_tokens=usage.get("total_tokens"))
+                cache_write=written, total_tokens=usage.get("total_tokens"),
+                reasoning=int((usage.get("output_tokens_details") or {})
+                              .get("reasoning_tokens") or 0))
             multiplier = _TIER_MULTIPLIER.get(response.get("service_tier") or "")
             if multiplier:
                 cost = self.out.message.usage.cost
@@ -351,10 +358,13 @@ class _StreamState:
                 cost.cache_read *= multiplier
                 cost.cache_write *= multiplier
                 cost.total *= multiplier
-        status = response.get("status") or "completed"
+        raw = response.get("status")
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        self.out.set_response(response_id=response.get("id"), raw_stop_reason=(
+            f"{raw}.{reason}" if isinstance(reason, str) else raw))
+        status = raw or "completed"
         stop: StopReason = "stop"
         if status == "incomplete":
-            reason = (response.get("incomplete_details") or {}).get("reason")
             if reason != "max_output_tokens":
                 raise ProviderError(f"Response incomplete: {reason}")
             stop = "length"

@@ -432,7 +432,7 @@ def test_openrouter_native_reason_recorded(sse_server):
     message = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "STOP"))
     assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop.STOP")
     same = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "stop"))
-    assert (same.stop_reason, same.raw_stop_reason) == ("stop", None)
+    assert (same.stop_reason, same.raw_stop_reason) == ("stop", "stop")  # the finish reason
 
 
 def test_openrouter_empty_stop_with_a_failure_reason_is_an_error(sse_server):
@@ -461,7 +461,7 @@ def test_openrouter_error_finish_names_the_native_reason(sse_server):
 def test_native_reason_read_only_for_openrouter(sse_server):
     message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
                               _native("stop", "MALFORMED_RESPONSE"), provider="openai")
-    assert (message.stop_reason, message.raw_stop_reason) == ("stop", None)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop")
 
 
 # --- OpenRouter's billed cost: usage.cost.total_from_provider (pi-ai 1.6) --------------------

@@ -103,6 +103,8 @@ def _set_usage(pi: Out, usage: dict[str, int]) -> Out:
                                  "cacheRead": usage["cache_read"],
                                  "cacheWrite": usage["cache_write"],
                                  "totalTokens": usage["total_tokens"]})
+        if usage.get("reasoning"):
+            message["usage"]["reasoning"] = usage["reasoning"]
     return out
 
 
@@ -126,8 +128,10 @@ def usage_from_error_chunk(pi: Out, side: Side) -> Out:
     assert usage, "no usage in the error chunk"
     assert pi["result"]["usage"]["totalTokens"] == 0
     prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    reasoning = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
     out = _set_usage(pi, {"input": prompt, "output": completion, "cache_read": 0,
-                          "cache_write": 0, "total_tokens": prompt + completion})
+                          "cache_write": 0, "total_tokens": prompt + completion,
+                          "reasoning": reasoning})
     billed = _reported_cost(side.body)
     if billed is not None:
         for message in _messages(out):
@@ -162,6 +166,21 @@ def openrouter_billed_cost(pi: Out, side: Side) -> Out:
     out = copy.deepcopy(pi)
     for message in _messages(out):
         message["usage"]["cost"].update({"total": billed, "totalFromProvider": True})
+    return out
+
+
+def openrouter_native_reason(pi: Out, side: Side) -> Out:
+    """Changed upstream in 1.5/1.6: OpenRouter's ``native_finish_reason``, when it is not
+    the ``finish_reason``, is kept in ``rawStopReason`` as ``"<finish>.<native>"``
+    (``"stop.completed"``); pi-ai 1.4.0 keeps the finish reason alone."""
+    natives = set(re.findall(rb'"native_finish_reason":\s*"([^"]+)"', side.body))
+    out = copy.deepcopy(pi)
+    for message in _messages(out):
+        raw = message.get("rawStopReason")
+        assert isinstance(raw, str) and "." not in raw, raw
+        native = side.ours["result"]["rawStopReason"].split(".", 1)[1]
+        assert native.encode() in natives, (native, natives)
+        message["rawStopReason"] = f"{raw}.{native}"
     return out
 
 
@@ -294,6 +313,8 @@ ROWS: dict[str, Row] = {
                                            openrouter_billed_cost, only="1.4.0"),
     "provider-gemini-streamed-arguments": Row(gemini_streamed_arguments.__doc__ or "",
                                               gemini_streamed_arguments),
+    "provider-openrouter-native-reason": Row(openrouter_native_reason.__doc__ or "",
+                                             openrouter_native_reason, only="1.4.0"),
 }
 
 _ERRORS = ["anthropic-http-400", "anthropic-http-404", "completions-groq-http-400-tool-use-failed",
@@ -308,8 +329,10 @@ RECORDINGS: dict[str, list[str]] = {
     "completions-openrouter-error-chunk-with-choices": [
         "provider-error-sentence", "provider-usage-from-error-chunk"],
     **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost"] for name in (
-        "native-options", "streaming-reasoning", "web-search-usage", "reasoning-details",
-        "cache-write")},
+        "streaming-reasoning", "cache-write")},
+    **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost",
+                                          "provider-openrouter-native-reason"]
+       for name in ("native-options", "web-search-usage", "reasoning-details")},
     "completions-groq-thinking-long": ["provider-usage-from-wire"],
     "completions-groq-compound-web-search": ["provider-usage-from-wire"],
     "completions-xai-text": ["provider-usage-from-wire"],
@@ -359,9 +382,10 @@ def normalise(raw: Json, api: str) -> Json:
 
 
 # Fields the transcripts section of docs/reference.md lists as not kept by piagent's messages
-_ASSISTANT_DROPPED = frozenset(("responseModel", "responseId", "providerThinkingLevel",
-                                "diagnostics", "rawStopReason", "endTurn", "durationMs"))
-_USAGE_DROPPED = frozenset(("cacheWrite1h", "reasoning"))
+_ASSISTANT_DROPPED = frozenset(("providerThinkingLevel", "diagnostics", "endTurn",
+                                "durationMs"))
+# usage counters pi-ai writes as 0 when the provider reports none; piagent leaves them out
+_USAGE_ZERO_DROPPED = frozenset(("cacheWrite1h", "reasoning"))
 
 
 def _clean(value: Json, api: str) -> Json:
@@ -371,8 +395,10 @@ def _clean(value: Json, api: str) -> Json:
         for key, item in value.items():
             if key in ("timestamp", "partial") or (assistant and key in _ASSISTANT_DROPPED):
                 continue
-            if key in _USAGE_DROPPED and "cacheRead" in value:
-                continue  # usage.cacheWrite1h, usage.reasoning
+            if key in _USAGE_ZERO_DROPPED and item == 0 and "cacheRead" in value:
+                continue  # usage.cacheWrite1h, usage.reasoning: 0 is "not reported"
+            if assistant and key == "responseId" and item == "":
+                continue  # pi keeps an empty chunk id (Snowflake's) as the id; piagent none
             if key == "totalFromProvider" and item is False:
                 continue  # pi-ai 1.6 writes the default; piagent's JSON only a true one
             if value.get("type") == "toolCall" and key in ("namespace", "argumentsError"):
