@@ -36,7 +36,8 @@ from ._anthropic_thinking import thinking_config
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
-from ._keys import env_value, is_local_url, missing_key_message, resolve_api_key
+from ._keys import is_local_url, missing_key_message, resolve_api_key
+from ._prompt_cache import anthropic_affinity_header, cache_retention, compat_value
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -129,10 +130,11 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
-    retention = options.cache_retention or env_value("PI_CACHE_RETENTION", options.env) or "short"
+    retention = cache_retention(options)
     if retention == "none":
         return None
-    if retention == "long" and "api.anthropic.com" in model.base_url:
+    if retention == "long" and compat_value(model.compat, "supportsLongCacheRetention",
+                                            "supports_long_cache_retention", True):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
 
@@ -312,9 +314,12 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         # lets budget-thinking models think between tool calls
         headers["anthropic-beta"] = "interleaved-thinking-2025-05-14"
+    if options.session_id:
+        headers.update(anthropic_affinity_header(model, options))
     headers.update(model.headers or {})
     headers.update(options.headers or {})
     return headers
+
 
 
 # --- the response -------------------------------------------------------------------------

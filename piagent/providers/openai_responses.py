@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -33,6 +34,13 @@ from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._prompt_cache import (
+    affinity_format,
+    affinity_headers,
+    cache_key,
+    cache_retention,
+    compat_value,
+)
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -72,8 +80,9 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
         body["temperature"] = options.temperature
-    if options.session_id and options.cache_retention != "none":
-        body["prompt_cache_key"] = options.session_id
+    if options.session_id or options.cache_retention or options.env is not None \
+            or "PI_CACHE_RETENTION" in os.environ:
+        _add_prompt_cache(body, model.compat, options)
     level = options.reasoning
     if model.reasoning and level and level != "off":
         effort = "high" if level in ("xhigh", "max") else level
@@ -82,6 +91,27 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
+
+
+def _add_prompt_cache(body: dict[str, Any], compat: Mapping[str, Any] | None,
+                      options: StreamOptions) -> None:
+    """``prompt_cache_key`` (the session id, unless the compat's ``promptCacheKeyMode`` is
+    "disabled"), ``prompt_cache_retention`` or, where the server has explicit cache modes
+    (``supportsExplicitPromptCacheMode``), ``prompt_cache_options``; as pi-ai 1.6.1."""
+    retention = cache_retention(options)
+    if options.session_id and retention != "none" and compat_value(
+            compat, "promptCacheKeyMode", "prompt_cache_key_mode", "auto") != "disabled":
+        body["prompt_cache_key"] = cache_key(options.session_id)
+    long = retention == "long" and compat_value(
+        compat, "supportsLongCacheRetention", "supports_long_cache_retention", True)
+    if compat_value(compat, "supportsExplicitPromptCacheMode",
+                    "supports_explicit_prompt_cache_mode", False):
+        if retention == "none":
+            body["prompt_cache_options"] = {"mode": "explicit"}
+        elif long:
+            body["prompt_cache_options"] = {"ttl": "30m"}
+    elif long:
+        body["prompt_cache_retention"] = "24h"
 
 
 def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
@@ -189,6 +219,11 @@ def _run(call: ProviderCall) -> Iterator[None]:
     elif not is_local_url(model.base_url):
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
+    session_id = call.options.session_id
+    if session_id and cache_retention(call.options) != "none":
+        fmt = compat_value(model.compat, "sessionAffinityFormat", "session_affinity_format",
+                           None) or affinity_format(model.provider, model.base_url)
+        headers.update(affinity_headers(session_id, fmt, completions=False))
     headers.update(call.options.headers or {})
     # folded before the transform, as pi does (a system message between a tool call and its
     # result must not make the call an orphan)

@@ -581,7 +581,8 @@ def test_mid_conversation_system_messages_fold_or_go_native():
 
 
 def test_cache_retention_long_and_none():
-    """"long" adds a 1h ttl on api.anthropic.com only; "none" sends no cache_control."""
+    """"long" adds a 1h ttl (unless the compat's supportsLongCacheRetention is false, as in
+    pi-ai: a proxy in front of Anthropic gets it too); "none" sends no cache_control."""
     messages = [SystemMessage(content="S", tools_added=[WEATHER]), UserMessage(content="u")]
     long = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="long"))
     assert long["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -590,6 +591,10 @@ def test_cache_retention_long_and_none():
                                                                      "ttl": "1h"}
     proxy = _model(base_url="https://proxy.example.invalid")
     assert build_anthropic_request(proxy, messages, StreamOptions(cache_retention="long"))[
+        "system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    short = _model(base_url="https://proxy.example.invalid",
+                   compat={"supportsLongCacheRetention": False})
+    assert build_anthropic_request(short, messages, StreamOptions(cache_retention="long"))[
         "system"][0]["cache_control"] == {"type": "ephemeral"}
     none = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="none"))
     assert "cache_control" not in json.dumps(none)

@@ -219,3 +219,37 @@ def test_flex_tier_halves_cost(sse_server):
         "usage": {"input_tokens": 1_000_000, "output_tokens": 0, "total_tokens": 1_000_000}})]
     _events, message = _run(sse_server, body, cost=ModelCost(input=2.0))
     assert message.usage.cost.total == pytest.approx(1.0)
+
+
+# --- prompt caching by session (pi-ai 1.6.1) ------------------------------------------------
+
+
+def test_prompt_cache_key_retention_and_session_headers(sse_server):
+    from piagent.providers.openai_responses import build_responses_request
+
+    def body(compat=None, **options):
+        model = Model(id="gpt-5-mini", api="openai-responses", provider="openai",
+                      base_url="http://127.0.0.1:9/v1", compat=compat)
+        return build_responses_request(model, [UserMessage(content="Hi")],
+                                       StreamOptions(**options))
+
+    assert body(session_id="k" * 80)["prompt_cache_key"] == "k" * 64
+    assert "prompt_cache_key" not in body(session_id="s", cache_retention="none")
+    assert "prompt_cache_key" not in body(compat={"promptCacheKeyMode": "disabled"},
+                                          session_id="s")
+    assert body(cache_retention="long")["prompt_cache_retention"] == "24h"
+    assert "prompt_cache_retention" not in body(
+        compat={"supportsLongCacheRetention": False}, cache_retention="long")
+    explicit = {"supportsExplicitPromptCacheMode": True}
+    assert body(compat=explicit, cache_retention="long")["prompt_cache_options"] == {
+        "ttl": "30m"}
+    assert body(compat=explicit, cache_retention="none")["prompt_cache_options"] == {
+        "mode": "explicit"}
+    assert "prompt_cache_retention" not in body(compat=explicit, cache_retention="long")
+    # the session headers: OpenAI's session-id (pi-ai 1.6; 1.4.0 sent session_id)
+    sse_server.add(Reply(body=[(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]))
+    stream_simple(_model(sse_server), _context(),
+                  StreamOptions(api_key=KEY, session_id="s1")).result(WAIT)
+    headers = {k.lower(): v for k, v in sse_server.requests[-1].headers.items()}
+    assert (headers.get("session-id"), headers.get("x-client-request-id")) == ("s1", "s1")
+    assert "session_id" not in headers and "x-session-id" not in headers

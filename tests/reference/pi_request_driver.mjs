@@ -1,5 +1,6 @@
 // The pi side of the request differential: runs each job's conversation through
-// pi-agent-core 1.4.0's Agent with pi-ai 1.4.0's real `streamSimple`, the model's baseUrl at
+// pi-agent-core's Agent with pi-ai's real `streamSimple` (1.4.0, or 1.6.0 / 1.6.1 run from
+// pi16/), the model's baseUrl at
 // the capture server (request_capture.py), which records the requests. Prints per job key
 // {"ok": true} or {"driverError": "..."}; the requests themselves are the server's record.
 // The conversation format is request_conversations.py's; request_driver.py is piagent's mirror.
@@ -130,8 +131,11 @@ async function run({ model: modelSpec, conversation: conv }) {
             thinkingLevel: conv.thinking ?? "off",
             tools: conv.tools.map(tool),
         },
-        streamFn: (m, context, options) => streamSimple(m, context, { ...options, maxRetries: 0 }),
+        streamFn: (m, context, options) => streamSimple(m, context, {
+            ...options, maxRetries: 0, ...(conv.retention ? { cacheRetention: conv.retention } : {}),
+        }),
         getApiKey: () => KEY,
+        sessionId: conv.session,
         transformContext: transformFor(conv.transform),
         onPayload: conv.payload === "mark" ? markPayload : undefined,
     });

@@ -128,6 +128,25 @@ def _validation_text(requests: Requests, conv: Conversation, api: str) -> Reques
     return [{**r, "body": edit(r["body"])} for r in requests]
 
 
+def _session_header(requests: Requests, conv: Conversation, api: str) -> Requests:
+    out = copy.deepcopy(requests)
+    for r in out:
+        r["headers"] = {("session-id" if k == "session_id" else k): v
+                        for k, v in r["headers"].items()}
+    return out
+
+
+def _cache_key_mode(requests: Requests, conv: Conversation, api: str) -> Requests:
+    mode = conv["compat"]["promptCacheKeyMode"]
+    out = copy.deepcopy(requests)
+    for r in out:
+        if mode == "disabled":
+            r["body"].pop("prompt_cache_key", None)
+        else:  # "enabled": the session id, its first 64 code points
+            r["body"]["prompt_cache_key"] = conv["session"][:64]
+    return out
+
+
 def _replays_calls(conv: Conversation, api: str) -> bool:
     return api == "openai-responses" and any(
         isinstance(step, dict) and "calls" in step for step in conv["script"][:-1])
@@ -170,6 +189,19 @@ REQUEST_ROWS: dict[str, RequestRow] = {
         "validator (piagent/tools) follows one of them: the row applies to the other",
         lambda conv, api: conv["name"] == "bad-arguments", _validation_text,
         only="1.4.0" if _piagent_missing_text() == _NEW_MISSING else "1.6.1"),
+    "request-responses-session-header": RequestRow(
+        "changed upstream in 1.5/1.6: Responses sends the session id in the header "
+        "session-id (pi-ai 1.6; 1.4.0: session_id, which some proxies drop)",
+        lambda conv, api: api == "openai-responses" and bool(conv.get("session"))
+        and conv.get("retention") != "none", _session_header, only="1.4.0"),
+    "request-prompt-cache-key-mode": RequestRow(
+        "changed upstream in 1.5/1.6: the compat flag promptCacheKeyMode (pi-ai 1.6): "
+        "\"enabled\" sends prompt_cache_key to any Chat Completions server, \"disabled\" "
+        "to none (Responses included); pi-ai 1.4.0 knows no such flag",
+        lambda conv, api: "promptCacheKeyMode" in conv.get("compat", {}) and (
+            (api, conv["compat"]["promptCacheKeyMode"]) in (
+                ("openai-completions", "enabled"), ("openai-responses", "disabled"))),
+        _cache_key_mode, only="1.4.0"),
     "request-responses-call-status": RequestRow(
         "changed upstream in 1.5/1.6: pi-ai 1.4.0 replays a Responses function_call without "
         "a status; pi-ai 1.6+ (and piagent) with \"status\": \"completed\", as OpenAI "
