@@ -6,8 +6,8 @@ vLLM, llama.cpp, OpenRouter, Groq, …), ``openai-responses``, ``anthropic-messa
 ``google-generative-ai`` (the last two imported on first use). ``register_api`` adds one.
 ``get_model`` / ``get_models`` read the bundled catalogue (``models.json``);
 ``resolve_model("openai/gpt-4o-mini")`` takes the ``PROVIDER/MODEL`` spelling.
-``is_context_overflow`` and ``is_retryable_error`` classify a failed call by its error text, as
-pi-ai does. See ``docs/providers.md``.
+``is_context_overflow`` and ``is_retryable_error`` classify a failed call by its error text, and
+``is_recoverable_length`` a ``"length"`` stop below the wanted limit, as pi-ai does. See ``docs/providers.md``.
 
 Thread safety: every function may be called from any thread.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..models import Model, ModelCost
 from ._catalogue import get_model, get_models, get_providers, resolve_model
-from ._classify import is_context_overflow, is_retryable_error
+from ._classify import is_context_overflow, is_recoverable_length, is_retryable_error
 from ._registry import get_api, register_api, stream_simple
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "get_models",
     "get_providers",
     "is_context_overflow",
+    "is_recoverable_length",
     "is_retryable_error",
     "register_api",
     "resolve_model",

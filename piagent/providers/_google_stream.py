@@ -64,9 +64,9 @@ class GoogleStreamState:
                 self._part(part)
         if candidate.get("finishReason"):
             self.finish_reason = candidate["finishReason"]
-        feedback = chunk.get("promptFeedback") or {}
-        if feedback.get("blockReason"):
-            self.block_reason = feedback["blockReason"]
+        feedback = chunk.get("promptFeedback")
+        if feedback and self.block_reason is None and feedback.get("blockReason"):
+            self.block_reason = _blocked_text(feedback)
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -154,8 +154,7 @@ class GoogleStreamState:
             if tail:
                 raise _error_from_tail(tail)
             if self.block_reason is not None:
-                msg = f"Google blocked the prompt (blockReason {self.block_reason})."
-                raise ProviderError(msg, provider="google")
+                raise ProviderError(self.block_reason, provider="google")
             raise ProviderError("Google stream ended without a finish reason. "
                                 "Retry the request.", provider="google")
         self.out.set_response(raw_stop_reason=self.finish_reason)
@@ -229,6 +228,20 @@ def _apply_partial(args: dict[str, Any], piece: dict[str, Any]) -> bool:
         node[last] = previous + value if isinstance(previous, str) and isinstance(
             value, str) else value
     return True
+
+
+def _blocked_text(feedback: dict[str, Any]) -> str:
+    """pi-ai 1.6's sentence for a prompt Gemini refused (``promptFeedback``): the block
+    reason, Google's explanation and the safety ratings that decided it."""
+    details = [f"Google prompt blocked: {feedback.get('blockReason') or 'unknown reason'}"]
+    if feedback.get("blockReasonMessage"):
+        details.append(str(feedback["blockReasonMessage"]))
+    ratings = [f"{r['category']}" + (f" ({r['probability']})" if r.get("probability") else "")
+               for r in feedback.get("safetyRatings") or () if isinstance(r, dict)
+               and r.get("category")]
+    if ratings:
+        details.append(f"Safety rating{'' if len(ratings) == 1 else 's'}: {', '.join(ratings)}")
+    return ". ".join(details)
 
 
 def _count(usage: dict[str, Any], key: str) -> int:
