@@ -124,7 +124,8 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            _assistant_items(message, n, items)
+            _assistant_items(message, n, items, message.model == model.id
+                             and message.provider == model.provider and message.api == API)
         elif isinstance(message, ToolResultMessage):
             items.append(_tool_output(message, model))
         elif isinstance(message, SystemMessage):
@@ -147,7 +148,10 @@ def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
     return parts
 
 
-def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]]) -> None:
+def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]],
+                     same_model: bool) -> None:
+    """The Responses items of an assistant message; a tool call's ``namespace`` (a
+    dynamically loaded tool's) only back to the model that gave it."""
     for k, block in enumerate(message.content):
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
@@ -179,6 +183,8 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
                     "status": "completed", "arguments": arguments_json(block.arguments)}
             if fc_id:
                 item["id"] = fc_id
+            if same_model and block.namespace is not None:
+                item["namespace"] = block.namespace
             items.append(item)
 
 
@@ -270,9 +276,11 @@ class _StreamState:
             elif item_type == "message":
                 self.slots[data.get("output_index", -1)] = out.open_text()
             elif item_type == "function_call":
-                self.slots[data.get("output_index", -1)] = out.open_tool_call(
+                call = self.slots[data.get("output_index", -1)] = out.open_tool_call(
                     f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", ""),
                     item.get("arguments") or "")
+                if isinstance(item.get("namespace"), str) and not out.ended:
+                    out.block(call).namespace = item["namespace"]
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             index = self._slot(data)
             if index is not None:
@@ -357,8 +365,11 @@ class _StreamState:
                 signature["phase"] = item["phase"]
             block.text_signature = json.dumps(signature, separators=(",", ":"),
                                               ensure_ascii=False)
-        elif item_type == "function_call" and not self.out.tool_arguments_json(index):
-            self.out.replace_tool_arguments(index, item.get("arguments") or "")
+        elif item_type == "function_call":
+            if not self.out.tool_arguments_json(index):
+                self.out.replace_tool_arguments(index, item.get("arguments") or "")
+            if isinstance(item.get("namespace"), str):
+                block.namespace = item["namespace"]
         self.out.close_block(index)
 
     def _complete(self, index: int, streamed: str, final: str,

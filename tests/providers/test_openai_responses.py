@@ -253,3 +253,33 @@ def test_prompt_cache_key_retention_and_session_headers(sse_server):
     headers = {k.lower(): v for k, v in sse_server.requests[-1].headers.items()}
     assert (headers.get("session-id"), headers.get("x-client-request-id")) == ("s1", "s1")
     assert "session_id" not in headers and "x-session-id" not in headers
+
+
+def test_tool_call_namespace_read_and_replayed_to_the_same_model(sse_server):
+    """A dynamically loaded tool's call carries its ``namespace`` (pi-ai): kept on the
+    ToolCall, replayed only to the model that gave it."""
+    from piagent.providers.openai_responses import build_responses_request
+
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "search",
+            "namespace": "docs", "arguments": ""}
+    done = {**item, "arguments": "{}", "status": "completed"}
+    body = [_ev("response.created", response={"id": "resp_ns"}),
+            _ev("response.output_item.added", output_index=0, item=item),
+            _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+            _ev("response.output_item.done", output_index=0, item=done),
+            _ev("response.completed", response={"id": "resp_ns", "status": "completed",
+                                                 "usage": {"input_tokens": 5,
+                                                           "output_tokens": 2}})]
+    _, message = _run(sse_server, body)
+    call = message.content[0]
+    assert (call.name, call.namespace, message.response_id) == ("search", "docs", "resp_ns")
+    history = [UserMessage(content="Find"), message]
+
+    def replayed(model_id):
+        model = Model(id=model_id, api="openai-responses", provider="openai",
+                      base_url="http://127.0.0.1:9/v1")
+        body = build_responses_request(model, history, StreamOptions())
+        return next(i for i in body["input"] if i.get("type") == "function_call")
+
+    assert replayed("gpt-5-mini")["namespace"] == "docs"
+    assert "namespace" not in replayed("gpt-4o")

@@ -401,8 +401,6 @@ def _clean(value: Json, api: str) -> Json:
                 continue  # pi keeps an empty chunk id (Snowflake's) as the id; piagent none
             if key == "totalFromProvider" and item is False:
                 continue  # pi-ai 1.6 writes the default; piagent's JSON only a true one
-            if value.get("type") == "toolCall" and key in ("namespace", "argumentsError"):
-                continue
             if (key == "id" and value.get("type") == "toolCall"
                     and api == "google-generative-ai" and isinstance(item, str)):
                 match = _GENERATED_ID.match(item)  # made up on both sides: name_<ms>_<n>
