@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from ..messages import (
     AssistantMessage,
+    AssistantMessageDiagnostic,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -369,6 +370,15 @@ class MessageBuilder:
                 message.response_model = model
             if raw_stop_reason:
                 message.raw_stop_reason = raw_stop_reason
+
+    def add_diagnostic(self, diagnostic: AssistantMessageDiagnostic) -> None:
+        """Note something the adapter did while answering (a fallback, a recovered error)
+        in ``message.diagnostics``."""
+        with self._lock:
+            if self._ended:
+                return
+            message = self.message
+            message.diagnostics = [*(message.diagnostics or ()), diagnostic]
 
     def finish(self, stop_reason: StopReason) -> None:
         """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""

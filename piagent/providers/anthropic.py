@@ -25,19 +25,21 @@ from ..messages import (
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolDeclaration,
     ToolResultMessage,
     UserMessage,
+    now_ms,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._anthropic_thinking import thinking_config
+from ._anthropic_tools import convert_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
 from ._keys import is_local_url, missing_key_message, resolve_api_key
 from ._prompt_cache import anthropic_affinity_header, cache_retention, compat_value
+from ._strict import is_strict_limit_error, mark_over_strict_limits, over_strict_limits
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -95,10 +97,12 @@ def _normalize_tool_call_id(call_id: str) -> str:
 
 
 def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
-                            options: StreamOptions) -> dict[str, Any]:
+                            options: StreamOptions, *, relax_strict: bool = False
+                            ) -> dict[str, Any]:
     """The JSON body of a streaming ``POST /v1/messages`` for a context's messages.
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
+    ``relax_strict``: send the tools that only prefer strict sampling plain (``_strict``).
     """
     max_tokens = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     messages = fold_system_messages(model, messages)
@@ -120,7 +124,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         body["system"] = [block]
     body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
-        body["tools"] = _convert_tools(model, tools, cache)
+        body["tools"] = convert_tools(model, tools, cache, relax_strict=relax_strict)
     if options.temperature is not None and thinking is None:
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
@@ -137,28 +141,6 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
                                             "supports_long_cache_retention", True):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
-
-
-def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
-                   cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """pi's tool definitions: ``type``, ``properties`` and ``required`` always present, and
-    ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
-    (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
-    ``request-anthropic-full-schema``)."""
-    eager = (model.compat or {}).get("supportsEagerToolInputStreaming", True)
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        schema = tool.parameters or {}
-        wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
-        if eager:
-            wire["eager_input_streaming"] = True
-        wire["input_schema"] = {**schema, "type": "object",
-                                "properties": schema.get("properties", {}),
-                                "required": schema.get("required", [])}
-        out.append(wire)
-    if out and cache is not None:
-        out[-1]["cache_control"] = cache
-    return out
 
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it is unchanged
@@ -331,13 +313,31 @@ def _run(call: ProviderCall) -> Iterator[None]:
         call.add_secret(api_key)
     elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
         raise _provider_error(missing_key_message("anthropic"))
-    body = build_anthropic_request(call.model, call.messages, call.options)
+    session_id = call.options.session_id
+    relax = over_strict_limits(session_id)
+    body = build_anthropic_request(call.model, call.messages, call.options, relax_strict=relax)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     # the parser: parse_event_json unless on_provider_stream_event is set
     state = _StreamState(call.out, call.label, call.event_parser())
     request = call.request(url, body, headers, encoder=_BODIES, replaced={"stream": True})
-    with call.open_sse(request) as sse:  # _BODIES: the old messages' JSON reused
+    try:
+        response = call.open_sse(request)
+    except ProviderError as error:
+        # Claude refused the number of strict tools: again with the "prefer" ones plain,
+        # and so for the rest of the session (pi-ai 1.6)
+        relaxed = None if relax or error.status_code != 400 or not is_strict_limit_error(
+            str(error)) else build_anthropic_request(call.model, call.messages, call.options,
+                                                     relax_strict=True)
+        if relaxed is None or relaxed.get("tools") == body.get("tools"):
+            raise
+        mark_over_strict_limits(session_id)
+        call.out.add_diagnostic({"type": "anthropic_strict_tools_fallback",
+                                 "timestamp": now_ms(), "error": {"message": str(error)},
+                                 "details": {"reason": "strict_tool_limits_exceeded"}})
+        response = call.open_sse(call.request(url, relaxed, headers, encoder=_BODIES,
+                                              replaced={"stream": True}))
+    with response as sse:  # _BODIES: the old messages' JSON reused
         for event in sse.events():
             state.handle(event)
             if state.stopped:

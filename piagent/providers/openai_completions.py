@@ -36,6 +36,7 @@ from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._prompt_cache import affinity_headers, cache_key, cache_retention
+from ._strict import strict_sampling
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -81,11 +82,15 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     tools = get_current_tools(messages)
     if tools:
         wire_tools = []
+        supports = compat.supports_strict_mode
         for tool in tools:
-            function: dict[str, Any] = {"name": tool.name, "description": tool.description,
-                                        "parameters": tool.parameters or {"type": "object"}}
-            if compat.supports_strict_mode:
-                function["strict"] = False
+            strict = (strict_sampling(tool, supports)
+                      if tool.constrained_sampling is not None else None)
+            function: dict[str, Any] = {
+                "name": tool.name, "description": tool.description,
+                "parameters": strict or tool.parameters or {"type": "object"}}
+            if supports:
+                function["strict"] = strict is not None
             wire_tools.append({"type": "function", "function": function})
         body["tools"] = wire_tools
     elif compat.requires_tools_with_tool_history and _has_tool_history(messages):

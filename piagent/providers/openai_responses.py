@@ -41,6 +41,7 @@ from ._prompt_cache import (
     cache_retention,
     compat_value,
 )
+from ._strict import strict_sampling
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -72,10 +73,18 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     if tools:
         # ``strict`` only where the model's compat says the server knows it (pi: the
         # catalogue's OpenAI models)
-        strict = bool((model.compat or {}).get("supportsStrictMode", False))
-        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                          "parameters": t.parameters or {"type": "object"},
-                          **({"strict": False} if strict else {})} for t in tools]
+        supports = bool((model.compat or {}).get("supportsStrictMode", False))
+        wire_tools = []
+        for tool in tools:
+            schema = (strict_sampling(tool, supports)
+                      if tool.constrained_sampling is not None else None)
+            wire: dict[str, Any] = {"type": "function", "name": tool.name,
+                                    "description": tool.description,
+                                    "parameters": schema or tool.parameters or {"type": "object"}}
+            if supports:
+                wire["strict"] = schema is not None
+            wire_tools.append(wire)
+        body["tools"] = wire_tools
     body["max_output_tokens"] = max_tokens if max_tokens is not None else \
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:

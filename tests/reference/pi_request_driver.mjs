@@ -63,9 +63,11 @@ const TOOLS = {
     },
 };
 
+let constrained;  // the running conversation's constrainedSampling for every tool, if any
 function tool(name) {
     const { run, ...rest } = TOOLS[name];
-    return { name, label: name, ...rest, execute: async (id, args) => run(args) };
+    return { name, label: name, ...rest, ...(constrained ? { constrainedSampling: constrained } : {}),
+             execute: async (id, args) => run(args) };
 }
 
 function userMessage(step) {
@@ -122,6 +124,7 @@ function resolveModel({ provider, id, api, baseUrl }) {
 }
 
 async function run({ model: modelSpec, conversation: conv }) {
+    constrained = conv.constrained;
     const resolved = resolveModel(modelSpec);
     const model = conv.compat ? { ...resolved, compat: { ...resolved.compat, ...conv.compat } } : resolved;
     const agent = new Agent({

@@ -162,6 +162,12 @@ def conversations() -> list[dict[str, Any]]:
            retention="long"),
         _c("session-no-retention", [_p("Hi")], [{"text": "1"}], session="s-1",
            retention="none"),
+        # tools that ask for JSON-schema constrained sampling (pi's constrainedSampling)
+        _c("strict-tools-prefer", [_p("Weather?")], [W, T], tools=["weather", "lookup"],
+           constrained={"type": "json_schema", "strict": "prefer"}),
+        _c("strict-tools-prefer-reasoning", [_p("Weather?")], [W, T],
+           tools=["weather", "lookup"], model="reasoning",
+           constrained={"type": "json_schema", "strict": "prefer"}),
         _c("long-retention-no-session", [_p("Hi")], [{"text": "1"}], retention="long"),
     ]
     return convs

@@ -142,9 +142,13 @@ def run(conv: dict[str, Any], spec: dict[str, str]) -> None:
             options = dataclasses.replace(options, cache_retention=retention)
         return stream_simple(model, context, options)
 
+    tools = [tool(n) for n in conv["tools"]]
+    for t in tools:  # pi's constrainedSampling: an attribute to_tool_declaration reads
+        if conv.get("constrained"):
+            t.constrained_sampling = conv["constrained"]  # type: ignore[attr-defined]
     agent = Agent(system_prompt=conv["system"], model=model,
                   thinking_level=conv.get("thinking", "off"),
-                  tools=[tool(n) for n in conv["tools"]], get_api_key=lambda provider: KEY,
+                  tools=tools, get_api_key=lambda provider: KEY,
                   transform_context=_transform(conv.get("transform")),
                   on_payload=_mark if conv.get("payload") == "mark" else None,
                   session_id=conv.get("session"), stream_fn=stream_fn)
