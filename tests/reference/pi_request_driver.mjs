@@ -61,6 +61,14 @@ const TOOLS = {
         parameters: { type: "object", properties: { n: { type: "integer" } } },
         run: (args) => result([text(`found ${args.n}`)]),
     },
+    titled: {
+        description: "A Pydantic-style schema (root title and description)",
+        parameters: {
+            title: "Point", description: "A point", type: "object",
+            properties: { x: { title: "X", type: "integer", minimum: 0 } }, required: ["x"],
+        },
+        run: () => result([text("ok")]),
+    },
 };
 
 let constrained;  // the running conversation's constrainedSampling for every tool, if any

@@ -2,7 +2,8 @@
 .mjs``) and piagent (``request_driver.py``).
 
 A conversation: ``system`` (the initial prompt), ``tools`` (names from the drivers' tool
-table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``), ``thinking``
+table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``, ``titled``),
+``constrained`` (every tool's JSON-schema constrained sampling, pi's ``constrainedSampling``), ``thinking``
 (the level),
 ``model`` (``"plain"``, ``"reasoning"`` or ``"outside"``: a model the catalogue does not list),
 ``compat`` (entries added to the model's compat on both sides),
@@ -168,6 +169,10 @@ def conversations() -> list[dict[str, Any]]:
         _c("strict-tools-prefer-reasoning", [_p("Weather?")], [W, T],
            tools=["weather", "lookup"], model="reasoning",
            constrained={"type": "json_schema", "strict": "prefer"}),
+        _c("schema-with-root-title", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
+           tools=["titled"]),
+        _c("strict-tools-titled", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
+           tools=["titled"], constrained={"type": "json_schema", "strict": "prefer"}),
         _c("long-retention-no-session", [_p("Hi")], [{"text": "1"}], retention="long"),
     ]
     return convs

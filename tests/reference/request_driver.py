@@ -63,6 +63,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any], Any]] = {
              lambda a: AgentToolResult([TextContent("ok")], {})),
     "lookup": ("Looks a number up", {"type": "object", "properties": {"n": {"type": "integer"}}},
                lambda a: AgentToolResult([TextContent(f"found {a['n']}")], {})),
+    "titled": ("A Pydantic-style schema (root title and description)", {
+        "title": "Point", "description": "A point", "type": "object",
+        "properties": {"x": {"title": "X", "type": "integer", "minimum": 0}},
+        "required": ["x"]}, lambda a: AgentToolResult([TextContent("ok")], {})),
 }
 
 
