@@ -26,6 +26,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    now_ms,
     sanitize_surrogates,
 )
 from ..models import Model
@@ -394,6 +395,8 @@ class _StreamState:
             msg = (f"The {self.label} stream ended before a terminal response event (the "
                    "connection closed early). Retry the request.")
             raise ProviderError(msg)
+        if response.get("input_transformations"):
+            _note_removed_reasoning(self.out, response["input_transformations"])
         usage = response.get("usage") or {}
         if usage:
             details = usage.get("input_tokens_details") or {}
@@ -429,3 +432,18 @@ class _StreamState:
             stop = "toolUse"
         self.out.close_open_blocks()
         self.out.finish(stop)
+
+
+def _note_removed_reasoning(out: MessageBuilder, transformations: Any) -> None:
+    """The replayed reasoning items OpenAI withheld from the model, with the reason of each
+    (``prefix_mismatch`` after an edit of earlier input, another organisation or model), as
+    a diagnostic ``openai_input_transformations`` (pi-ai 1.6). ``turn_boundary`` removals are
+    left out: models that use only the current turn's reasoning report every earlier one."""
+    if not isinstance(transformations, list):
+        return
+    removals = [{key: t.get(key) for key in ("type", "id", "action", "reason")}
+                for t in transformations if isinstance(t, dict) and t.get("type") == "reasoning"
+                and t.get("action") == "removed" and t.get("reason") != "turn_boundary"]
+    if removals:
+        out.add_diagnostic({"type": "openai_input_transformations", "timestamp": now_ms(),
+                            "details": {"transformations": removals}})

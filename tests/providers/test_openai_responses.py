@@ -283,3 +283,24 @@ def test_tool_call_namespace_read_and_replayed_to_the_same_model(sse_server):
 
     assert replayed("gpt-5-mini")["namespace"] == "docs"
     assert "namespace" not in replayed("gpt-4o")
+
+
+def test_reasoning_openai_withheld_is_a_diagnostic(sse_server):
+    """pi-ai 1.6: the replayed reasoning OpenAI removed (``input_transformations``), except
+    the ``turn_boundary`` removals every earlier turn reports, as a diagnostic."""
+    removed = [{"type": "reasoning", "id": "rs_1", "action": "removed",
+                "reason": "prefix_mismatch", "extra": 1},
+               {"type": "reasoning", "id": "rs_0", "action": "removed",
+                "reason": "turn_boundary"},
+               {"type": "message", "id": "m", "action": "removed", "reason": "x"}]
+    body = [_ev("response.completed", response={
+        "id": "resp_t", "status": "completed", "input_transformations": removed,
+        "usage": {"input_tokens": 5, "output_tokens": 2}})]
+    _, message = _run(sse_server, body)
+    (diagnostic,) = message.diagnostics or []
+    assert diagnostic["type"] == "openai_input_transformations"
+    assert diagnostic["details"] == {"transformations": [
+        {"type": "reasoning", "id": "rs_1", "action": "removed", "reason": "prefix_mismatch"}]}
+    _, plain = _run(sse_server, [_ev("response.completed", response={
+        "id": "r", "status": "completed", "input_transformations": removed[1:]})])
+    assert plain.diagnostics is None

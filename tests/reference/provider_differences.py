@@ -381,9 +381,8 @@ def normalise(raw: Json, api: str) -> Json:
     return {"log": log, "result": _clean(raw["result"], api)}
 
 
-# Fields the transcripts section of docs/reference.md lists as not kept by piagent's messages
-_ASSISTANT_DROPPED = frozenset(("providerThinkingLevel", "diagnostics", "endTurn",
-                                "durationMs"))
+# measured on each side (both time the response)
+_ASSISTANT_DROPPED = frozenset(("durationMs",))
 # usage counters pi-ai writes as 0 when the provider reports none; piagent leaves them out
 _USAGE_ZERO_DROPPED = frozenset(("cacheWrite1h", "reasoning"))
 
