@@ -29,8 +29,9 @@ __all__ = ["is_strict_limit_error", "make_strict_schema", "mark_over_strict_limi
            "over_strict_limits", "prefers_strict", "strict_sampling"]
 
 
-class UnsupportedStrictSchema(ValueError):
-    """The schema has a construct strict sampling does not take."""
+# A schema with a construct strict sampling does not take raises ValueError (it never leaves
+# the adapter: "prefer" falls back, "require" becomes a ProviderError).
+UnsupportedStrictSchema = ValueError
 
 
 _UNSUPPORTED_KEYS = ("$ref", "$defs", "definitions", "allOf", "oneOf", "patternProperties",
