@@ -56,6 +56,18 @@ class OpenAICompat:
     chat_template_args: Mapping[str, Any] = field(default_factory=dict)
     """Baseten's ``chat_template_args`` (thinking format ``baseten``): literal values, or
     ``{"$var": "thinking.enabled"}`` for whether thinking is on."""
+    prompt_cache_key_mode: str = "auto"
+    """When ``prompt_cache_key`` (the session id) is sent: "auto" (to api.openai.com, or with
+    long retention where ``supports_long_cache_retention``), "enabled" (always, with a session
+    id), "disabled" (never); pi-ai 1.6's ``promptCacheKeyMode``."""
+    supports_long_cache_retention: bool = True
+    """Long retention sends ``prompt_cache_retention: "24h"`` (off for Together, Cloudflare,
+    NVIDIA)."""
+    send_session_affinity_headers: bool = False
+    """Send the session id in the session affinity headers (on for OpenRouter)."""
+    session_affinity_format: str = "openai"
+    """Which headers: "openrouter" (``x-session-id``) or "openai" (``session_id``,
+    ``x-client-request-id``, ``x-session-affinity``)."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
@@ -79,14 +91,17 @@ def _detect(model: Model) -> OpenAICompat:
     if provider in _NON_STANDARD or "api.openai.com" not in url:
         compat = replace(compat, supports_store=False, supports_developer_role=False)
     if provider == "openrouter" or "openrouter.ai" in url:
-        compat = replace(compat, thinking_format="openrouter")
+        compat = replace(compat, thinking_format="openrouter",
+                         send_session_affinity_headers=True,
+                         session_affinity_format="openrouter")
     elif provider == "deepseek" or "deepseek.com" in url:
         compat = replace(compat, max_tokens_field="max_tokens", thinking_format="deepseek",
                          requires_reasoning_content_on_assistant_messages=True)
     elif provider == "zai" or "z.ai" in url:
         compat = replace(compat, max_tokens_field="max_tokens", thinking_format="zai")
     elif provider in ("mistral", "chutes", "moonshot", "together", "nvidia"):
-        compat = replace(compat, max_tokens_field="max_tokens")
+        compat = replace(compat, max_tokens_field="max_tokens",
+                         supports_long_cache_retention=provider not in ("together", "nvidia"))
         if provider == "mistral":
             compat = replace(compat, requires_tool_result_name=True,
                              requires_thinking_as_text=True)
@@ -95,6 +110,9 @@ def _detect(model: Model) -> OpenAICompat:
         compat = replace(compat, reasoning_effort_map=dict.fromkeys(levels, "default"))
     elif provider == "xai" or provider == "cerebras":
         compat = replace(compat, supports_reasoning_effort=False)
+    if provider.startswith("cloudflare") or "together.xyz" in url or "nvidia.com" in url \
+            or "cloudflare.com" in url:
+        compat = replace(compat, supports_long_cache_retention=False)
     return compat
 
 

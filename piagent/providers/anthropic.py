@@ -25,18 +25,21 @@ from ..messages import (
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolDeclaration,
     ToolResultMessage,
     UserMessage,
+    now_ms,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._anthropic_thinking import thinking_config
+from ._anthropic_tools import convert_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages, supports_mid_convo_system_messages
 from ._errors import clip
 from ._keys import env_value, is_local_url, key_owner, missing_key_message, resolve_api_key
+from ._prompt_cache import anthropic_affinity_header, cache_retention, compat_value
+from ._strict import is_strict_limit_error, mark_over_strict_limits, over_strict_limits
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -94,10 +97,12 @@ def _normalize_tool_call_id(call_id: str) -> str:
 
 
 def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
-                            options: StreamOptions) -> dict[str, Any]:
+                            options: StreamOptions, *, relax_strict: bool = False
+                            ) -> dict[str, Any]:
     """The JSON body of a streaming ``POST /v1/messages`` for a context's messages.
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
+    ``relax_strict``: send the tools that only prefer strict sampling plain (``_strict``).
     """
     max_tokens = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     messages = fold_system_messages(model, messages)
@@ -121,7 +126,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         body["system"] = [block]
     body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
-        body["tools"] = _convert_tools(model, tools, cache)
+        body["tools"] = convert_tools(model, tools, cache, relax_strict=relax_strict)
     if options.temperature is not None and thinking is None:
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
@@ -131,35 +136,13 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
-    retention = options.cache_retention or env_value("PI_CACHE_RETENTION", options.env) or "short"
+    retention = cache_retention(options)
     if retention == "none":
         return None
-    if retention == "long" and "api.anthropic.com" in model.base_url:
+    if retention == "long" and compat_value(model.compat, "supportsLongCacheRetention",
+                                            "supports_long_cache_retention", True):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
-
-
-def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
-                   cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """pi's tool definitions: ``type``, ``properties`` and ``required`` always present, and
-    ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
-    (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
-    ``request-anthropic-full-schema``)."""
-    compat = model.compat or {}
-    eager = compat.get("supportsEagerToolInputStreaming", True)
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        schema = tool.parameters or {}
-        wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
-        if eager:
-            wire["eager_input_streaming"] = True
-        wire["input_schema"] = {**schema, "type": "object",
-                                "properties": schema.get("properties", {}),
-                                "required": schema.get("required", [])}
-        out.append(wire)
-    if out and cache is not None and compat.get("supportsCacheControlOnTools", True):
-        out[-1]["cache_control"] = cache
-    return out
 
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it is unchanged
@@ -322,9 +305,12 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
         betas.append("interleaved-thinking-2025-05-14")
     if betas:
         headers["anthropic-beta"] = ",".join(betas)
+    if options.session_id:
+        headers.update(anthropic_affinity_header(model, options))
     headers.update(model.headers or {})
     headers.update(options.headers or {})
     return headers
+
 
 
 # --- the response -------------------------------------------------------------------------
@@ -337,13 +323,31 @@ def _run(call: ProviderCall) -> Iterator[None]:
         call.add_secret(api_key)
     elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
         raise _provider_error(missing_key_message(owner))
-    body = build_anthropic_request(call.model, call.messages, call.options)
+    session_id = call.options.session_id
+    relax = over_strict_limits(session_id)
+    body = build_anthropic_request(call.model, call.messages, call.options, relax_strict=relax)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     # the parser: parse_event_json unless on_provider_stream_event is set
     state = _StreamState(call.out, call.label, call.event_parser())
     request = call.request(url, body, headers, encoder=_BODIES, replaced={"stream": True})
-    with call.open_sse(request) as sse:  # _BODIES: the old messages' JSON reused
+    try:
+        response = call.open_sse(request)
+    except ProviderError as error:
+        # Claude refused the number of strict tools: again with the "prefer" ones plain,
+        # and so for the rest of the session (pi-ai 1.6)
+        relaxed = None if relax or error.status_code != 400 or not is_strict_limit_error(
+            str(error)) else build_anthropic_request(call.model, call.messages, call.options,
+                                                     relax_strict=True)
+        if relaxed is None or relaxed.get("tools") == body.get("tools"):
+            raise
+        mark_over_strict_limits(session_id)
+        call.out.add_diagnostic({"type": "anthropic_strict_tools_fallback",
+                                 "timestamp": now_ms(), "error": {"message": str(error)},
+                                 "details": {"reason": "strict_tool_limits_exceeded"}})
+        response = call.open_sse(call.request(url, relaxed, headers, encoder=_BODIES,
+                                              replaced={"stream": True}))
+    with response as sse:  # _BODIES: the old messages' JSON reused
         for event in sse.events():
             state.handle(event)
             if state.stopped:
@@ -372,7 +376,8 @@ class _StreamState:
         self.stopped = False
         self.stop_reason: str | None = None
         self.stop_details: Any = None
-        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0,
+                      "reasoning": 0}  # and "cache_write_1h" once reported
 
     def handle(self, event: SSEEvent) -> None:
         """Apply one event."""
@@ -393,12 +398,16 @@ class _StreamState:
         elif kind == "message_start":
             self.started = True
             message = data.get("message") or {}
+            model = message.get("model")
+            self.out.set_response(response_id=message.get("id"),
+                                  model=model if isinstance(model, str) else None)
             self._usage(message.get("usage") or {})
         elif kind == "message_delta":
             delta = data.get("delta") or {}
             if delta.get("stop_reason"):
                 self.stop_reason = delta["stop_reason"]
                 self.stop_details = delta.get("stop_details")
+                self.out.set_response(raw_stop_reason=str(delta["stop_reason"]))
             self._usage(data.get("usage") or {})
         elif kind == "message_stop":
             self.stopped = True
@@ -456,6 +465,15 @@ class _StreamState:
             if isinstance(value, int):
                 self.usage[ours] = value
                 changed = True
+        creation = usage.get("cache_creation")
+        if isinstance(creation, dict) and isinstance(
+                creation.get("ephemeral_1h_input_tokens"), int):
+            self.usage["cache_write_1h"] = creation["ephemeral_1h_input_tokens"]
+            changed = True
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
+            self.usage["reasoning"] = details["thinking_tokens"]  # a part of output
+            changed = True
         if changed:
             self.out.set_usage(**self.usage)
 
