@@ -35,9 +35,9 @@ from ._budget import clamp_max_tokens
 from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._thinking_formats import add_reasoning
 from ._prompt_cache import affinity_headers, cache_key, cache_retention
 from ._strict import strict_sampling
+from ._thinking_formats import add_reasoning
 from ._transform import (
     SegmentCache,
     WireCache,
