@@ -128,6 +128,7 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
     deepseek = provider == "deepseek" or "deepseek.com" in url.lower()
     grok = provider == "xai" or "api.x.ai" in url
     chutes = "chutes.ai" in url
+    openrouter = provider == "openrouter" or "openrouter.ai" in url
     non_standard = (nvidia or provider == "cerebras" or "cerebras.ai" in url or grok or together
                     or chutes or deepseek or zai or moonshot or provider == "opencode"
                     or "opencode.ai" in url or provider == "cloudflare-workers-ai"
@@ -135,7 +136,7 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
     max_tokens = chutes or deepseek or moonshot or gateway or together or nvidia or ant_ling or zai
     thinking = ("deepseek" if deepseek else "zai" if zai else "together" if together
                 else "ant-ling" if ant_ling
-                else "openrouter" if provider == "openrouter" or "openrouter.ai" in url
+                else "openrouter" if openrouter
                 else "openai")
     return OpenAICompat(
         supports_store=not non_standard,
@@ -144,7 +145,12 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
                                        or ant_ling),
         max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
         requires_reasoning_content_on_assistant_messages=deepseek,
-        thinking_format=thinking, supports_strict_mode=False)
+        thinking_format=thinking, supports_strict_mode=False,
+        send_session_affinity_headers=openrouter,
+        session_affinity_format="openrouter" if openrouter else "openai",
+        supports_long_cache_retention=not (together or provider == "cloudflare-workers-ai"
+                                           or "api.cloudflare.com" in url or gateway
+                                           or nvidia or ant_ling))
 
 
 _CACHE_SIZE = 256  # distinct model settings remembered (cleared when full)
