@@ -34,11 +34,19 @@ default address where the server has one (Ollama's), else ``None``: a base URL m
 def _data() -> dict[str, Any]:
     text = resources.files("piagent.providers").joinpath("models.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
+    # each model's entry kept as its JSON text, parsed when asked for: a dict of strings is
+    # not tracked by the garbage collector, and 1,362 parsed entries (about 3,700 dicts and
+    # lists) would be walked by every full collection of the process for as long as it lives
+    data["providers"] = {
+        provider: {model_id: json.dumps(entry, separators=(",", ":"))
+                   for model_id, entry in models.items()}
+        for provider, models in data["providers"].items()}
     return data
 
 
-def _catalogue() -> dict[str, dict[str, Any]]:
-    providers: dict[str, dict[str, Any]] = _data()["providers"]
+def _catalogue() -> dict[str, dict[str, str]]:
+    """``{provider: {model_id: the entry's JSON text}}``."""
+    providers: dict[str, dict[str, str]] = _data()["providers"]
     return providers
 
 
@@ -74,7 +82,8 @@ def catalogue_source() -> dict[str, str]:
     return source
 
 
-def _to_model(provider: str, model_id: str, entry: dict[str, Any]) -> Model:
+def _to_model(provider: str, model_id: str, text: str) -> Model:
+    entry: dict[str, Any] = json.loads(text)
     cost = entry.get("cost") or {}
     return Model(
         id=model_id, api=entry["api"], provider=provider, base_url=entry["baseUrl"],
@@ -146,7 +155,7 @@ def get_model(provider: str, model_id: str, *, base_url: str | None = None,
 _SHOWN = 12  # model ids named in an unknown-model error
 
 
-def _unknown(provider: str, model_id: str, entries: dict[str, Any] | None) -> str:
+def _unknown(provider: str, model_id: str, entries: dict[str, str] | None) -> str:
     """Why ``provider``/``model_id`` is not in the catalogue, and what to do instead."""
     other = _data()["unsupported"].get(provider, {})
     if entries is None and other:
