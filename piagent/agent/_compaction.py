@@ -8,7 +8,9 @@ appends a ``CompactionSummaryMessage`` to both, and the requests are built from
 projection when the transcript holds a summary the run's context has not taken in yet,
 then compacts when the estimated context leaves less than ``reserve_tokens`` of the model's
 window; the stream function, wrapped, compacts once and sends the request again when the
-provider refuses it as too long.
+provider refuses it as too long; ``finish_turn`` compacts after a response that overflowed
+the window silently, and drops, compacts and asks again a response cut short for lack of
+room (pi-coding-agent's checks of a response, once until a response completes).
 """
 
 from __future__ import annotations
