@@ -18,13 +18,15 @@ from piagent import (
     CompactionSummaryMessage,
     Context,
     StreamOptions,
+    ToolResultMessage,
     Usage,
     UserMessage,
+    tool,
 )
 from piagent.compaction import Compaction, CompactionError
 from piagent.messages import COMPACTION_SUMMARY_PREFIX
 from piagent.sessions import MemoryStore
-from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text
+from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text, assistant_tool_calls
 
 WINDOW = 10_000
 LENGTH_FAILED = "Truncated response recovery failed after one compact-and-retry attempt."
@@ -212,3 +214,28 @@ def test_an_abort_ends_the_wait_before_a_summary_is_asked_again() -> None:
         agent.compact()
     assert len(model.summaries) == 1
     assert seen[-1].type == "compaction_end" and seen[-1].aborted
+
+
+def test_a_cut_short_response_whose_tools_ran_stays() -> None:
+    @tool
+    def note(text: str) -> str:
+        """Take a note.
+
+        Args:
+            text: The note.
+        """
+        return "noted"
+
+    def answer(context: Context) -> AssistantMessage:
+        if _last_text(context) == "note it":
+            message = assistant_tool_calls(("note", {"text": "x"}), stop_reason="length")
+            message.usage = Usage(input=100, output=30, total_tokens=130)
+            return message
+        return reply("fine")
+
+    model = Model(answer)
+    agent, seen, store = agent_with_history(model, tools=[note])
+    run = agent.prompt("note it")
+    assert run.text == "fine" and seen == []
+    assert any(isinstance(m, ToolResultMessage) for m in agent.state.messages)
+    assert store.load("s") == agent.state.messages
