@@ -7,9 +7,10 @@ the first call, so an agent that never compacts never imports it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentBusyError
+from ..loop import AgentLoopConfig, Tracing, get_tracing
 from ..stream import get_default_stream_fn
 from ._queues import QueueLedger
 from ._record import RunRecord, RunSlot
@@ -17,8 +18,12 @@ from ._setup import Listeners
 from ._state import AgentState
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from ..compaction import Compaction
     from ..events import AgentEvent, CompactionEndEvent
+    from ..messages import AgentMessage, Message
+    from ..models import Model
     from ._persistence import StoreLink
 
 __all__ = ["CompactionMethods"]
@@ -35,6 +40,9 @@ class CompactionMethods:
     _slot: RunSlot
     _listeners: Listeners
     _queues: QueueLedger
+    convert_to_llm: Callable[[list[AgentMessage]], Sequence[Message]]
+    session_id: str | None
+    telemetry: Any
 
     @property
     def compaction(self) -> Compaction | None:
@@ -80,11 +88,13 @@ class CompactionMethods:
         signal = record.signal
         listeners = self._listeners
 
-        def emit(event: AgentEvent) -> None:
+        def tell(event: AgentEvent) -> None:
             for listener in listeners.all:
                 listener(event, signal)
 
         try:
+            tracing = get_tracing()  # instrumented: the compaction is a span of its own
+            emit = tell if tracing is None else self._traced(tracing, model, tell)
             stream_fn = getattr(self, "stream_fn", None) or get_default_stream_fn()
             end = compact_transcript(self._state, self._link, None, settings, "manual",
                                      model=model, stream_fn=stream_fn,
@@ -99,3 +109,12 @@ class CompactionMethods:
         if end.summary is None:
             raise CompactionError(end.error_message or "Compaction failed.")
         return end
+
+    def _traced(self, tracing: Tracing, model: Model, emit: Callable[[AgentEvent], None]
+                ) -> Callable[[AgentEvent], None]:
+        """``emit`` told to the installed tracer first: ``compaction manual`` is a span
+        (under the caller's current span, or the agent's ``telemetry`` parent)."""
+        config = AgentLoopConfig(model=model, convert_to_llm=self.convert_to_llm,
+                                 session_id=self.session_id, telemetry=self.telemetry)
+        started = tracing.start_run(config, emit, get_default_stream_fn())
+        return emit if started is None else started[2]

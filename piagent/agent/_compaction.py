@@ -8,7 +8,9 @@ appends a ``CompactionSummaryMessage`` to both, and the requests are built from
 projection when the transcript holds a summary the run's context has not taken in yet,
 then compacts when the estimated context leaves less than ``reserve_tokens`` of the model's
 window; the stream function, wrapped, compacts once and sends the request again when the
-provider refuses it as too long.
+provider refuses it as too long; ``finish_turn`` compacts after a response that overflowed
+the window silently, and drops, compacts and asks again a response cut short for lack of
+room (pi-coding-agent's checks of a response, once until a response completes).
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ from ..compaction import (
     should_compact,
 )
 from ..events import AgentEvent, CompactionEndEvent, CompactionStartEvent
-from ..loop import AgentContext, AgentLoopConfig, PrepareRequestContext, RequestUpdate
-from ..messages import AgentMessage, CompactionSummaryMessage, ThinkingLevel
+from ..loop import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentTurnContext,
+    PrepareRequestContext,
+    RequestUpdate,
+    TurnDecision,
+)
+from ..messages import AgentMessage, AssistantMessage, CompactionSummaryMessage, ThinkingLevel
 from ..models import Model
-from ..providers import is_context_overflow
+from ..providers import is_context_overflow, is_recoverable_length
 from ..stream import (
     AssistantMessageEvent,
     AssistantMessageEventStream,
@@ -53,6 +62,10 @@ __all__ = ["CompactionRun", "check_compaction", "compact_transcript", "run_hooks
 
 Reason = Literal["threshold", "overflow", "manual"]
 NOTHING = "Nothing to compact: every message fits in the kept part."
+# pi-coding-agent's texts when a compact-and-retry was not enough
+OVERFLOW_FAILED = ("Context overflow recovery failed after one compact-and-retry attempt. Try "
+                   "reducing context or switching to a larger-context model.")
+LENGTH_FAILED = "Truncated response recovery failed after one compact-and-retry attempt."
 
 
 def check_compaction(value: object) -> None:
@@ -134,11 +147,20 @@ class CompactionRun:
         self.after = 0  # where, in it, the messages after the latest summary start
         self.failed = False  # a threshold compaction of this run failed
         self.estimate: RunningEstimate | None = None  # of the loop's context list
+        self.model: Model | None = None  # the model of the latest request
+        self.user_finish = config.finish_turn
+        # a compact-and-retry was made since the last complete response: not a second one
+        self.retried = False
 
     def install(self) -> tuple[AgentLoopConfig, StreamFn]:
-        """The run's config with the ``prepare_request`` hook, and the stream function."""
-        config = dataclasses.replace(self.config, prepare_request=self.prepare_request)
-        return config, (self.stream if self.settings.auto else self.inner)
+        """The run's config with the ``prepare_request`` hook (and, when automatic, the
+        ``finish_turn`` one), and the stream function."""
+        if not self.settings.auto:
+            return dataclasses.replace(self.config, prepare_request=self.prepare_request), \
+                self.inner
+        config = dataclasses.replace(self.config, prepare_request=self.prepare_request,
+                                     finish_turn=self.finish_turn)
+        return config, self.stream
 
     # --- before each request ------------------------------------------------------------
 
@@ -156,6 +178,7 @@ class CompactionRun:
         user = self.user_prepare(ctx, signal) if self.user_prepare is not None else None
         context = user.context if user is not None and user.context is not None else ctx.context
         model = (user.model if user is not None and user.model is not None else None) or ctx.model
+        self.model = model
         replaced = False
         if self.context is None and (user is None or user.context is None):
             # the run's first request, or the first after an overflow's compaction: the
@@ -199,6 +222,65 @@ class CompactionRun:
                                     self.config.reasoning),
             emit=self.emit, will_retry=will_retry)
 
+    # --- after a response ----------------------------------------------------------------
+
+    def finish_turn(self, turn: AgentTurnContext, signal: AbortSignal) -> TurnDecision | None:
+        """pi's checks of a completed response: a silent overflow (a ``"stop"`` whose input
+        exceeds the window) is compacted after its turn, without a retry; a response cut at
+        its output limit because the context left too little room (a ``"length"`` with no
+        output that filled the window, or pi-ai's ``is_recoverable_length``) is dropped,
+        compacted and asked again, once."""
+        decision = self.user_finish(turn, signal) if self.user_finish is not None else None
+        message, model = turn.message, self.model
+        stop = message.stop_reason
+        if model is None or stop in ("error", "aborted"):
+            return decision
+        if stop != "length":
+            self.retried = False
+            if stop == "stop" and not self.failed and is_context_overflow(
+                    message, model.context_window):
+                end = self._compact("overflow", model, signal)
+                if end.summary is not None:
+                    self.context = None  # a next request of this run takes the projection
+                else:  # not again in this run
+                    self.failed = True
+            return decision
+        overflow = is_context_overflow(message, model.context_window)
+        if not overflow and not is_recoverable_length(
+                message, self.config.max_tokens or model.max_tokens):
+            return decision
+        if self.retried:  # as pi: the second time, the run ends saying why
+            self.emit(CompactionEndEvent(
+                "overflow", error_message=OVERFLOW_FAILED if overflow else LENGTH_FAILED))
+            return decision
+        if decision == "end" or turn.tool_results or message.tool_calls:
+            return decision  # a batch ran on it: the response stays
+        return "continue" if self._drop_and_compact(message, model, signal) else decision
+
+    def _drop_and_compact(self, message: AssistantMessage, model: Model,
+                          signal: AbortSignal) -> bool:
+        """The cut-short response leaves the transcript (and the store, rewritten with the
+        summary), as a refused request never enters it; the older part is summarised. If
+        the compaction fails, the response is put back. Whether the turn is asked again."""
+        log = self.state.messages
+        last = log[-1] if log else None
+        if not (isinstance(last, AssistantMessage) and last.timestamp == message.timestamp
+                and last.stop_reason == "length"):
+            return False
+        log.pop()
+        end = self._compact("overflow", model, signal, will_retry=True)
+        if end.summary is None:
+            log.append(last)
+            return False
+        run_messages = self.run.messages
+        for index in range(len(run_messages) - 1, -1, -1):
+            if run_messages[index] is last:
+                del run_messages[index]
+                break
+        self.retried = True
+        self.context = None  # the retried request takes the projection
+        return True
+
     # --- a refused request ----------------------------------------------------------------
 
     def stream(self, model: Model | None, context: Context, options: StreamOptions
@@ -222,8 +304,11 @@ class CompactionRun:
                 continue
             if type(event) is ErrorEvent and event.error.stop_reason == "error" \
                     and is_context_overflow(event.error):
-                yield from self._retry(event, model, options)
-                return
+                if not self.retried:
+                    yield from self._retry(event, model, options)
+                    return
+                # compacted and sent again, refused again: as pi, the run ends saying so
+                self.emit(CompactionEndEvent("overflow", error_message=OVERFLOW_FAILED))
             yield from held
             yield event
             yield from events
@@ -242,11 +327,12 @@ class CompactionRun:
             return
         view: list[AgentMessage] = self._project()
         self.context = None  # the loop's context takes the projection at its next request
+        self.retried = True
         config = self.config
         if config.transform_context is not None:
             view = config.transform_context(view, signal)
         retried = Context(list(config.convert_to_llm(view)))
-        yield from self.inner(model, retried, options)
+        yield from self._relay(self.inner(model, retried, options), model, options)
 
 
 def _after_summary(messages: list[AgentMessage]) -> int:

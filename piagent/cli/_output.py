@@ -271,7 +271,7 @@ class EventPrinter:
         self._clear_waiting()
         self._end_line()
         why = {"threshold": "it nears the model's context window",
-               "overflow": "the model refused it as too long",
+               "overflow": "it overflowed the model's context window",
                "manual": "you asked"}.get(event.reason, event.reason)
         self.line(self.style.dim(f"(compacting the conversation: {why}...)"))
 

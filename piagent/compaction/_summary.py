@@ -9,6 +9,7 @@ prefix of a turn cut in two.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 
 from ..abort import AbortSignal
@@ -26,6 +27,8 @@ from ..messages import (
     UserMessage,
 )
 from ..models import Model
+from ..providers import is_context_overflow, is_retryable_error
+from ..providers.kit import DEFAULT_MAX_RETRIES
 from ..stream import Context, StreamFn, StreamOptions
 
 __all__ = ["CompactionError", "add_usage", "file_lists", "format_file_lists", "serialize_conversation",
@@ -156,7 +159,7 @@ def add_usage(a: Usage | None, b: Usage) -> Usage:
 def _ask(prompt: str, label: str, model: Model, stream_fn: StreamFn,
          options: StreamOptions) -> tuple[str, Usage]:
     context = Context([SystemMessage(SYSTEM_PROMPT), UserMessage([TextContent(prompt)])])
-    reply = stream_fn(model, context, options).result()
+    reply = _reply(context, label, model, stream_fn, options)
     if reply.stop_reason == "aborted":
         msg = f"{label} was aborted"
         raise CompactionError(msg)
@@ -174,6 +177,32 @@ def _ask(prompt: str, label: str, model: Model, stream_fn: StreamFn,
         msg = f"{label} failed: the model answered with no text"
         raise CompactionError(msg)
     return text, reply.usage
+
+
+def _reply(context: Context, label: str, model: Model, stream_fn: StreamFn,
+           options: StreamOptions) -> AssistantMessage:
+    """One summary request, sent again (as pi-ai's ``retryAssistantCall``) while it fails
+    with a transient error: at most ``options.max_retries`` times (else the providers'
+    default, 2), after the providers' back-off (0.5 s doubling, at most 8 s, clamped to
+    ``options.max_retry_delay_ms``), each wait ended by an abort."""
+    retries = DEFAULT_MAX_RETRIES if options.max_retries is None else options.max_retries
+    signal = options.signal
+    attempt = 0
+    while True:
+        reply = stream_fn(model, context, options).result()
+        if (reply.stop_reason != "error" or attempt >= retries or is_context_overflow(reply)
+                or not is_retryable_error(reply)):
+            return reply
+        delay = min(0.5 * 2 ** attempt, 8.0)
+        cap_ms = options.max_retry_delay_ms
+        if cap_ms:
+            delay = min(delay, cap_ms / 1000)
+        attempt += 1
+        if signal is not None and signal.wait(delay):  # aborted while waiting
+            msg = f"{label} was aborted"
+            raise CompactionError(msg)
+        if signal is None:
+            threading.Event().wait(delay)  # nothing can end this wait: it is bounded
 
 
 def summarize(to_summarize: Sequence[AgentMessage], turn_prefix: Sequence[AgentMessage], *,

@@ -192,7 +192,13 @@ def test_an_overflow_twice_fails_the_run_saying_why() -> None:
         agent.state.messages.append(assistant_text("a" * 400))
     run = agent.prompt("again")
     assert run.error_message == OVERFLOW  # compacted once, refused again: the provider's text
-    assert [e.type for e in seen] == ["compaction_start", "compaction_end"]  # one only
+    # one compaction only; then, as pi, a compaction_end saying the recovery failed
+    assert [e.type for e in seen] == ["compaction_start", "compaction_end", "compaction_end"]
+    assert seen[1].summary is not None and seen[1].will_retry
+    assert (seen[2].reason, seen[2].summary, seen[2].will_retry) == ("overflow", None, False)
+    assert seen[2].error_message == (
+        "Context overflow recovery failed after one compact-and-retry attempt. Try reducing "
+        "context or switching to a larger-context model.")
     # with nothing left to summarise, the error says so
     model2 = Model(lambda context: assistant_error(OVERFLOW))
     agent2 = Agent(model=model2.fn.model, stream_fn=model2.fn, compaction=Compaction())

@@ -1,12 +1,15 @@
 """A compaction inside a run is a ``compaction {reason}`` span under the run's
-``invoke_agent`` span, with the estimated tokens before and after and the summary's usage."""
+``invoke_agent`` span, with the estimated tokens before and after and the summary's usage;
+``agent.compact()`` between runs is a ``compaction manual`` span under the caller's."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from piagent import Agent, AssistantMessage, Context, StreamOptions, Usage, UserMessage
-from piagent.compaction import Compaction
+from piagent.compaction import Compaction, CompactionError
 from piagent.testing import ScriptedStreamFn, assistant_error, assistant_text
 
 from .conftest import Spans
@@ -55,3 +58,38 @@ def test_a_failed_compaction_span_says_why(spans: Spans) -> None:
     span = spans.named("compaction threshold")[0]
     assert not span.status.is_ok
     assert "no summaries today" in (span.status.description or "")
+
+
+def test_compact_between_runs_is_a_span_under_the_caller_s(spans: Spans) -> None:
+    summaries_fail = [True]
+
+    def model(context: Context, options: StreamOptions) -> AssistantMessage:
+        last = context.messages[-1]
+        if summaries_fail[0] and isinstance(last, UserMessage) and last.text.startswith(
+                "<conversation>"):
+            return assistant_error("no summaries today")
+        return answer(context, options)
+
+    fn = ScriptedStreamFn([model] * 40)
+    agent = Agent(model=fn.model, stream_fn=fn, session_id="chat-7",
+                  compaction=Compaction(keep_recent_tokens=500))
+    for n in range(3):
+        agent.prompt(f"question {n} " + "q" * 2000)
+    assert spans.named("compaction manual") == []
+    with pytest.raises(CompactionError):
+        agent.compact()
+    failed = spans.one("compaction manual")
+    assert not failed.status.is_ok and "no summaries today" in (failed.status.description or "")
+    summaries_fail[0] = False
+    with spans.tracer.start_as_current_span("caller") as caller:
+        agent.compact("Keep the numbers.")
+    span = spans.named("compaction manual")[-1]
+    attributes = span.attributes or {}
+    assert attributes["gen_ai.operation.name"] == "compaction"
+    assert attributes["piagent.compaction.reason"] == "manual"
+    assert attributes["piagent.compaction.tokens_before"] > attributes[
+        "piagent.compaction.tokens_after"] > 0
+    assert attributes["gen_ai.usage.output_tokens"] in (20, 40)  # one or two summary requests
+    assert span.status.is_ok
+    assert span.parent is not None and span.parent.span_id == caller.get_span_context().span_id
+    assert [s.name for s in spans.finished()].count("invoke_agent support") == 3  # no new run
