@@ -32,8 +32,11 @@ class GoogleStreamState:
     Thread safety: used only by the worker thread running ``_run``.
     """
 
-    def __init__(self, out: MessageBuilder) -> None:
+    def __init__(self, out: MessageBuilder, label: str = LABEL,
+                 provider: str = "google") -> None:
         self.out = out
+        self.label = label  # "Google", or "Google Vertex" (api google-vertex)
+        self.provider = provider
         self.current: int | None = None  # index of the open text/thinking block
         self.current_kind = ""
         self.finish_reason: str | None = None
@@ -50,7 +53,7 @@ class GoogleStreamState:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk:
-            raise _error_from_body(chunk)
+            raise _error_from_body(chunk, self.label, self.provider)
         candidates = chunk.get("candidates") or []
         candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
         for part in (candidate.get("content") or {}).get("parts") or ():
@@ -145,16 +148,16 @@ class GoogleStreamState:
         self.out.close_open_blocks()
         if self.finish_reason is None:
             if tail:
-                raise _error_from_tail(tail)
+                raise _error_from_tail(tail, self.label, self.provider)
             if self.block_reason is not None:
-                msg = f"Google blocked the prompt (blockReason {self.block_reason})."
-                raise ProviderError(msg, provider="google")
-            raise ProviderError("Google stream ended without a finish reason. "
-                                "Retry the request.", provider="google")
+                msg = f"{self.label} blocked the prompt (blockReason {self.block_reason})."
+                raise ProviderError(msg, provider=self.provider)
+            raise ProviderError(f"{self.label} stream ended without a finish reason. "
+                                "Retry the request.", provider=self.provider)
         mapped = _FINISH_REASONS.get(self.finish_reason)
         if mapped is None:
             msg = f"Provider stopped with: {self.finish_reason}"
-            raise ProviderError(msg, provider="google")
+            raise ProviderError(msg, provider=self.provider)
         if mapped == "stop" and self.out.message.tool_calls:
             mapped = "toolUse"  # Gemini says STOP even when the turn ends with calls
         self.out.finish(mapped)
@@ -228,28 +231,29 @@ def _count(usage: dict[str, Any], key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _error_from_body(data: dict[str, Any]) -> ProviderError:
+def _error_from_body(data: dict[str, Any], label: str = LABEL,
+                     provider: str = "google") -> ProviderError:
     error = data.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     status = code if isinstance(code, int) else 500
-    return ProviderError(format_http_error(LABEL, status, json.dumps(data)), provider="google",
+    return ProviderError(format_http_error(label, status, json.dumps(data)), provider=provider,
                          status_code=status, body=data)
 
 
-def _error_from_tail(tail: str) -> ProviderError:
+def _error_from_tail(tail: str, label: str = LABEL, provider: str = "google") -> ProviderError:
     """Gemini appends a bare (not SSE-framed) JSON error object to a stream it gives up on."""
     try:
         data = json.loads(tail)
     except ValueError:
-        msg = (f"Google stream ended without a finish reason; it ended with text that is "
+        msg = (f"{label} stream ended without a finish reason; it ended with text that is "
                f"not an event: {clip(tail, 500)!r}")
-        return ProviderError(msg, provider="google")
+        return ProviderError(msg, provider=provider)
     if isinstance(data, list) and data and isinstance(data[0], dict):
         data = data[0]
     if isinstance(data, dict) and "error" in data:
-        return _error_from_body(data)
-    msg = f"Google stream ended without a finish reason: {clip(tail, 500)}"
-    return ProviderError(msg, provider="google")
+        return _error_from_body(data, label, provider)
+    msg = f"{label} stream ended without a finish reason: {clip(tail, 500)}"
+    return ProviderError(msg, provider=provider)
 
 
 def _compact(value: Any) -> str:
