@@ -15,6 +15,8 @@ are loaded once and refreshed by one thread at a time (``_lock``).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -122,18 +124,36 @@ def _transport() -> Any:
 
 
 def _load(path: str) -> Any:
+    """The credentials of the file at ``path`` (a service account or gcloud's authorized
+    user), else google-auth's default chain."""
     import google.auth
     import google.auth.exceptions
 
+    auth: Any = google.auth  # typed loosely: google-auth's hints are partial
     try:
-        if path:
-            credentials, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-                path, scopes=[SCOPE])
-        else:
-            credentials, _ = google.auth.default(scopes=[SCOPE])
-    except google.auth.exceptions.DefaultCredentialsError as exc:
+        if path and os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") != path:
+            return _load_file(path)
+        credentials, _ = auth.default(scopes=[SCOPE])
+    except (google.auth.exceptions.DefaultCredentialsError, OSError, ValueError) as exc:
         raise ProviderError(
             f"Vertex AI found no usable credentials in {_where(path)}: {exc} Run `gcloud auth "
             "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a "
             "service-account file, or pass a Vertex API key.", provider=PROVIDER) from exc
     return credentials
+
+
+def _load_file(path: str) -> Any:
+    """A credentials file named in ``StreamOptions.env``, by its ``type`` (google-auth's
+    generic loader is deprecated for files from elsewhere)."""
+    from google.oauth2 import credentials as user, service_account
+
+    with open(path, encoding="utf-8") as handle:
+        kind = json.load(handle).get("type")
+    loaders: dict[str, Any] = {  # typed loosely: google-auth's hints are partial
+        "service_account": service_account.Credentials.from_service_account_file,
+        "authorized_user": user.Credentials.from_authorized_user_file}
+    if kind in loaders:
+        return loaders[kind](path, scopes=[SCOPE])
+    raise ValueError(f"credentials of type {kind!r} are read from the environment's "
+                     "GOOGLE_APPLICATION_CREDENTIALS only (StreamOptions.env takes "
+                     "'service_account' and 'authorized_user' files).")
