@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 SPOKEN_APIS = ("openai-completions", "openai-responses", "anthropic-messages",
-               "google-generative-ai")
+               "google-generative-ai",
+               "google-vertex")
 OUT = Path(__file__).resolve().parent.parent / "piagent" / "providers" / "models.json"
 _DROPPED = ("id", "provider", "type")  # implied by where the entry sits
 

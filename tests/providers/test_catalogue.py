@@ -35,7 +35,8 @@ def test_main_vendors_have_priced_models():
     for provider in get_providers():
         for model in get_models(provider):
             assert model.api in ("openai-completions", "openai-responses",
-                                 "anthropic-messages", "google-generative-ai")
+                                 "anthropic-messages", "google-generative-ai",
+                                 "google-vertex")
 
 
 def test_the_issue_examples_are_catalogued():

@@ -27,7 +27,7 @@ from tests.reference.conftest import ThreadedServer
 
 Reply = dict[str, Any]
 API_PATH = {"openai-completions": "/v1", "openai-responses": "/v1", "anthropic-messages": "",
-            "google-generative-ai": "/v1beta"}
+            "google-generative-ai": "/v1beta", "google-vertex": ""}
 AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 KEPT_HEADERS = ("content-type", "anthropic-version", "anthropic-beta")
 USAGE = (12, 5)
@@ -188,7 +188,8 @@ def google(reply: Reply, n: int) -> Iterator[bytes]:
 
 
 ENCODERS = {"openai-completions": completions, "openai-responses": responses,
-            "anthropic-messages": anthropic, "google-generative-ai": google}
+            "anthropic-messages": anthropic, "google-generative-ai": google,
+            "google-vertex": google}
 
 
 class CaptureServer(ThreadedServer):

@@ -75,6 +75,11 @@ CATALOGUE_ROWS = {
         "Gemini 3.5 and later, its thinking budget defaults", "google-generative-ai",
         r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
         r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
+    "catalogue-vertex-16": CatalogueRow(
+        "the same Gemini thinking rules on Vertex AI (one request builder for both APIs)",
+        "google-vertex",
+        r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
+        r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
 }
 
 
