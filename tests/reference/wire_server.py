@@ -9,7 +9,7 @@ headers ``KEPT_HEADERS`` and the NAMES of the auth and signing headers, never th
 A reply: ``{"status": 200, "content_type": ..., "chunks": [bytes, ...], "hang": bool}``: the
 chunks are written one by one (each flushed); with ``hang`` the answer then waits (bounded)
 until the client closes the connection (an abort). A reply with another status answers
-``body`` (bytes) whole.
+``body`` (bytes) whole, with the reply's ``headers``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ class WireServer(ThreadedServer):
                     self.send_header("Content-Type", reply.get("content_type",
                                                                "application/json"))
                     self.send_header("Content-Length", str(len(body)))
+                    for name, value in reply.get("headers", {}).items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(body)
                     return
