@@ -32,7 +32,8 @@ from typing import Any
 
 SPOKEN_APIS = ("openai-completions", "openai-responses", "anthropic-messages",
                "google-generative-ai",
-               "google-vertex")
+               "google-vertex",
+               "bedrock-converse-stream")
 OUT = Path(__file__).resolve().parent.parent / "piagent" / "providers" / "models.json"
 _DROPPED = ("id", "provider", "type")  # implied by where the entry sits
 

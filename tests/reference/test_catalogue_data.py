@@ -25,7 +25,8 @@ from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
 
 ROOT = HERE.parent.parent
 SPOKEN = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai",
-          "google-vertex")
+          "google-vertex",
+          "bedrock-converse-stream")
 KEYS_KEPT = {
     # piagent's own key variables (ENV_VARS) win over pi-ai's (docs/reference.md row
     # `catalogue-key-variables`)
