@@ -64,6 +64,8 @@ def _sdk_headers(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Row ``wire-bedrock-sdk-headers``: the SDK's own headers out of pi's signature."""
     out = json.loads(json.dumps(requests))
     for record in out:
+        if not record["headers"].get("auth_scheme", "").startswith("AWS4"):
+            continue  # a bearer token: nothing signed
         scheme, _, names = record["headers"].get("auth_scheme", "").partition(" SignedHeaders=")
         kept = [n for n in names.split(";") if n not in SDK_SIGNED]
         assert len(kept) < len(names.split(";")), names
