@@ -22,8 +22,8 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    sanitize_surrogates,
 )
-from ..messages._unicode import sanitize_surrogates
 from ..models import Model
 from ..stream import StreamOptions
 from ..transcript import get_current_tools
