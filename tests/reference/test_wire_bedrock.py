@@ -27,6 +27,7 @@ from .wire_harness import (
     Out,
     Row,
     apply_rows,
+    assert_documented,
     comparable,
     compare_requests,
     pi_job,
@@ -88,6 +89,10 @@ def pi_side(pi16_installed: Path, server: WireServer,
 
 
 ROWS: dict[str, Row] = dict(COMMON_ROWS)
+
+
+def test_rows_are_documented() -> None:
+    assert_documented([*COMMON_ROWS, "wire-bedrock-sdk-headers"])
 
 
 def test_rows_name_conversations() -> None:

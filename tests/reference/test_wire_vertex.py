@@ -27,6 +27,7 @@ from .ref_normalise import first_difference
 from .wire_harness import (
     COMMON_ROWS,
     apply_rows,
+    assert_documented,
     comparable,
     compare_requests,
     pi_job,
@@ -71,6 +72,10 @@ def pi_side(pi16_installed: Path, server: WireServer,
     jobs = [pi_job(name, _model_json(conv, server.add_run(f"{name}--pi", conv["script"])),
                    conv, _options(conv)) for name, conv in CONVERSATIONS.items()]
     return run_pi(jobs, tmp_path_factory.mktemp("wire-vertex"))
+
+
+def test_rows_are_documented() -> None:
+    assert_documented([*COMMON_ROWS])
 
 
 def test_rows_name_conversations() -> None:

@@ -150,3 +150,11 @@ def apply_rows(name: str, pi: Out, ours: Out, rows: list[str],
         pi = table[row][1](pi, ours)
         assert pi != before, f"[{row}] does not change pi's output of {name}"
     return pi
+
+
+def assert_documented(rows: list[str]) -> None:
+    """Every row is a row of docs/reference.md's deliberate differences."""
+    text = (PI16.parent.parent.parent / "docs" / "reference.md").read_text()
+    for row in rows:
+        assert any(line.startswith(f"| `{row}`") for line in text.splitlines()), \
+            f"docs/reference.md has no row `{row}`"
