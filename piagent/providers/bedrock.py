@@ -84,8 +84,12 @@ def _run(call: ProviderCall) -> Iterator[None]:
             frames.add_data(chunk)
             for frame in _frames(frames):
                 kind, payload = _decode(frame)
-                if hook is not None:
-                    hook({kind: payload}, model)
+                if hook is not None:  # pi-ai hands it the SDK's item: {eventType: event}
+                    try:
+                        hook({kind: payload}, model)
+                    except Exception as exc:
+                        raise ProviderError(f"StreamOptions.on_provider_stream_event raised "
+                                            f"{type(exc).__name__}: {exc}") from exc
                 state.handle(kind, payload)
             yield  # hand the queued events to the consumer
     state.finish()

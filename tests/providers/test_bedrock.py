@@ -291,3 +291,29 @@ def test_timeout_of_a_stalled_stream(sse_server: ScriptedServer) -> None:
     message = _stream(sse_server, timeout_ms=100).result(WAIT)
     assert message.stop_reason == "error"
     assert "Bedrock" in message.error_message
+
+
+def test_stream_events_reach_the_hook(sse_server: ScriptedServer) -> None:
+    seen: list[Any] = []
+    sse_server.add(_answer())
+    assert _stream(sse_server, on_provider_stream_event=lambda e, m: seen.append(e)).result(
+        WAIT).text == "Hi"
+    assert seen[0] == {"messageStart": {"role": "assistant", "p": "abcd"}}
+    assert [next(iter(e)) for e in seen] == ["messageStart", "contentBlockDelta",
+                                             "contentBlockStop", "messageStop", "metadata"]
+
+
+def test_a_raising_hook_is_named(sse_server: ScriptedServer) -> None:
+    def hook(event: Any, model: Model) -> None:
+        raise KeyError("boom")
+
+    sse_server.add(_answer())
+    message = _stream(sse_server, on_provider_stream_event=hook).result(WAIT)
+    assert message.error_message == "StreamOptions.on_provider_stream_event raised KeyError: 'boom'"
+
+
+def test_on_response_sees_the_accepted_answer(sse_server: ScriptedServer) -> None:
+    seen: list[int] = []
+    sse_server.add(_answer())
+    _stream(sse_server, on_response=lambda r, m: seen.append(r.status)).result(WAIT)
+    assert seen == [200]
