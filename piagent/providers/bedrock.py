@@ -19,9 +19,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import ProviderError, ProviderResponseError
-from ..messages import StopReason
+from ..messages import StopReason, now_ms
 from ..models import Model
-from ..stream import AssistantMessageEventStream, Context, StreamOptions
+from ..stream import AssistantMessageEventStream, Context, ProviderResponse, StreamOptions
 from ._bedrock_auth import bedrock_target, sign
 from ._bedrock_request import build_bedrock_request
 from .kit import HttpClient, MessageBuilder, ProviderCall, json_dumps, start_stream
@@ -60,6 +60,15 @@ def stream_bedrock(model: Model | None, context: Context,
 
 
 def _run(call: ProviderCall) -> Iterator[None]:
+    seen: dict[str, Any] = {}  # the last response's status and headers (for diagnostics)
+    try:
+        yield from _converse(call, seen)
+    except ProviderError as exc:
+        _diagnose(call.out, exc, seen)
+        raise
+
+
+def _converse(call: ProviderCall, seen: dict[str, Any]) -> Iterator[None]:
     options = call.options
     model = call.model
     target = bedrock_target(model, options)
@@ -72,8 +81,15 @@ def _run(call: ProviderCall) -> Iterator[None]:
     request = call.request(url, body, headers)
     data = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
     signed = sign(target, url, data, call.add_secret)
+    user_hook = request.on_response
+
+    def on_response(response: ProviderResponse) -> None:
+        seen["response"] = response
+        if user_hook is not None:
+            user_hook(response)
+
     request = replace(request, body=data, headers={**request.headers, **signed},
-                      accept=EVENT_STREAM)
+                      accept=EVENT_STREAM, on_response=on_response)
     state = _State(call.out)
     hook = options.on_provider_stream_event
     from botocore.eventstream import EventStreamBuffer  # the extra, checked by bedrock_target
@@ -93,6 +109,35 @@ def _run(call: ProviderCall) -> Iterator[None]:
                 state.handle(kind, payload)
             yield  # hand the queued events to the consumer
     state.finish()
+
+
+def _diagnose(out: MessageBuilder, exc: ProviderError, seen: dict[str, Any]) -> None:
+    """pi-ai's ``bedrock_response_failure`` diagnostic: the HTTP status, the modelled error
+    code and the request id, those known (none: no diagnostic)."""
+    details: dict[str, Any] = {}
+    response: ProviderResponse | None = seen.get("response")
+    headers = {k.lower(): v for k, v in response.headers.items()} if response else {}
+    if exc.status_code is not None and response is not None and response.status >= 400:
+        details["status"] = exc.status_code
+        code = headers.get("x-amzn-errortype", "").split(":")[0]
+        if code.endswith("Exception"):
+            details["errorCode"] = code
+    if isinstance(exc, _StreamException):
+        details["errorCode"] = exc.code
+    request_id = headers.get("x-amzn-requestid", "").strip()
+    if request_id and len(request_id) <= 200:
+        details["requestId"] = request_id
+    if details:
+        out.add_diagnostic({"type": "bedrock_response_failure", "timestamp": now_ms(),
+                            "details": details})
+
+
+class _StreamException(ProviderError):
+    """A modelled exception inside the stream; ``code``: its name (``ThrottlingException``)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message, provider="amazon-bedrock")
+        self.code = code
 
 
 def _frames(buffer: Any) -> Iterator[Any]:
@@ -118,7 +163,8 @@ def _decode(frame: Any) -> tuple[str, Any]:
     text = payload.get("message") or payload.get("Message") or headers.get(":error-message") \
         if isinstance(payload, dict) else None
     prefix = _EXCEPTIONS.get(name[:1].lower() + name[1:], name)
-    raise ProviderError(f"{prefix}: {text or json.dumps(payload)}", provider="amazon-bedrock")
+    raise _StreamException(f"{prefix}: {text or json.dumps(payload)}",
+                           name[:1].upper() + name[1:])
 
 
 class _State:
@@ -152,13 +198,17 @@ class _State:
                 out.close_block(index)
         elif kind == "messageStop":
             self.stop = str(event.get("stopReason") or "")
+            out.set_response(raw_stop_reason=self.stop)
         elif kind == "metadata" and isinstance(event.get("usage"), dict):
             usage = event["usage"]
             counts = [int(usage.get(k) or 0) for k in ("inputTokens", "outputTokens",
                                                         "cacheReadInputTokens",
                                                         "cacheWriteInputTokens")]
+            details = usage.get("cacheDetails")
+            hour = sum(int(d.get("inputTokens") or 0) for d in details if isinstance(d, dict)
+                       and d.get("ttl") == "1h") if isinstance(details, list) else None
             out.set_usage(input=counts[0], output=counts[1], cache_read=counts[2],
-                          cache_write=counts[3],
+                          cache_write=counts[3], cache_write_1h=hour,
                           total_tokens=int(usage.get("totalTokens") or 0)
                           or counts[0] + counts[1])
         elif kind == "messageStart" and event.get("role") not in (None, "assistant"):

@@ -91,7 +91,7 @@ def tool(index: int, call_id: str, name: str, *pieces: str) -> list[bytes]:
             event("contentBlockStop", contentBlockIndex=index)]
 
 
-def stop(reason: str, inp: int = 40, out: int = 9, **more: int) -> list[bytes]:
+def stop(reason: str, inp: int = 40, out: int = 9, **more: Any) -> list[bytes]:
     usage = {"inputTokens": inp, "outputTokens": out, "totalTokens": inp + out, **more}
     return [event("messageStop", stopReason=reason),
             event("metadata", usage=usage, metrics={"latencyMs": 120})]
@@ -173,8 +173,10 @@ def conversations() -> list[dict[str, Any]]:
              event("contentBlockStop", contentBlockIndex=0), text(1, "Ok."),
              stop("end_turn"))]},
         {"name": "cache-long", "options": {"cacheRetention": "long"}, "messages": [system, user],
-         "script": [ok(start(), text(0, "Sunny."), stop("end_turn", 100, 9,
-                                                        cacheReadInputTokens=1000))]},
+         "script": [ok(start(), text(0, "Sunny."), stop(
+             "end_turn", 100, 9, cacheReadInputTokens=1000, cacheWriteInputTokens=300,
+             cacheDetails=[{"ttl": "1h", "inputTokens": 200},
+                           {"ttl": "5m", "inputTokens": 100}]))]},
         {"name": "abort-mid-stream", "messages": [user], "abortOn": "text_delta",
          "script": [ok(start(), event("contentBlockDelta", contentBlockIndex=0,
                                       delta={"text": "It is "}), hang=True)]},
