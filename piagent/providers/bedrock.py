@@ -122,22 +122,14 @@ def _diagnose(out: MessageBuilder, exc: ProviderError, seen: dict[str, Any]) -> 
         code = headers.get("x-amzn-errortype", "").split(":")[0]
         if code.endswith("Exception"):
             details["errorCode"] = code
-    if isinstance(exc, _StreamException):
-        details["errorCode"] = exc.code
+    if exc.status_code is None and isinstance(exc.body, dict) and "errorCode" in exc.body:
+        details["errorCode"] = exc.body["errorCode"]  # a modelled exception in the stream
     request_id = headers.get("x-amzn-requestid", "").strip()
     if request_id and len(request_id) <= 200:
         details["requestId"] = request_id
     if details:
         out.add_diagnostic({"type": "bedrock_response_failure", "timestamp": now_ms(),
                             "details": details})
-
-
-class _StreamException(ProviderError):
-    """A modelled exception inside the stream; ``code``: its name (``ThrottlingException``)."""
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message, provider="amazon-bedrock")
-        self.code = code
 
 
 def _frames(buffer: Any) -> Iterator[Any]:
@@ -163,8 +155,8 @@ def _decode(frame: Any) -> tuple[str, Any]:
     text = payload.get("message") or payload.get("Message") or headers.get(":error-message") \
         if isinstance(payload, dict) else None
     prefix = _EXCEPTIONS.get(name[:1].lower() + name[1:], name)
-    raise _StreamException(f"{prefix}: {text or json.dumps(payload)}",
-                           name[:1].upper() + name[1:])
+    raise ProviderError(f"{prefix}: {text or json.dumps(payload)}", provider="amazon-bedrock",
+                        body={"errorCode": name[:1].upper() + name[1:], "payload": payload})
 
 
 class _State:
