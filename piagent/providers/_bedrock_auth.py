@@ -102,9 +102,13 @@ def bedrock_target(model: Model, options: StreamOptions) -> BedrockTarget:
     arn = _ARN_REGION.match(model.id)
     region = (arn.group(1) if arn else configured
               or (standard.group(1) if standard and explicit else None))
-    if not region:
-        region = (_session(profile).get_config_variable("region") if profile else None) \
-            or "us-east-1"
+    if not region and profile:
+        try:
+            region = _session(profile).get_config_variable("region")
+        except Exception as exc:  # botocore's ProfileNotFound, a malformed config file
+            raise ProviderError(f"Amazon Bedrock could not read AWS profile {profile!r}: "
+                                f"{exc}", provider=PROVIDER) from exc
+    region = region or "us-east-1"
     endpoint = model.base_url if explicit and model.base_url else \
         f"https://bedrock-runtime.{region}.amazonaws.com"
     skip = env_value("AWS_BEDROCK_SKIP_AUTH", env) == "1"

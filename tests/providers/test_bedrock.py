@@ -317,3 +317,9 @@ def test_on_response_sees_the_accepted_answer(sse_server: ScriptedServer) -> Non
     sse_server.add(_answer())
     _stream(sse_server, on_response=lambda r, m: seen.append(r.status)).result(WAIT)
     assert seen == [200]
+
+
+def test_an_unknown_profile_is_named(sse_server: ScriptedServer) -> None:
+    message = _stream(sse_server, env={"AWS_PROFILE": "nope"}).result(WAIT)
+    assert message.stop_reason == "error"
+    assert message.error_message.startswith("Amazon Bedrock could not read AWS profile 'nope'")
