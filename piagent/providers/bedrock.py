@@ -221,7 +221,8 @@ class _State:
         elif isinstance(delta.get("reasoningContent"), dict):
             reasoning = delta["reasoningContent"]
             if index is None:
-                index = self.open[at] = out.open_thinking("")
+                index = self.open[at] = out.open_thinking(
+                    "", redacted=bool(reasoning.get("redactedContent")))
             block = out.block(index)
             if block.type != "thinking":
                 return
@@ -232,7 +233,7 @@ class _State:
             if reasoning.get("redactedContent"):
                 if index not in self.redacted:
                     self.redacted[index] = []
-                    block.redacted = True
+                    block.redacted = True  # (usually opened so: redacted blocks come alone)
                     out.set_signature(index, "")
                     out.add_thinking(index, _REDACTED)
                 self.redacted[index].append(base64.b64decode(reasoning["redactedContent"]))
