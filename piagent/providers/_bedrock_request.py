@@ -30,6 +30,7 @@ from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import env_value
+from ._strict import prefers_strict, strict_sampling
 from ._transform import leading_system_text, transform_messages
 
 __all__ = ["build_bedrock_request", "is_claude"]
@@ -86,8 +87,11 @@ def _cache_point(retention: str) -> dict[str, Any]:
 
 
 def build_bedrock_request(model: Model, messages: Sequence[AgentMessage],
-                          options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of ``/model/{modelId}/converse-stream`` for a context's messages."""
+                          options: StreamOptions, *,
+                          relax_strict: bool = False) -> tuple[dict[str, Any], bool]:
+    """The JSON body of ``/model/{modelId}/converse-stream`` for a context's messages, and
+    whether it holds tools sent strict that only prefer it (``relax_strict``: send those
+    plain, after Bedrock refused their number)."""
     level = options.reasoning if options.reasoning not in (None, "off") else None
     limit = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     budget = None
@@ -117,15 +121,25 @@ def build_bedrock_request(model: Model, messages: Sequence[AgentMessage],
         config["temperature"] = options.temperature
     body["inferenceConfig"] = config
     tools = get_current_tools(folded)
+    preferred = False
     if tools:
-        body["toolConfig"] = {"tools": [{"toolSpec": {
-            "name": t.name, "description": t.description,
-            "inputSchema": {"json": t.parameters}}} for t in tools]}
+        supported = bool((model.compat or {}).get("supportsStrictMode", False))
+        specs = []
+        for tool in tools:
+            relaxed = relax_strict and prefers_strict(tool)
+            strict = None if relaxed else strict_sampling(tool, supported)
+            spec: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                    "inputSchema": {"json": strict or tool.parameters}}
+            if strict is not None:
+                spec["strict"] = True
+                preferred = preferred or prefers_strict(tool)
+            specs.append({"toolSpec": spec})
+        body["toolConfig"] = {"tools": specs}
     if level is not None and model.reasoning:
         fields = _reasoning_fields(model, level, budget, options)
         if fields is not None:
             body["additionalModelRequestFields"] = fields
-    return body
+    return body, preferred
 
 
 def _reasoning_fields(model: Model, level: str, budget: int | None,

@@ -22,9 +22,17 @@ from ..errors import ProviderError, ProviderResponseError
 from ..messages import StopReason, now_ms
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, ProviderResponse, StreamOptions
-from ._bedrock_auth import bedrock_target, sign
+from ._bedrock_auth import BedrockTarget, bedrock_target, sign
 from ._bedrock_request import build_bedrock_request
-from .kit import HttpClient, MessageBuilder, ProviderCall, json_dumps, start_stream
+from ._strict import is_strict_limit_error, mark_over_strict_limits, over_strict_limits
+from .kit import (
+    HttpClient,
+    MessageBuilder,
+    ProviderCall,
+    SSERequest,
+    json_dumps,
+    start_stream,
+)
 
 __all__ = ["stream_bedrock"]
 
@@ -72,30 +80,33 @@ def _converse(call: ProviderCall, seen: dict[str, Any]) -> Iterator[None]:
     options = call.options
     model = call.model
     target = bedrock_target(model, options)
-    body = build_bedrock_request(model, call.messages, options)
     url = f"{target.endpoint.rstrip('/')}/model/{quote(model.id, safe='')}/converse-stream"
     headers: dict[str, str | None] = {**(model.headers or {}), **(options.headers or {})}
     for name in [n for n in headers if n.lower().startswith("x-amz-")
                  or n.lower() in ("authorization", "host")]:
         del headers[name]  # owned by the signature (pi-ai drops them too)
-    request = call.request(url, body, headers)
-    data = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
-    signed = sign(target, url, data, call.add_secret)
-    user_hook = request.on_response
-
-    def on_response(response: ProviderResponse) -> None:
-        seen["response"] = response
-        if user_hook is not None:
-            user_hook(response)
-
-    request = replace(request, body=data, headers={**request.headers, **signed},
-                      accept=EVENT_STREAM, on_response=on_response)
+    relax = over_strict_limits(options.session_id)
+    body, preferred = build_bedrock_request(model, call.messages, options, relax_strict=relax)
+    try:
+        response = call.open_sse(_signed(call, target, url, body, headers, seen))
+    except ProviderError as error:
+        # Bedrock refused the number of strict tools (it checks before streaming): again
+        # with the tools that only prefer strict sampling plain, as pi-ai does
+        if relax or not preferred or error.status_code != 400 \
+                or not is_strict_limit_error(str(error)):
+            raise
+        mark_over_strict_limits(options.session_id)
+        call.out.add_diagnostic({"type": "bedrock_strict_tools_fallback", "timestamp": now_ms(),
+                                 "error": {"message": _message_of(error)},
+                                 "details": {"reason": "strict_tool_limits_exceeded"}})
+        body, _ = build_bedrock_request(model, call.messages, options, relax_strict=True)
+        response = call.open_sse(_signed(call, target, url, body, headers, seen))
     state = _State(call.out)
     hook = options.on_provider_stream_event
     from botocore.eventstream import EventStreamBuffer  # the extra, checked by bedrock_target
 
     frames = EventStreamBuffer()
-    with call.open_sse(request) as response:
+    with response:
         for chunk in response.chunks():
             frames.add_data(chunk)
             for frame in _frames(frames):
@@ -109,6 +120,33 @@ def _converse(call: ProviderCall, seen: dict[str, Any]) -> Iterator[None]:
                 state.handle(kind, payload)
             yield  # hand the queued events to the consumer
     state.finish()
+
+
+def _signed(call: ProviderCall, target: BedrockTarget, url: str, body: dict[str, Any],
+            headers: dict[str, str | None], seen: dict[str, Any]) -> SSERequest:
+    """The request of ``body``, signed over its final bytes (after ``on_payload``)."""
+    request = call.request(url, body, headers)
+    data = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
+    signed = sign(target, url, data, call.add_secret)
+    user_hook = request.on_response
+
+    def on_response(response: ProviderResponse) -> None:
+        seen["response"] = response
+        if user_hook is not None:
+            user_hook(response)
+
+    return replace(request, body=data, headers={**request.headers, **signed},
+                   accept=EVENT_STREAM, on_response=on_response)
+
+
+def _message_of(error: ProviderError) -> str:
+    """The service's own message of an HTTP error (its JSON ``message``), else the text."""
+    try:
+        data = json.loads(error.body) if isinstance(error.body, str) else None
+    except ValueError:
+        data = None
+    found = data.get("message") if isinstance(data, dict) else None
+    return str(found) if found else str(error)
 
 
 def _diagnose(out: MessageBuilder, exc: ProviderError, seen: dict[str, Any]) -> None:

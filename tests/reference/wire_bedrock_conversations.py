@@ -19,6 +19,7 @@ from piagent import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolDeclaration,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -35,7 +36,7 @@ NOVA = "amazon.nova-pro-v1:0"
 # pi-ai 1.6.1's catalogue entries of these models (the fields the request depends on)
 MODELS: dict[str, dict[str, Any]] = {
     SONNET: {"name": "Claude Sonnet 4.5", "reasoning": True, "maxTokens": 64000,
-             "contextWindow": 200000,
+             "contextWindow": 200000, "compat": {"supportsStrictMode": True},
              "cost": {"input": 3.3, "output": 16.5, "cacheRead": 0.33, "cacheWrite": 4.125}},
     OPUS: {"name": "Claude Opus 4.7", "reasoning": True, "maxTokens": 128000,
            "contextWindow": 1000000, "thinkingLevelMap": {"xhigh": "xhigh", "max": "max"},
@@ -115,8 +116,15 @@ def _assistant(*blocks: Any, model: str = SONNET, reason: str = "toolUse") -> As
                             stop_reason=reason, timestamp=T)  # type: ignore[arg-type]
 
 
+STRICT = ToolDeclaration("lookup", "Look a word up.", {
+    "type": "object", "properties": {"word": {"type": "string"}, "lang": {"type": "string"}},
+    "required": ["word"]}, constrained_sampling={"type": "json_schema", "strict": "prefer"})
+
+
 def conversations() -> list[dict[str, Any]]:
     user = UserMessage(content="What is the weather in Paris?", timestamp=T)
+    strict_system = SystemMessage(content="Use tools.", tools_added=[WEATHER, STRICT],
+                                  timestamp=T)
     system = SystemMessage(content="You are terse.", tools_added=[WEATHER, SHOT], timestamp=T)
     calls = _assistant(ToolCall(id="tu_a", name="weather", arguments={"city": "Paris"}),
                        ToolCall(id="tu_b", name="screenshot", arguments={"url": "https://x"}))
@@ -185,6 +193,13 @@ def conversations() -> list[dict[str, Any]]:
          "script": [ok(start(), text(0, "Sunny."), stop("end_turn"))]},
         {"name": "http-error-429-then-ok", "messages": [user], "options": {"maxRetries": 2},
          "script": [error(429, "ThrottlingException", "Too many requests."),
+                    ok(start(), text(0, "Sunny."), stop("end_turn"))]},
+        {"name": "strict-tool", "messages": [strict_system, user],
+         "script": [ok(start(), tool(0, "tu_s", "lookup", '{"word": "rain", "lang": null}'),
+                       stop("tool_use"))]},
+        {"name": "strict-tools-over-limits", "messages": [strict_system, user],
+         "script": [error(400, "ValidationException",
+                          "Too many strict tools (25). The maximum is 20."),
                     ok(start(), text(0, "Sunny."), stop("end_turn"))]},
         {"name": "http-error-400", "messages": [user],
          "script": [error(400, "ValidationException", "The model id is invalid.")]},

@@ -36,7 +36,7 @@ def model_of(spec: dict[str, Any]) -> Model:
                                 cache_read=cost.get("cacheRead", 0),
                                 cache_write=cost.get("cacheWrite", 0)),
                  context_window=spec["contextWindow"], max_tokens=spec["maxTokens"],
-                 thinking_level_map=spec.get("thinkingLevelMap"))
+                 thinking_level_map=spec.get("thinkingLevelMap"), compat=spec.get("compat"))
 
 
 def run_pi(jobs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
