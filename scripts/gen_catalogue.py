@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 SPOKEN_APIS = ("openai-completions", "openai-responses", "anthropic-messages",
-               "google-generative-ai")
+               "google-generative-ai",
+               "google-vertex",
+               "bedrock-converse-stream")
 OUT = Path(__file__).resolve().parent.parent / "piagent" / "providers" / "models.json"
 _DROPPED = ("id", "provider", "type")  # implied by where the entry sits
 

@@ -191,7 +191,7 @@ class ProviderCall:
         """
         body = request.body if isinstance(request.body, bytes) else json_dumps(request.body)
         headers: dict[str, str | None] = {
-            "Content-Type": "application/json", "Accept": "text/event-stream",
+            "Content-Type": "application/json", "Accept": request.accept,
             "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
         headers.update(request.headers)
         if None in headers.values():
@@ -293,7 +293,7 @@ class ProviderCall:
             self._report_error(request, response)
             return Failure(error, is_retryable(status, response.headers, body_text), delay)
         content_type = response.headers.get("content-type", "")
-        if content_type and not content_type.lower().startswith("text/event-stream"):
+        if content_type and not content_type.lower().startswith(request.accept):
             body_text = self.redact(self._read_error_body(response))
             message, _code = error_details(body_text)
             msg = (f"{self.label} answered with Content-Type {content_type!r} instead of an "
@@ -410,22 +410,28 @@ class SSEResponse:
     def events(self) -> Iterator[SSEEvent]:
         """The events in order (comments, keep-alives and empty events skipped)."""
         source = self._source
-        call = self._call
         try:
-            for raw in sseclient.SSEClient(iter(source)).events():
+            for raw in sseclient.SSEClient(self.chunks()).events():
                 if source.exhausted and source.tail:
                     yield SSEEvent(raw.event, raw.data, truncated=True)
                 else:
                     yield SSEEvent(raw.event, raw.data)
+        except UnicodeDecodeError as exc:
+            self._call.raise_if_aborted()
+            msg = f"{self._call.label} sent an event stream that is not valid UTF-8 ({exc})."
+            raise ProviderResponseError(msg, provider=self._call.model.provider) from exc
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's chunks as they arrive (a binary event stream; ``events`` parses them
+        as SSE), with transport failures mapped and an abort unwinding the worker."""
+        call = self._call
+        try:
+            yield from self._source
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             call.raise_if_aborted()
             msg = (f"The connection to {call.label} broke in the middle of the response "
                    f"({call.redact(describe(exc))}). Retry the request.")
             raise ProviderConnectionError(msg, provider=call.model.provider) from exc
-        except UnicodeDecodeError as exc:
-            call.raise_if_aborted()
-            msg = f"{call.label} sent an event stream that is not valid UTF-8 ({exc})."
-            raise ProviderResponseError(msg, provider=call.model.provider) from exc
         except (ValueError, AttributeError):
             # urllib3 raises these when a shut-down response is re-entered after an abort
             call.raise_if_aborted()

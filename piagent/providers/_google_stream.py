@@ -32,8 +32,11 @@ class GoogleStreamState:
     Thread safety: used only by the worker thread running ``_run``.
     """
 
-    def __init__(self, out: MessageBuilder) -> None:
+    def __init__(self, out: MessageBuilder, label: str = LABEL,
+                 provider: str = "google") -> None:
         self.out = out
+        self.label = label  # "Google", or "Google Vertex" (api google-vertex)
+        self.provider = provider
         self.current: int | None = None  # index of the open text/thinking block
         self.current_kind = ""
         self.finish_reason: str | None = None
@@ -51,7 +54,7 @@ class GoogleStreamState:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk:
-            raise _error_from_body(chunk)
+            raise _error_from_body(chunk, self.label, self.provider)
         if not self.identified:
             response_id = chunk.get("responseId")
             if isinstance(response_id, str) and response_id:
@@ -66,7 +69,7 @@ class GoogleStreamState:
             self.finish_reason = candidate["finishReason"]
         feedback = chunk.get("promptFeedback")
         if feedback and self.block_reason is None and feedback.get("blockReason"):
-            self.block_reason = _blocked_text(feedback)
+            self.block_reason = _blocked_text(feedback, self.label)
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -152,16 +155,16 @@ class GoogleStreamState:
         self.out.close_open_blocks()
         if self.finish_reason is None:
             if tail:
-                raise _error_from_tail(tail)
+                raise _error_from_tail(tail, self.label, self.provider)
             if self.block_reason is not None:
-                raise ProviderError(self.block_reason, provider="google")
-            raise ProviderError("Google stream ended without a finish reason. "
-                                "Retry the request.", provider="google")
+                raise ProviderError(self.block_reason, provider=self.provider)
+            raise ProviderError(f"{self.label} stream ended without a finish reason. "
+                                "Retry the request.", provider=self.provider)
         self.out.set_response(raw_stop_reason=self.finish_reason)
         mapped = _FINISH_REASONS.get(self.finish_reason)
         if mapped is None:
             msg = f"Provider stopped with: {self.finish_reason}"
-            raise ProviderError(msg, provider="google")
+            raise ProviderError(msg, provider=self.provider)
         if mapped == "stop" and self.out.message.tool_calls:
             mapped = "toolUse"  # Gemini says STOP even when the turn ends with calls
         self.out.finish(mapped)
@@ -230,10 +233,10 @@ def _apply_partial(args: dict[str, Any], piece: dict[str, Any]) -> bool:
     return True
 
 
-def _blocked_text(feedback: dict[str, Any]) -> str:
+def _blocked_text(feedback: dict[str, Any], label: str = LABEL) -> str:
     """pi-ai 1.6's sentence for a prompt Gemini refused (``promptFeedback``): the block
     reason, Google's explanation and the safety ratings that decided it."""
-    details = [f"Google prompt blocked: {feedback.get('blockReason') or 'unknown reason'}"]
+    details = [f"{label} prompt blocked: {feedback.get('blockReason') or 'unknown reason'}"]
     if feedback.get("blockReasonMessage"):
         details.append(str(feedback["blockReasonMessage"]))
     ratings = [f"{r['category']}" + (f" ({r['probability']})" if r.get("probability") else "")
@@ -249,28 +252,29 @@ def _count(usage: dict[str, Any], key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _error_from_body(data: dict[str, Any]) -> ProviderError:
+def _error_from_body(data: dict[str, Any], label: str = LABEL,
+                     provider: str = "google") -> ProviderError:
     error = data.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     status = code if isinstance(code, int) else 500
-    return ProviderError(format_http_error(LABEL, status, json.dumps(data)), provider="google",
+    return ProviderError(format_http_error(label, status, json.dumps(data)), provider=provider,
                          status_code=status, body=data)
 
 
-def _error_from_tail(tail: str) -> ProviderError:
+def _error_from_tail(tail: str, label: str = LABEL, provider: str = "google") -> ProviderError:
     """Gemini appends a bare (not SSE-framed) JSON error object to a stream it gives up on."""
     try:
         data = json.loads(tail)
     except ValueError:
-        msg = (f"Google stream ended without a finish reason; it ended with text that is "
+        msg = (f"{label} stream ended without a finish reason; it ended with text that is "
                f"not an event: {clip(tail, 500)!r}")
-        return ProviderError(msg, provider="google")
+        return ProviderError(msg, provider=provider)
     if isinstance(data, list) and data and isinstance(data[0], dict):
         data = data[0]
     if isinstance(data, dict) and "error" in data:
-        return _error_from_body(data)
-    msg = f"Google stream ended without a finish reason: {clip(tail, 500)}"
-    return ProviderError(msg, provider="google")
+        return _error_from_body(data, label, provider)
+    msg = f"{label} stream ended without a finish reason: {clip(tail, 500)}"
+    return ProviderError(msg, provider=provider)
 
 
 def _compact(value: Any) -> str:

@@ -26,6 +26,8 @@ _registry: dict[str, StreamFn] = {
 _LAZY = {
     "anthropic-messages": ("piagent.providers.anthropic", "stream_anthropic"),
     "google-generative-ai": ("piagent.providers.google", "stream_google"),
+    "google-vertex": ("piagent.providers.vertex", "stream_vertex"),
+    "bedrock-converse-stream": ("piagent.providers.bedrock", "stream_bedrock"),
 }
 
 

@@ -45,6 +45,9 @@ class SSERequest:
     on_response: Callable[[ProviderResponse], None] | None = None
     """Called with the accepted response's status and headers before ``start`` is pushed
     (``ProviderCall.request`` sets it from ``StreamOptions.on_response``)."""
+    accept: str = "text/event-stream"
+    """The content type asked for and required of the answer (Bedrock's is
+    ``application/vnd.amazon.eventstream``, read with ``SSEResponse.chunks``)."""
 
 
 @dataclass(slots=True)

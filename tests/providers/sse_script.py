@@ -163,8 +163,8 @@ class ScriptedServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)  # read it all, or the client sees a reset
-                reply = server._record(Recorded("POST", self.path, dict(self.headers), body,
-                                             tuple(self.client_address)))
+                reply = server._record(Recorded(self.command, self.path, dict(self.headers),
+                                                body, tuple(self.client_address)))
                 if reply is None:
                     reply = Reply(status=500, content_type="application/json", chunked=False,
                                   body=[b'{"error":{"message":"no scripted reply left"}}'])
@@ -172,6 +172,8 @@ class ScriptedServer:
                     self._send(reply)
                 except OSError:
                     self.close_connection = True  # the client went away (an abort)
+
+            do_GET = do_POST  # a credentials endpoint (a container role): same script
 
             def _send(self, reply: Reply) -> None:
                 self.send_response(reply.status)

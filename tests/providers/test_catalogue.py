@@ -35,7 +35,8 @@ def test_main_vendors_have_priced_models():
     for provider in get_providers():
         for model in get_models(provider):
             assert model.api in ("openai-completions", "openai-responses",
-                                 "anthropic-messages", "google-generative-ai")
+                                 "anthropic-messages", "google-generative-ai",
+                                 "google-vertex", "bedrock-converse-stream")
 
 
 def test_the_issue_examples_are_catalogued():
@@ -51,12 +52,12 @@ def test_the_issue_examples_are_catalogued():
 def test_a_model_on_an_api_piagent_does_not_speak_says_so():
     from piagent.providers import unsupported_models
 
-    bedrock = unsupported_models("amazon-bedrock")["amazon-bedrock"]
-    assert set(bedrock.values()) == {"bedrock-converse-stream"}
-    with pytest.raises(LookupError, match=r"^Provider 'amazon-bedrock' serves its models over "
-                                          r"bedrock-converse-stream, which piagent does not "
+    codex = unsupported_models("openai-codex")["openai-codex"]
+    assert set(codex.values()) == {"openai-codex-responses"}
+    with pytest.raises(LookupError, match=r"^Provider 'openai-codex' serves its models over "
+                                          r"openai-codex-responses, which piagent does not "
                                           r"speak \('piagent models --all' lists them\)"):
-        get_model("amazon-bedrock", next(iter(bedrock)))
+        get_model("openai-codex", next(iter(codex)))
     assert get_models("azure")  # one model on Chat Completions, the others on Azure's API
     azure = next(iter(unsupported_models("azure")["azure"]))
     with pytest.raises(LookupError, match=rf"^azure/{azure} is served over "

@@ -29,7 +29,9 @@ from tests.reference.conftest import ThreadedServer
 
 Reply = dict[str, Any]
 API_PATH = {"openai-completions": "/v1", "openai-responses": "/v1", "anthropic-messages": "",
-            "google-generative-ai": "/v1beta"}
+            "google-generative-ai": "/v1beta", "google-vertex": "",
+            "bedrock-converse-stream": ""}
+CONTENT_TYPES = {"bedrock-converse-stream": "application/vnd.amazon.eventstream"}
 AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 KEPT_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "session-id", "session_id",
                 "x-client-request-id", "x-session-id", "x-session-affinity")
@@ -190,8 +192,36 @@ def google(reply: Reply, n: int) -> Iterator[bytes]:
     yield chunk(calls, "STOP")
 
 
+def bedrock(reply: Reply, n: int) -> Iterator[bytes]:
+    """Converse stream events in the binary event stream framing."""
+    from .wire_bedrock_conversations import event, stop, text, tool
+
+    yield event("messageStart", role="assistant")
+    index = 0
+    if "thinking" in reply:
+        yield event("contentBlockDelta", contentBlockIndex=0,
+                    delta={"reasoningContent": {"text": reply["thinking"]}})
+        yield event("contentBlockDelta", contentBlockIndex=0,
+                    delta={"reasoningContent": {"signature": reply.get("signature", "")}})
+        yield event("contentBlockStop", contentBlockIndex=0)
+        index += 1
+    if reply.get("text") or reply.get("hang"):
+        yield from text(index, reply.get("text") or reply.get("hang"))[:1]
+        if reply.get("hang"):
+            return
+        yield event("contentBlockStop", contentBlockIndex=index)
+        index += 1
+    calls = _calls(reply, n)
+    for cid, name, args in calls:
+        yield from tool(index, cid, name, args)
+        index += 1
+    used = reply.get("usage", USAGE)
+    yield from stop("tool_use" if calls else "end_turn", used[0], used[1])
+
+
 ENCODERS = {"openai-completions": completions, "openai-responses": responses,
-            "anthropic-messages": anthropic, "google-generative-ai": google}
+            "anthropic-messages": anthropic, "google-generative-ai": google,
+            "google-vertex": google, "bedrock-converse-stream": bedrock}
 
 
 class CaptureServer(ThreadedServer):
@@ -239,7 +269,7 @@ class CaptureServer(ThreadedServer):
                           "body": json.loads(raw or b"null")}
                 api, reply, n = server._take(parts[2], record)
                 self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", CONTENT_TYPES.get(api, "text/event-stream"))
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:

@@ -24,7 +24,9 @@ from piagent.providers.kit import key_env_vars
 from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
 
 ROOT = HERE.parent.parent
-SPOKEN = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
+SPOKEN = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai",
+          "google-vertex",
+          "bedrock-converse-stream")
 KEYS_KEPT = {
     # piagent's own key variables (ENV_VARS) win over pi-ai's (docs/reference.md row
     # `catalogue-key-variables`)

@@ -75,6 +75,11 @@ CATALOGUE_ROWS = {
         "Gemini 3.5 and later, its thinking budget defaults", "google-generative-ai",
         r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
         r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
+    "catalogue-vertex-16": CatalogueRow(
+        "the same Gemini thinking rules on Vertex AI (one request builder for both APIs)",
+        "google-vertex",
+        r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
+        r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
 }
 
 
@@ -137,7 +142,9 @@ def pi_runs(pi16_installed: Path, capture: CaptureServer,
     path.write_text(json.dumps({"jobs": jobs}))
     done = subprocess.run([*node_command(PI16, "pi_catalogue_driver.mjs"), "requests",
                            str(path)], cwd=HERE, capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT_S)
+                          timeout=DRIVER_TIMEOUT_S,
+                          # the AWS SDK speaks HTTP/2 unless told (the server: HTTP/1.1)
+                          env={**os.environ, "AWS_BEDROCK_FORCE_HTTP1": "1"})
     assert done.returncode == 0, f"pi_catalogue_driver.mjs failed:\n{done.stderr[-4000:]}"
     out: dict[str, Any] = json.loads(done.stdout)
     return out
