@@ -242,13 +242,16 @@ def _convert_messages(model: Model, messages: Sequence[AgentMessage]) -> list[di
     contents: list[dict[str, Any]] = []
     with_ids = _needs_call_ids(model)
     gemini3 = _gemini_major(model) >= 3
+    # images inside the function response: Gemini 3 and later, and every model whose id
+    # names no Gemini version (gemini-flash-latest, Gemma 4, ...), as pi-ai 1.6.1
+    multimodal = gemini3 or _GEMINI_VERSION.search(model.id.lower()) is None
     for message in messages:
         if isinstance(message, UserMessage):
             _append(contents, "user", _user_parts(message.content))
         elif isinstance(message, AssistantMessage):
             _append(contents, "model", _model_parts(message, model, with_ids, gemini3))
         elif isinstance(message, ToolResultMessage):
-            response, images = _tool_result_parts(message, with_ids, gemini3)
+            response, images = _tool_result_parts(message, with_ids, multimodal)
             last = contents[-1] if contents else None
             # the function responses of one batch share a user turn (as pi)
             if last is not None and last["role"] == "user" \
@@ -323,7 +326,7 @@ def _model_parts(message: AssistantMessage, model: Model, with_ids: bool,
     return parts
 
 
-def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
+def _tool_result_parts(result: ToolResultMessage, with_ids: bool, multimodal: bool
                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The function response part, and the image parts that follow it in a turn of their
     own (before Gemini 3)."""
@@ -335,7 +338,7 @@ def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
                                 "response": {"error" if result.is_error else "output": text}}
     if with_ids and result.tool_call_id:
         response["id"] = _normalize_tool_call_id(result.tool_call_id)
-    if images and gemini3:  # Gemini 3 takes images inside the function response
+    if images and multimodal:  # Gemini 3 takes images inside the function response
         response["parts"] = [_inline(image) for image in images]
         return {"functionResponse": response}, []
     return {"functionResponse": response}, [_inline(image) for image in images]

@@ -35,7 +35,7 @@ from ._budget import clamp_max_tokens
 from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._prompt_cache import affinity_headers, cache_key, cache_retention
+from ._prompt_cache import affinity_headers, anthropic_breakpoints, cache_key, cache_retention
 from ._strict import strict_sampling
 from ._thinking_formats import add_reasoning
 from ._transform import (
@@ -105,6 +105,12 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     if options.session_id or options.cache_retention or options.env is not None \
             or "PI_CACHE_RETENTION" in os.environ:
         _add_prompt_cache(body, model, options, compat)
+    if compat.cache_control_format == "anthropic":
+        retention = cache_retention(options)
+        if retention != "none":
+            anthropic_breakpoints(body, {"type": "ephemeral", "ttl": "1h"} if retention ==
+                                  "long" and compat.supports_long_cache_retention
+                                  else {"type": "ephemeral"})
     if model.reasoning:
         add_reasoning(body, model, options.reasoning, compat)
     if options.sampling_params:

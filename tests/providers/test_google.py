@@ -569,3 +569,16 @@ def test_const_is_sent_as_a_one_value_enum(sse_server):
     from piagent.providers.google import _const_as_enum
 
     assert _const_as_enum(WEATHER.parameters) is WEATHER.parameters
+
+
+def test_tool_result_images_inside_the_response_without_a_version_in_the_id():
+    """pi-ai 1.6.1 nests the images in the function response for Gemini 3 and later and for
+    an id that names no Gemini version (gemini-flash-latest, Gemma 4)."""
+    result = ToolResultMessage("c1", "get_weather", [ImageContent("R0lGOD=", "image/gif")])
+    for model_id, nested in (("gemini-flash-lite-latest", True), ("gemma-4-31b-it", True),
+                             ("gemini-2.5-flash", False)):
+        body = build_google_request(_model(id=model_id), [UserMessage(content="go"), result],
+                                    StreamOptions())
+        response = body["contents"][1]["parts"][0]["functionResponse"]
+        assert ("parts" in response) is nested, model_id
+        assert len(body["contents"]) == (2 if nested else 3), model_id
