@@ -177,10 +177,13 @@ _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it
 
 def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True,
                       levels: dict[int, str] | None = None, provider: str = "",
-                      tool_defs: ToolDefs | None = None) -> list[dict[str, Any]]:
+                      tool_defs: ToolDefs | None = None, allow_empty: bool = False
+                      ) -> list[dict[str, Any]]:
     """``levels``: filled with the index of each answer of ``provider`` that recorded its
     effort, and the effort (managed effort); ``tool_defs``: the tools a system message
-    adds and removes as ``tool_addition`` / ``tool_removal`` blocks (native tool changes)."""
+    adds and removes as ``tool_addition`` / ``tool_removal`` blocks (native tool changes);
+    ``allow_empty``: unsigned thinking replays as thinking with an empty signature
+    (``allowEmptySignature``: servers that emit and accept them)."""
     out: list[dict[str, Any]] = []
     # later system messages (only with supportsMidConvoSystemMessages: else they were folded)
     # are native system messages, held back until the next assistant message, as pi sends
@@ -196,8 +199,8 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True,
         elif isinstance(message, AssistantMessage):
             out.extend(pending)
             pending.clear()
-            blocks = (_ASSISTANT_WIRE.get(message, None, _assistant_blocks) if keep
-                      else _assistant_blocks(message))
+            build = _empty_signed_blocks if allow_empty else _assistant_blocks
+            blocks = _ASSISTANT_WIRE.get(message, allow_empty, build) if keep else build(message)
             if blocks:
                 if levels is not None and message.api == API and message.provider == provider \
                         and message.provider_thinking_level in EFFORTS:
@@ -250,7 +253,9 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
         transformed = transform_messages(part, model, _normalize_tool_call_id)
         _, leading = leading_system_text(transformed)
         return _convert_messages(transformed[leading:], keep, levels, model.provider,
-                                 tool_defs)
+                                 tool_defs, allow_empty)
+
+    allow_empty = bool((model.compat or {}).get("allowEmptySignature"))
 
     if levels is not None or supports_mid_convo_system_messages(model) and any(
             isinstance(m, SystemMessage) for m in messages[1:]):
@@ -258,7 +263,7 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
         # boundaries; effort markers need each answer's place: converted whole (only with
         # the compat on)
         return convert(messages)
-    variant = (model.provider, model.api, model.id, tuple(model.input))
+    variant = (model.provider, model.api, model.id, tuple(model.input), allow_empty)
     # the new messages after a kept conversion skip the per-message cache (as in
     # openai_completions)
     return _SEGMENTS.convert(
@@ -299,7 +304,12 @@ def _user_content(content: str | Sequence[Any]) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+def _empty_signed_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    return _assistant_blocks(message, True)
+
+
+def _assistant_blocks(message: AssistantMessage, allow_empty: bool = False
+                      ) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
@@ -314,7 +324,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
                                "signature": block.thinking_signature})
             elif block.thinking.strip():
                 # unsigned thinking (aborted stream, other provider) cannot be replayed as such
-                blocks.append({"type": "text", "text": block.thinking})
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": ""}
+                              if allow_empty else {"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
             blocks.append({"type": "tool_use", "id": _normalize_tool_call_id(block.id),
                            "name": block.name, "input": block.arguments})

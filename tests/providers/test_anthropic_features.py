@@ -10,6 +10,7 @@ from piagent.messages import (
     AssistantMessage,
     SystemMessage,
     TextContent,
+    ThinkingContent,
     ToolCall,
     ToolDeclaration,
     ToolResultMessage,
@@ -159,3 +160,17 @@ def test_catalogue_models():
                                            UserMessage(content="a")], StreamOptions())
     assert body["fallbacks"] == [{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}]
     assert body["tools"][-1] == PLACEHOLDER
+
+
+def test_unsigned_thinking_with_allow_empty_signature():
+    """allowEmptySignature: the model's unsigned thinking replays as thinking with an empty
+    signature (pi-ai 1.6.1), else as text."""
+    thought = AssistantMessage(content=[ThinkingContent("hmm"), TextContent("ok")],
+                               api="anthropic-messages", provider="anthropic", model="claude-x")
+    messages = [UserMessage(content="a"), thought, UserMessage(content="b")]
+    allowed = build_anthropic_request(_model(compat={"allowEmptySignature": True}), messages,
+                                      StreamOptions())
+    assert allowed["messages"][1]["content"][0] == {"type": "thinking", "thinking": "hmm",
+                                                    "signature": ""}
+    plain = build_anthropic_request(_model(), messages, StreamOptions())
+    assert plain["messages"][1]["content"][0] == {"type": "text", "text": "hmm"}
