@@ -68,6 +68,10 @@ class OpenAICompat:
     session_affinity_format: str = "openai"
     """Which headers: "openrouter" (``x-session-id``) or "openai" (``session_id``,
     ``x-client-request-id``, ``x-session-affinity``)."""
+    supports_mid_convo_tool_additions: bool = False
+    """With ``supports_mid_convo_system_messages``: tools a later system message adds go in a
+    ``{"role": "system", "tools": [...]}`` message before it (Kimi), the request's ``tools``
+    stay those declared up to the last change that is not an addition (pi-ai 1.6.1)."""
     cache_control_format: str | None = None
     """"anthropic": Anthropic's ``cache_control`` breakpoints on the system prompt, the last
     tool and the last message (OpenRouter's ``anthropic/`` models, pi-ai 1.6.1)."""

@@ -1,5 +1,7 @@
-"""Chat Completions' Anthropic cache breakpoints (``cacheControlFormat: "anthropic"``): pi-ai
-1.6.1 marks OpenRouter's ``anthropic/`` models' system prompt, last tool and last message."""
+"""pi-ai 1.6.1's per-model Chat Completions features: Anthropic cache breakpoints
+(``cacheControlFormat: "anthropic"``, OpenRouter's ``anthropic/`` models: the system prompt,
+the last tool and the last message) and Kimi's tool additions
+(``supportsMidConvoToolAdditions``)."""
 
 from __future__ import annotations
 
@@ -71,3 +73,27 @@ def test_request_after_request_marks_only_the_new_last_message():
     assert second["messages"][-2]["content"] == "done"
     assert second["messages"][-1]["content"][0]["cache_control"] == EPHEMERAL
     assert first["messages"][-1]["content"][0]["cache_control"] == EPHEMERAL
+
+
+KIMI = {"supportsMidConvoSystemMessages": True, "supportsMidConvoToolAdditions": True}
+
+
+def test_tool_additions_go_in_a_system_tools_message():
+    """A later system message's added tools go in {"role": "system", "tools": [...]} before
+    it; the request's tools stay those before the last change that is not an addition."""
+    extra = ToolDeclaration("c", "C", {"type": "object"})
+    messages = [*_messages(), SystemMessage(content="More.", tools_added=[extra]),
+                UserMessage(content="again")]
+    model = _model("kimi", provider="fireworks", base_url="https://api.fireworks.ai/v1",
+                   compat=KIMI)
+    body = build_completions_request(model, messages, StreamOptions())
+    assert [t["function"]["name"] for t in body["tools"]] == ["a", "b"]
+    assert body["messages"][-3] == {"role": "system", "tools": [
+        {"type": "function", "function": {"name": "c", "description": "C",
+                                          "parameters": {"type": "object"}}}]}
+    assert body["messages"][-2] == {"role": "system", "content": "More."}
+    # a removal is not an addition: everything up to it folds into the request's tools
+    removal = [*messages, SystemMessage(content="", tools_removed=["a"])]
+    body = build_completions_request(model, removal, StreamOptions())
+    assert [t["function"]["name"] for t in body["tools"]] == ["b", "c"]
+    assert not any("tools" in m for m in body["messages"])
