@@ -11,7 +11,8 @@
   leading system message (native tool changes): the tool list stays the leading tools plus a
   deferred placeholder; a later system message adds and removes tools with ``tool_addition``
   / ``tool_removal`` blocks, so the cached prefix survives every tool change.
-- ``allowedFallbackModels``: server-side ``fallbacks``.
+- ``allowedFallbackModels``: server-side ``fallbacks``; an answer a fallback model gave is
+  priced at that model's cost (``fallback_pricing``).
 - Their betas.
 
 Per request a model without the flags costs a few dict lookups.
@@ -20,13 +21,14 @@ Per request a model without the flags costs a few dict lookups.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..messages import AgentMessage, SystemMessage
-from ..models import Model
+from ..models import Model, ModelCost
 
-__all__ = ["PLACEHOLDER", "feature_betas", "insert_effort_markers", "managed_effort",
-           "native_tool_changes", "set_fallbacks"]
+__all__ = ["PLACEHOLDER", "fallback_pricing", "feature_betas", "insert_effort_markers",
+           "managed_effort", "native_tool_changes", "set_fallbacks"]
 
 PLACEHOLDER = {  # never activated, the model cannot see it (pi-ai's, byte for byte)
     "name": "__pi_deferred_placeholder__",
@@ -55,6 +57,23 @@ def set_fallbacks(body: dict[str, Any], model: Model) -> None:
     allowed = (model.compat or {}).get("allowedFallbackModels")
     if allowed:
         body["fallbacks"] = [{"model": fallback["model"]} for fallback in allowed]
+
+
+def fallback_pricing(model: Model, answered_by: str) -> Model | None:
+    """``model`` with the cost of the allowed fallback model that answered (the response's
+    ``model``), or None when the model itself (or an unlisted one) answered."""
+    if answered_by == model.id or not model.compat:
+        return None
+    for fallback in model.compat.get("allowedFallbackModels") or ():
+        if fallback.get("provider") == model.provider and fallback.get("model") == answered_by:
+            cost = fallback.get("cost")
+            if not cost:
+                return None
+            return replace(model, id=answered_by, cost=ModelCost(
+                input=float(cost.get("input", 0)), output=float(cost.get("output", 0)),
+                cache_read=float(cost.get("cacheRead", 0)),
+                cache_write=float(cost.get("cacheWrite", 0))))
+    return None
 
 
 def insert_effort_markers(out: list[dict[str, Any]], levels: dict[int, str],

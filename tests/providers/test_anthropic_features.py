@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from piagent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -16,7 +18,7 @@ from piagent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from piagent.models import Model
+from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.anthropic import build_anthropic_headers, build_anthropic_request
 from piagent.stream import Context, StreamOptions
@@ -174,3 +176,25 @@ def test_unsigned_thinking_with_allow_empty_signature():
                                                     "signature": ""}
     plain = build_anthropic_request(_model(), messages, StreamOptions())
     assert plain["messages"][1]["content"][0] == {"type": "text", "text": "hmm"}
+
+
+def test_an_answer_from_a_fallback_model_is_priced_at_its_cost(sse_server):
+    """The response names the fallback model that answered: its prices (pi-ai 1.6.1)."""
+    model = _model(base_url=sse_server.url, cost=ModelCost(input=1.0, output=1.0),
+                   compat={"allowedFallbackModels": [
+                       {"provider": "anthropic", "model": "claude-b",
+                        "cost": {"input": 10, "output": 20, "cacheRead": 0, "cacheWrite": 0}}]})
+    for answered_by, expected in (("claude-b", 10 * 100 + 20 * 2), ("claude-x", 100 + 2)):
+        start = {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": answered_by,
+            "content": [], "usage": {"input_tokens": 100, "output_tokens": 1}}}
+        sse_server.add(Reply(body=[
+            sse(start, event="message_start"),
+            sse({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                 "usage": {"output_tokens": 2}}, event="message_delta"),
+            sse({"type": "message_stop"}, event="message_stop")]))
+        message = stream_simple(model, Context([UserMessage(content="a")]),
+                                StreamOptions(api_key="k")).result(WAIT)
+        assert message.stop_reason == "stop", message.error_message
+        assert message.usage.cost.total * 1e6 == pytest.approx(expected), answered_by
+        assert message.model == "claude-x"
