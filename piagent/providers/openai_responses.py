@@ -132,7 +132,10 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolCha
             items.append({"role": role, "content": prompt})
     else:
         start = 0  # each system message in place, with the tools it adds before it
-    for n, message in enumerate(messages[start:]):
+    # n: the message's index after the leading system message (pi's msgIndex)
+    lead = 1 if changes is not None and messages and isinstance(messages[0], SystemMessage) \
+        else 0
+    for n, message in enumerate(messages[start:], -lead):
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
@@ -150,8 +153,8 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolCha
                 text = system_update_text(message)
             else:
                 changes.before(message, role, items)
-                first = get_system_message_text(message) if n == 0 \
-                    else system_update_text(message)
+                first = get_system_message_text(message) if n < 0 \
+                    else system_update_text(message)  # n < 0: the leading one
                 text = "\n\n".join(t for t in (first, changes.removal(message)) if t)
             if text:
                 items.append({"role": role, "content": text})

@@ -136,3 +136,16 @@ def test_catalogue_model_sends_pi_s_request():
                                            UserMessage(content="u")], StreamOptions())
     assert body["input"][0]["type"] == "additional_tools" and "tools" not in body
     assert body["reasoning"] == {"effort": "none"}
+
+
+def test_unsigned_text_ids_do_not_count_the_leading_system_message():
+    """A replayed text without a signature gets the fallback id of its place after the
+    leading system message, with or without additional_tools."""
+    answer = AssistantMessage(content=[TextContent("hi")], api="openai-responses",
+                              provider="openai", model="gpt-x")
+    messages = [SystemMessage(content="s", tools_added=[WEATHER]), UserMessage(content="a"),
+                answer]
+    ids = [next(i["id"] for i in build_responses_request(model, messages, StreamOptions())["input"]
+                if i.get("type") == "message")
+           for model in (_model(), _model(compat=FLAGS))]
+    assert ids[0] == ids[1]
