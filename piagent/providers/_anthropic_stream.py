@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..messages import StopReason
+from ._anthropic_features import fallback_pricing
 from ._errors import clip
 from .kit import MessageBuilder, SSEEvent, parse_event_json
 
@@ -66,6 +67,10 @@ class AnthropicStreamState:
             model = message.get("model")
             self.out.set_response(response_id=message.get("id"),
                                   model=model if isinstance(model, str) else None)
+            if isinstance(model, str) and self.out.model.compat:
+                priced = fallback_pricing(self.out.model, model)
+                if priced is not None:  # a server-side fallback answered: its prices
+                    self.out.model = priced
             self._usage(message.get("usage") or {})
         elif kind == "message_delta":
             delta = data.get("delta") or {}

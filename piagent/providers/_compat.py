@@ -68,6 +68,13 @@ class OpenAICompat:
     session_affinity_format: str = "openai"
     """Which headers: "openrouter" (``x-session-id``) or "openai" (``session_id``,
     ``x-client-request-id``, ``x-session-affinity``)."""
+    supports_mid_convo_tool_additions: bool = False
+    """With ``supports_mid_convo_system_messages``: tools a later system message adds go in a
+    ``{"role": "system", "tools": [...]}`` message before it (Kimi), the request's ``tools``
+    stay those declared up to the last change that is not an addition (pi-ai 1.6.1)."""
+    cache_control_format: str | None = None
+    """"anthropic": Anthropic's ``cache_control`` breakpoints on the system prompt, the last
+    tool and the last message (OpenRouter's ``anthropic/`` models, pi-ai 1.6.1)."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
@@ -86,14 +93,16 @@ def _detect(model: Model) -> OpenAICompat:
         return OpenAICompat(supports_store=False, supports_developer_role=False,
                             supports_reasoning_effort=False, supports_strict_mode=False)
     if is_catalogued(provider):
-        return _detect_catalogued(provider, url)
+        return replace(_detect_catalogued(provider, url),
+                       cache_control_format=_openrouter_claude(model))
     compat = OpenAICompat()
     if provider in _NON_STANDARD or "api.openai.com" not in url:
         compat = replace(compat, supports_store=False, supports_developer_role=False)
     if provider == "openrouter" or "openrouter.ai" in url:
         compat = replace(compat, thinking_format="openrouter",
                          send_session_affinity_headers=True,
-                         session_affinity_format="openrouter")
+                         session_affinity_format="openrouter",
+                         cache_control_format=_openrouter_claude(model))
     elif provider == "deepseek" or "deepseek.com" in url:
         compat = replace(compat, max_tokens_field="max_tokens", thinking_format="deepseek",
                          requires_reasoning_content_on_assistant_messages=True)
@@ -114,6 +123,11 @@ def _detect(model: Model) -> OpenAICompat:
             or "cloudflare.com" in url:
         compat = replace(compat, supports_long_cache_retention=False)
     return compat
+
+
+def _openrouter_claude(model: Model) -> str | None:
+    return "anthropic" if model.provider == "openrouter" and model.id.startswith(
+        "anthropic/") else None
 
 
 def _detect_catalogued(provider: str, url: str) -> OpenAICompat:

@@ -18,7 +18,8 @@ from ..stream import StreamOptions
 from ._keys import env_value
 
 __all__ = ["CACHE_KEY_MAX_CHARS", "affinity_format", "affinity_headers",
-           "anthropic_affinity_header", "cache_key", "cache_retention", "compat_value"]
+           "anthropic_affinity_header", "anthropic_breakpoints", "cache_key", "cache_retention",
+           "compat_value"]
 
 CACHE_KEY_MAX_CHARS = 64
 """OpenAI refuses a longer ``prompt_cache_key`` (400); pi-ai keeps the first 64 characters."""
@@ -82,3 +83,43 @@ def compat_value(compat: Mapping[str, Any] | None, camel: str, snake: str,
     if not compat:
         return default
     return compat.get(camel, compat.get(snake, default))
+
+
+def anthropic_breakpoints(body: dict[str, Any], cache: dict[str, str]) -> None:
+    """Chat Completions with ``cacheControlFormat: "anthropic"`` (OpenRouter's Claude models,
+    pi-ai 1.6.1): ``cache`` on the system prompt, the last tool and the last user, assistant
+    or tool message that has text. The messages changed are copies (the rest may be
+    shared with earlier requests)."""
+    messages = body["messages"] = list(body["messages"])
+    for i, message in enumerate(messages):
+        if message.get("role") in ("system", "developer"):
+            messages[i] = _with_text_breakpoint(message, cache) or message
+            break
+    tools = body.get("tools")
+    if tools:
+        body["tools"] = [*tools[:-1], {**tools[-1], "cache_control": cache}]
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") in ("user", "assistant", "tool"):
+            marked = _with_text_breakpoint(messages[i], cache)
+            if marked is not None:
+                messages[i] = marked
+                return
+
+
+def _with_text_breakpoint(message: dict[str, Any],
+                          cache: dict[str, str]) -> dict[str, Any] | None:
+    """A copy of ``message`` with ``cache`` on its last text, or None when it has none."""
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        return {**message, "content": [{"type": "text", "text": content,
+                                        "cache_control": cache}]}
+    if not isinstance(content, list):
+        return None
+    for k in range(len(content) - 1, -1, -1):
+        part = content[k]
+        if isinstance(part, dict) and part.get("type") == "text":
+            return {**message, "content": [*content[:k], {**part, "cache_control": cache},
+                                           *content[k + 1:]]}
+    return None

@@ -152,6 +152,7 @@ def _transform_assistant(message: AssistantMessage, model: Model,
                             stop_reason=message.stop_reason,
                             error_message=message.error_message,
                             thinking_level=message.thinking_level,
+                            provider_thinking_level=message.provider_thinking_level,
                             timestamp=message.timestamp)
 
 

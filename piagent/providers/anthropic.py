@@ -11,7 +11,7 @@ replay rules (skipped errored turns, orphan tool calls, cross-model thinking) in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -23,6 +23,7 @@ from ..messages import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolDeclaration,
     ToolResultMessage,
     UserMessage,
     now_ms,
@@ -30,6 +31,16 @@ from ..messages import (
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._anthropic_features import (
+    BINDING,
+    EFFORTS,
+    PLACEHOLDER,
+    feature_betas,
+    insert_effort_markers,
+    managed_effort,
+    native_tool_changes,
+    set_fallbacks,
+)
 from ._anthropic_stream import AnthropicStreamState
 from ._anthropic_thinking import thinking_config
 from ._anthropic_tools import convert_tools
@@ -63,6 +74,7 @@ _CLIENT = HttpClient("anthropic")
 
 # pi's default thinking budgets (tokens) for models with budget-based thinking
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+ToolDefs = Callable[[Sequence[ToolDeclaration]], list[dict[str, Any]]]
 
 
 def stream_anthropic(model: Model | None, context: Context,
@@ -99,30 +111,54 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
     messages = fold_system_messages(model, messages)
     cache = _cache_control(model, options)
     system_prompt = leading_prompt(messages, model, _normalize_tool_call_id)
-    tools = get_current_tools(messages)
+    native = native_tool_changes(model, messages)
+    first = messages[0] if native else None
+    tools = (first.tools_added or [] if isinstance(first, SystemMessage)
+             else get_current_tools(messages))
     body: dict[str, Any] = {"model": model.id, "stream": True}
     thinking = thinking_config(model, options, max_tokens, messages)
-    if thinking is not None:
-        config, max_tokens = thinking
-        body.update(config)
-    elif model.reasoning and (model.thinking_level_map or {}).get("off", "") is not None:
+    managed = managed_effort(model)
+    active = None
+    if thinking is None and model.reasoning \
+            and (model.thinking_level_map or {}).get("off", "") is not None:
         # said, not left to the model's default; not for a model that cannot stop thinking
         # (the catalogue's thinkingLevelMap has "off": null)
         body["thinking"] = {"type": "disabled"}
+    elif managed:  # the level goes in effort markers (_anthropic_features)
+        active = "high"
+        if thinking is not None:
+            config, max_tokens = thinking
+            active = config.get("output_config", {}).get("effort", "high")
+        body["thinking"] = {"type": "adaptive", "display": "summarized",
+                            "block_binding": BINDING}
+        body["output_config"] = {"effort": "low"}
+    elif thinking is not None:
+        config, max_tokens = thinking
+        body.update(config)
     body["max_tokens"] = max_tokens
     if system_prompt:
         block: dict[str, Any] = {"type": "text", "text": system_prompt}
         if cache is not None:
             block["cache_control"] = cache
         body["system"] = [block]
-    body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
+    levels: dict[int, str] | None = {} if active is not None else None
+    tool_defs = (lambda added: convert_tools(model, added, None, relax_strict=relax_strict)) \
+        if native else None
+    body["messages"] = _with_cache_breakpoint(_convert(model, messages, levels, tool_defs),
+                                              cache)
+    if levels is not None and active is not None:
+        body["messages"] = insert_effort_markers(body["messages"], levels, active)
     if tools:
         body["tools"] = convert_tools(model, tools, cache, relax_strict=relax_strict)
-    if options.temperature is not None and thinking is None:
+    if native:
+        body["tools"] = [*body.get("tools", []), PLACEHOLDER]
+    if options.temperature is not None and thinking is None and not managed \
+            and (model.compat or {}).get("supportsTemperature", True):
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
     if isinstance(user_id, str):
         body["metadata"] = {"user_id": user_id}
+    set_fallbacks(body, model)
     return body
 
 
@@ -139,8 +175,15 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it is unchanged
 
 
-def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
+def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True,
+                      levels: dict[int, str] | None = None, provider: str = "",
+                      tool_defs: ToolDefs | None = None, allow_empty: bool = False
                       ) -> list[dict[str, Any]]:
+    """``levels``: filled with the index of each answer of ``provider`` that recorded its
+    effort, and the effort (managed effort); ``tool_defs``: the tools a system message
+    adds and removes as ``tool_addition`` / ``tool_removal`` blocks (native tool changes);
+    ``allow_empty``: unsigned thinking replays as thinking with an empty signature
+    (``allowEmptySignature``: servers that emit and accept them)."""
     out: list[dict[str, Any]] = []
     # later system messages (only with supportsMidConvoSystemMessages: else they were folded)
     # are native system messages, held back until the next assistant message, as pi sends
@@ -156,9 +199,12 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
         elif isinstance(message, AssistantMessage):
             out.extend(pending)
             pending.clear()
-            blocks = (_ASSISTANT_WIRE.get(message, None, _assistant_blocks) if keep
-                      else _assistant_blocks(message))
+            build = _empty_signed_blocks if allow_empty else _assistant_blocks
+            blocks = _ASSISTANT_WIRE.get(message, allow_empty, build) if keep else build(message)
             if blocks:
+                if levels is not None and message.api == API and message.provider == provider \
+                        and message.provider_thinking_level in EFFORTS:
+                    levels[len(out)] = message.provider_thinking_level
                 out.append({"role": "assistant", "content": blocks})
         elif isinstance(message, ToolResultMessage):
             # consecutive tool results travel in one user message
@@ -173,32 +219,51 @@ def _convert_messages(messages: Sequence[AgentMessage], keep: bool = True
             continue
         elif isinstance(message, SystemMessage):
             text = system_update_text(message)
-            if text:
-                pending.append({"role": "system", "content": [{"type": "text", "text": text}]})
+            system = [{"type": "text", "text": text}] if text else []
+            if tool_defs is not None:
+                system += _tool_changes(message, tool_defs)
+            if system:
+                pending.append({"role": "system", "content": system})
         i += 1
     out.extend(pending)
     return out
+
+
+def _tool_changes(message: SystemMessage, tool_defs: ToolDefs) -> list[dict[str, Any]]:
+    added = message.tools_added or []
+    redefined = {tool.name for tool in added}  # a new definition replaces the old one
+    blocks = [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}}
+              for name in message.tools_removed or [] if name not in redefined]
+    blocks += [{"type": "tool_addition", "tool": {"type": "tool_definition", "definition": d}}
+               for d in (tool_defs(added) if added else [])]
+    return blocks
 
 
 _SEGMENTS = SegmentCache()  # converted transcript segments, reused across requests
 _BODIES = PrefixEncoder()  # the JSON of converted messages, reused across requests
 
 
-def _convert(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+def _convert(model: Model, messages: Sequence[AgentMessage],
+             levels: dict[int, str] | None = None,
+             tool_defs: ToolDefs | None = None) -> list[dict[str, Any]]:
     """The transcript after its leading system messages, transformed and converted; the
     part an earlier request shared is reused (``SegmentCache``)."""
 
     def convert(part: Sequence[AgentMessage], keep: bool = True) -> list[dict[str, Any]]:
         transformed = transform_messages(part, model, _normalize_tool_call_id)
         _, leading = leading_system_text(transformed)
-        return _convert_messages(transformed[leading:], keep)
+        return _convert_messages(transformed[leading:], keep, levels, model.provider,
+                                 tool_defs, allow_empty)
 
-    if supports_mid_convo_system_messages(model) and any(
+    allow_empty = bool((model.compat or {}).get("allowEmptySignature"))
+
+    if levels is not None or supports_mid_convo_system_messages(model) and any(
             isinstance(m, SystemMessage) for m in messages[1:]):
         # a native system message waits for the next assistant message, across segment
-        # boundaries: converted whole (only with the compat on)
+        # boundaries; effort markers need each answer's place: converted whole (only with
+        # the compat on)
         return convert(messages)
-    variant = (model.provider, model.api, model.id, tuple(model.input))
+    variant = (model.provider, model.api, model.id, tuple(model.input), allow_empty)
     # the new messages after a kept conversion skip the per-message cache (as in
     # openai_completions)
     return _SEGMENTS.convert(
@@ -239,7 +304,12 @@ def _user_content(content: str | Sequence[Any]) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+def _empty_signed_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    return _assistant_blocks(message, True)
+
+
+def _assistant_blocks(message: AssistantMessage, allow_empty: bool = False
+                      ) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
@@ -254,7 +324,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
                                "signature": block.thinking_signature})
             elif block.thinking.strip():
                 # unsigned thinking (aborted stream, other provider) cannot be replayed as such
-                blocks.append({"type": "text", "text": block.thinking})
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": ""}
+                              if allow_empty else {"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
             blocks.append({"type": "tool_use", "id": _normalize_tool_call_id(block.id),
                            "name": block.name, "input": block.arguments})
@@ -294,6 +365,7 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         # lets budget-thinking models think between tool calls
         betas.append("interleaved-thinking-2025-05-14")
+    betas += feature_betas(model, body)
     if betas:
         headers["anthropic-beta"] = ",".join(betas)
     if options.session_id:
@@ -318,6 +390,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
     relax = over_strict_limits(session_id)
     body = build_anthropic_request(call.model, call.messages, call.options, relax_strict=relax)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
+    if (body.get("thinking") or {}).get("block_binding") is not None:
+        # managed effort: the answer records the level of the last marker
+        call.out.message.provider_thinking_level = body["messages"][-1]["output_config"][
+            "effort"]
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     # the parser: parse_event_json unless on_provider_stream_event is set
     state = AnthropicStreamState(call.out, call.label, call.event_parser())

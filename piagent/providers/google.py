@@ -24,7 +24,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..models import Model
+from ..models import Model, clamp_thinking_level
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
@@ -45,19 +45,24 @@ __all__ = ["build_google_request", "stream_google"]
 API = "google-generative-ai"
 _CLIENT = HttpClient("google")
 
-_GEMINI_VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
+_GEMINI_VERSION = re.compile(r"gemini(?:-live)?-(\d+)")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-# Gemini 3 insists on a signature on replayed function calls in thinking mode; calls that
-# have none (from another provider) carry this documented sentinel instead.
+# Gemini 3 insists on a signature on replayed function calls in thinking mode; calls replayed
+# from another model have none (piagent's own: pi-ai sends them unsigned, see
+# docs/reference.md `request-google-skip-signature`) and carry this documented sentinel.
 _SKIP_SIGNATURE = "skip_thought_signature_validator"
-# pi's thinking budgets (tokens) for Gemini 2.5
-_BUDGETS_PRO = {"minimal": 128, "low": 2048, "medium": 8192, "high": 32768}
-_BUDGETS_FLASH = {"minimal": 128, "low": 2048, "medium": 8192, "high": 24576}
-_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH",
-           "xhigh": "HIGH", "max": "HIGH"}
-_PRO_LEVELS = {"minimal": "LOW", "low": "LOW", "medium": "HIGH", "high": "HIGH",
-               "xhigh": "HIGH", "max": "HIGH"}
+# pi-ai 1.6.1's thinking budgets (tokens) of Gemini 2.5, by a part of the id (first match);
+# any other model that takes a budget gets -1 (dynamic)
+_BUDGETS = (("2.5-pro", {"minimal": 128, "low": 2048, "medium": 8192, "high": 32768}),
+            ("2.5-flash-lite", {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576}),
+            ("2.5-flash", {"minimal": 128, "low": 2048, "medium": 8192, "high": 24576}))
+_GOOGLE_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH",
+                  "xhigh": "XHIGH"}
+# the models that take a discrete thinkingLevel rather than a budget (pi-ai 1.6.1's
+# usesGoogleThinkingLevel; Gemini 4 and later by _gemini_major)
+_USES_LEVEL = re.compile(r"gemini-3(?:\.\d+)?-(?:pro|flash)|gemma-?4")
+_LATEST = frozenset(("gemini-flash-latest", "gemini-flash-lite-latest"))
 
 
 def stream_google(model: Model | None, context: Context,
@@ -77,7 +82,7 @@ def stream_google(model: Model | None, context: Context,
 
 
 def _gemini_major(model: Model) -> int:
-    found = _GEMINI_VERSION.search(model.id)
+    found = _GEMINI_VERSION.search(model.id.lower())
     return int(found.group(1)) if found else 0
 
 
@@ -186,35 +191,67 @@ def _const_as_enum(schema: Any, name_map: bool = False) -> Any:
 
 
 def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any] | None:
+    """pi-ai 1.6.1's: the level (clamped to the model's ``thinking_level_map``) as its ``thinkingLevel`` or as a budget; with thinking off, the least the model offers
+    (a model that cannot stop thinking) or a zero budget."""
     if not model.reasoning:
         return None
     level = options.reasoning if options.reasoning != "off" else None
-    major = _gemini_major(model)
-    is_pro = "pro" in model.id
-    if major >= 3:
-        if level is None:  # Gemini 3 cannot stop thinking: think least, and show none of it
-            return {"thinkingLevel": "LOW" if is_pro else "MINIMAL"}
-        levels = _PRO_LEVELS if is_pro else _LEVELS
-        return {"includeThoughts": True, "thinkingLevel": levels.get(level, "HIGH")}
+    uses_level = _uses_level(model)
     if level is None:
-        # 2.5 Pro cannot turn thinking off; the others stop with a zero budget
-        return None if is_pro else {"thinkingBudget": 0}
-    budgets = {**(_BUDGETS_PRO if is_pro else _BUDGETS_FLASH), **(options.thinking_budgets or {})}
-    budget = budgets.get(level, budgets["high"])
-    return {"includeThoughts": True, "thinkingBudget": budget}
+        if uses_level:
+            least = clamp_thinking_level(model, "off")
+            if least != "off":
+                return {"thinkingLevel": _GOOGLE_LEVELS[_resolve_level(model, least)]}
+        return {"thinkingBudget": 0}
+    # clamped as pi-ai's streamSimple does (also when the body is built alone)
+    resolved = _resolve_level(model, clamp_thinking_level(model, level))
+    if uses_level:
+        return {"includeThoughts": True, "thinkingLevel": _GOOGLE_LEVELS[resolved]}
+    return {"includeThoughts": True, "thinkingBudget": _budget(model, resolved, options)}
+
+
+def _uses_level(model: Model) -> bool:
+    model_id = model.id.lower()
+    return (_USES_LEVEL.search(model_id) is not None or _gemini_major(model) >= 4
+            or model_id in _LATEST)
+
+
+def _resolve_level(model: Model, level: str) -> str:
+    """The standard level the model's ``thinking_level_map`` maps ``level`` to."""
+    mapped = (model.thinking_level_map or {}).get(level)
+    resolved = mapped.lower() if isinstance(mapped, str) else level
+    if resolved not in _GOOGLE_LEVELS:
+        raise ValueError(f"Unsupported Google thinking level mapping for {model.provider}/"
+                         f"{model.id}: {level} -> {mapped}; thinking_level_map values must "
+                         f"be one of {sorted(_GOOGLE_LEVELS)}")
+    return resolved
+
+
+def _budget(model: Model, level: str, options: StreamOptions) -> int:
+    level = "high" if level == "xhigh" else level  # the budgets stop at high
+    custom = (options.thinking_budgets or {}).get(level)
+    if custom is not None:
+        return int(custom)
+    for part, budgets in _BUDGETS:
+        if part in model.id:
+            return budgets[level]
+    return -1
 
 
 def _convert_messages(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
     with_ids = _needs_call_ids(model)
     gemini3 = _gemini_major(model) >= 3
+    # images inside the function response: Gemini 3 and later, and every model whose id
+    # names no Gemini version (gemini-flash-latest, Gemma 4, ...), as pi-ai 1.6.1
+    multimodal = gemini3 or _GEMINI_VERSION.search(model.id.lower()) is None
     for message in messages:
         if isinstance(message, UserMessage):
             _append(contents, "user", _user_parts(message.content))
         elif isinstance(message, AssistantMessage):
-            _append(contents, "model", _model_parts(message, with_ids, gemini3))
+            _append(contents, "model", _model_parts(message, model, with_ids, gemini3))
         elif isinstance(message, ToolResultMessage):
-            response, images = _tool_result_parts(message, with_ids, gemini3)
+            response, images = _tool_result_parts(message, with_ids, multimodal)
             last = contents[-1] if contents else None
             # the function responses of one batch share a user turn (as pi)
             if last is not None and last["role"] == "user" \
@@ -250,12 +287,13 @@ def _user_parts(content: str | Sequence[Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def _model_parts(message: AssistantMessage, with_ids: bool,
+def _model_parts(message: AssistantMessage, model: Model, with_ids: bool,
                  gemini3: bool) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     # of parallel calls only the first carries a signature; the sentinel is for messages
     # whose calls carry none at all (replayed from another provider)
-    needs_sentinel = gemini3 and not any(
+    needs_sentinel = gemini3 and (message.provider, message.model) != (model.provider,
+                                                                      model.id) and not any(
         isinstance(b, ToolCall) and _valid_signature(b.thought_signature)
         for b in message.content)
     for block in message.content:
@@ -288,7 +326,7 @@ def _model_parts(message: AssistantMessage, with_ids: bool,
     return parts
 
 
-def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
+def _tool_result_parts(result: ToolResultMessage, with_ids: bool, multimodal: bool
                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The function response part, and the image parts that follow it in a turn of their
     own (before Gemini 3)."""
@@ -300,7 +338,7 @@ def _tool_result_parts(result: ToolResultMessage, with_ids: bool, gemini3: bool
                                 "response": {"error" if result.is_error else "output": text}}
     if with_ids and result.tool_call_id:
         response["id"] = _normalize_tool_call_id(result.tool_call_id)
-    if images and gemini3:  # Gemini 3 takes images inside the function response
+    if images and multimodal:  # Gemini 3 takes images inside the function response
         response["parts"] = [_inline(image) for image in images]
         return {"functionResponse": response}, []
     return {"functionResponse": response}, [_inline(image) for image in images]

@@ -25,17 +25,18 @@ from ..messages import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolDeclaration,
     ToolResultMessage,
     UserMessage,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
-from ..transcript import get_current_system_prompt, get_current_tools
+from ..transcript import get_current_system_prompt, get_current_tools, get_system_message_text
 from ._budget import clamp_max_tokens
 from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
-from ._prompt_cache import affinity_headers, cache_key, cache_retention
+from ._prompt_cache import affinity_headers, anthropic_breakpoints, cache_key, cache_retention
 from ._strict import strict_sampling
 from ._thinking_formats import add_reasoning
 from ._transform import (
@@ -80,20 +81,10 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
         body["stream_options"] = {"include_usage": True}
     if compat.supports_store:
         body["store"] = False
-    tools = get_current_tools(messages)
+    tools = (get_current_tools(messages) if not _tool_additions(compat)
+             else get_current_tools(_folded_system_messages(messages)[0]))
     if tools:
-        wire_tools = []
-        supports = compat.supports_strict_mode
-        for tool in tools:
-            strict = (strict_sampling(tool, supports)
-                      if tool.constrained_sampling is not None else None)
-            function: dict[str, Any] = {
-                "name": tool.name, "description": tool.description,
-                "parameters": strict or tool.parameters or {"type": "object"}}
-            if supports:
-                function["strict"] = strict is not None
-            wire_tools.append({"type": "function", "function": function})
-        body["tools"] = wire_tools
+        body["tools"] = _wire_tools(tools, compat)
         if compat.zai_tool_stream:
             body["tool_stream"] = True  # z.ai streams tool-call arguments only when asked
     elif compat.requires_tools_with_tool_history and _has_tool_history(messages):
@@ -105,6 +96,12 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     if options.session_id or options.cache_retention or options.env is not None \
             or "PI_CACHE_RETENTION" in os.environ:
         _add_prompt_cache(body, model, options, compat)
+    if compat.cache_control_format == "anthropic":
+        retention = cache_retention(options)
+        if retention != "none":
+            anthropic_breakpoints(body, {"type": "ephemeral", "ttl": "1h"} if retention ==
+                                  "long" and compat.supports_long_cache_retention
+                                  else {"type": "ephemeral"})
     if model.reasoning:
         add_reasoning(body, model, options.reasoning, compat)
     if options.sampling_params:
@@ -126,6 +123,46 @@ def _add_prompt_cache(body: dict[str, Any], model: Model, options: StreamOptions
         body["prompt_cache_retention"] = "24h"
 
 
+def _wire_tools(tools: Sequence[ToolDeclaration], compat: OpenAICompat
+                ) -> list[dict[str, Any]]:
+    wire_tools = []
+    supports = compat.supports_strict_mode
+    for tool in tools:
+        strict = (strict_sampling(tool, supports)
+                  if tool.constrained_sampling is not None else None)
+        function: dict[str, Any] = {
+            "name": tool.name, "description": tool.description,
+            "parameters": strict or tool.parameters or {"type": "object"}}
+        if supports:
+            function["strict"] = strict is not None
+        wire_tools.append({"type": "function", "function": function})
+    return wire_tools
+
+
+def _tool_additions(compat: OpenAICompat) -> bool:
+    return compat.supports_mid_convo_system_messages and \
+        compat.supports_mid_convo_tool_additions
+
+
+def _folded_system_messages(messages: Sequence[AgentMessage]
+                            ) -> tuple[list[SystemMessage], int]:
+    """The system messages whose tools are the request's ``tools`` (pi-ai 1.6.1's
+    ``resolveTranscriptTools``, "additions"): the leading one and every one up to the last
+    that removes or redefines a tool; and how many system messages that is."""
+    systems = [m for m in messages if isinstance(m, SystemMessage)]
+    declared: set[str] = set()
+    last = -1
+    for index, system in enumerate(systems):
+        if system.tools_removed:
+            last = index
+        for tool in system.tools_added or []:
+            if tool.name in declared:
+                last = index
+            declared.add(tool.name)
+    folded = max(1 if messages and isinstance(messages[0], SystemMessage) else 0, last + 1)
+    return systems[:folded], folded
+
+
 def _has_tool_history(messages: Sequence[AgentMessage]) -> bool:
     """A tool result, or an assistant message with a tool call, is in ``messages``."""
     for message in messages:
@@ -145,7 +182,15 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
                    compat: OpenAICompat, keep: bool = True) -> list[dict[str, Any]]:
     role = _system_role(model, compat)
     out: list[dict[str, Any]] = []
-    if compat.supports_mid_convo_system_messages:
+    additions = _tool_additions(compat)
+    folded = _folded_system_messages(messages)[1] if additions else 0
+    system_index = 0
+    if additions:  # as pi-ai: the first message is the prompt, every later one an update
+        first = messages[0] if messages else None
+        start = 1 if isinstance(first, SystemMessage) else 0
+        system_index = start
+        prompt = get_system_message_text(first) if isinstance(first, SystemMessage) else ""
+    elif compat.supports_mid_convo_system_messages:
         prompt, start = leading_system_text(messages)
     else:
         prompt, start = get_current_system_prompt(messages), 0
@@ -169,6 +214,11 @@ def _wire_messages(model: Model, messages: Sequence[AgentMessage],
         elif isinstance(message, ToolResultMessage):
             out.append(_tool_result(message, compat, pending_images if images_ok else None))
         elif isinstance(message, SystemMessage) and compat.supports_mid_convo_system_messages:
+            if additions:
+                if system_index >= folded and message.tools_added:
+                    out.append({"role": "system",
+                                "tools": _wire_tools(message.tools_added, compat)})
+                system_index += 1
             text = system_update_text(message)
             if text:
                 out.append({"role": role, "content": text})
@@ -193,6 +243,8 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
     # without mid-conversation system messages every later one folds into the head first
     # (pi's resolveTranscript); what is left converts the same in segments
     messages = fold_system_messages(model, messages, compat.supports_mid_convo_system_messages)
+    if _tool_additions(compat) and any(isinstance(m, SystemMessage) for m in messages[1:]):
+        return convert(messages)  # where the tools fold depends on every system message
     variant = (model.provider, model.api, model.id, tuple(model.input), compat)
     # the new messages after a kept conversion skip the per-message cache: the segment
     # cache holds their conversion (a later miss converts them again, once, and keeps them)

@@ -31,7 +31,7 @@ from ..messages import (
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
-from ..transcript import get_current_tools
+from ..transcript import get_current_tools, get_system_message_text
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
@@ -42,7 +42,13 @@ from ._prompt_cache import (
     cache_retention,
     compat_value,
 )
-from ._strict import strict_sampling
+from ._responses_compat import (
+    ToolChanges,
+    add_reasoning,
+    configuration_update_effort,
+    tool_changes,
+    wire_tools,
+)
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -68,24 +74,15 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     ``max_tokens``: the output limit, by default ``clamp_max_tokens`` of ``messages`` (the
     stream function passes it computed from the untransformed transcript, as pi does)."""
     messages = fold_system_messages(model, messages)
-    body: dict[str, Any] = {"model": model.id, "input": _wire_input(model, messages),
+    changes = tool_changes(model)
+    update_effort = configuration_update_effort(model, options)
+    body: dict[str, Any] = {"model": model.id,
+                            "input": _wire_input(model, messages, changes, update_effort),
                             "stream": True, "store": False}
-    tools = get_current_tools(messages)
-    if tools:
-        # ``strict`` only where the model's compat says the server knows it (pi: the
-        # catalogue's OpenAI models)
-        supports = bool((model.compat or {}).get("supportsStrictMode", False))
-        wire_tools = []
-        for tool in tools:
-            schema = (strict_sampling(tool, supports)
-                      if tool.constrained_sampling is not None else None)
-            wire: dict[str, Any] = {"type": "function", "name": tool.name,
-                                    "description": tool.description,
-                                    "parameters": schema or tool.parameters or {"type": "object"}}
-            if supports:
-                wire["strict"] = schema is not None
-            wire_tools.append(wire)
-        body["tools"] = wire_tools
+    if changes is None:
+        tools = get_current_tools(messages)
+        if tools:
+            body["tools"] = wire_tools(model, tools)
     body["max_output_tokens"] = max_tokens if max_tokens is not None else \
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
@@ -93,15 +90,15 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     if options.session_id or options.cache_retention or options.env is not None \
             or "PI_CACHE_RETENTION" in os.environ:
         _add_prompt_cache(body, model.compat, options)
-    level = options.reasoning
-    if model.reasoning and level and level != "off":
-        mapped = (model.thinking_level_map or {}).get(level)  # the catalogue's wire value
-        effort = mapped if mapped is not None else "high" if level in ("xhigh", "max") else level
-        body["reasoning"] = {"effort": effort, "summary": "auto"}
-        body["include"] = ["reasoning.encrypted_content"]
+    add_reasoning(body, model, options, update_effort, lambda level: _effort(model, level))
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
+
+
+def _effort(model: Model, level: str) -> str:
+    mapped = (model.thinking_level_map or {}).get(level)  # the catalogue's wire value
+    return mapped if mapped is not None else "high" if level in ("xhigh", "max") else level
 
 
 def _add_prompt_cache(body: dict[str, Any], compat: Mapping[str, Any] | None,
@@ -125,25 +122,49 @@ def _add_prompt_cache(body: dict[str, Any], compat: Mapping[str, Any] | None,
         body["prompt_cache_retention"] = "24h"
 
 
-def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolChanges | None,
+                update_effort: str | None) -> list[dict[str, Any]]:
     role = "developer" if model.reasoning else "system"
     items: list[dict[str, Any]] = []
-    prompt, start = leading_system_text(messages)
-    if prompt:
-        items.append({"role": role, "content": prompt})
-    for n, message in enumerate(messages[start:]):
+    if changes is None:
+        prompt, start = leading_system_text(messages)
+        if prompt:
+            items.append({"role": role, "content": prompt})
+    else:
+        start = 0  # each system message in place, with the tools it adds before it
+    # n: the message's index after the leading system message (pi's msgIndex)
+    lead = 1 if changes is not None and messages and isinstance(messages[0], SystemMessage) \
+        else 0
+    for n, message in enumerate(messages[start:], -lead):
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            _assistant_items(message, n, items, message.model == model.id
-                             and message.provider == model.provider and message.api == API)
+            same = message.model == model.id and message.provider == model.provider \
+                and message.api == API
+            before = len(items)
+            _assistant_items(message, n, items, same)
+            if update_effort is not None and same and len(items) > before \
+                    and message.provider_thinking_level is not None:
+                items.insert(before, _configuration_update(message.provider_thinking_level))
         elif isinstance(message, ToolResultMessage):
             items.append(_tool_output(message, model))
         elif isinstance(message, SystemMessage):
-            text = system_update_text(message)
+            if changes is None:
+                text = system_update_text(message)
+            else:
+                changes.before(message, role, items)
+                first = get_system_message_text(message) if n < 0 \
+                    else system_update_text(message)  # n < 0: the leading one
+                text = "\n\n".join(t for t in (first, changes.removal(message)) if t)
             if text:
                 items.append({"role": role, "content": text})
+    if update_effort is not None:
+        items.append(_configuration_update(update_effort))
     return items
+
+
+def _configuration_update(effort: str) -> dict[str, Any]:
+    return {"type": "configuration_update", "reasoning": {"effort": effort}}
 
 
 def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
@@ -248,6 +269,9 @@ def _run(call: ProviderCall) -> Iterator[None]:
                                   _normalize_id)
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)
+    level = configuration_update_effort(model, call.options)
+    if level is not None:  # the answer records the level its configuration_update gave
+        call.out.message.provider_thinking_level = level
     url = model.base_url.rstrip("/") + "/responses"
     state = _StreamState(call.out, call.label)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set

@@ -473,15 +473,44 @@ def test_request_from_another_model_and_orphans():
 @pytest.mark.parametrize(("model_id", "level", "expected"), [
     ("gemini-2.5-flash", "medium", {"includeThoughts": True, "thinkingBudget": 8192}),
     ("gemini-2.5-pro", "high", {"includeThoughts": True, "thinkingBudget": 32768}),
-    ("gemini-2.5-pro", None, None),
-    ("gemini-3-pro-preview", "minimal", {"includeThoughts": True, "thinkingLevel": "LOW"}),
+    ("gemini-2.5-pro", None, {"thinkingBudget": 0}),  # pi-ai 1.6.1 sends it too
+    ("gemini-2.5-flash-lite", "minimal", {"includeThoughts": True, "thinkingBudget": 512}),
+    ("gemini-2.5-flash", "max", {"includeThoughts": True, "thinkingBudget": 24576}),
+    ("deep-research-max-preview-04-2026", "medium",  # no table: dynamic
+     {"includeThoughts": True, "thinkingBudget": -1}),
+    ("gemini-3.1-pro-preview", "minimal", {"includeThoughts": True, "thinkingLevel": "LOW"}),
+    ("gemini-3.1-pro-preview", None, {"thinkingLevel": "LOW"}),
     ("gemini-3-flash-preview", "medium", {"includeThoughts": True, "thinkingLevel": "MEDIUM"}),
     ("gemini-3-flash-preview", None, {"thinkingLevel": "MINIMAL"}),
+    ("gemini-4-argon", None, {"thinkingLevel": "LOW"}),
+    ("gemini-4-neon", "xhigh", {"includeThoughts": True, "thinkingLevel": "XHIGH"}),
+    ("gemini-flash-lite-latest", "medium", {"includeThoughts": True, "thinkingLevel": "MEDIUM"}),
+    ("gemma-4-31b-it", "medium", {"includeThoughts": True, "thinkingLevel": "HIGH"}),
 ])
 def test_thinking_config(model_id, level, expected):
-    body = build_google_request(_model(id=model_id), [UserMessage(content="u")],
+    """pi-ai 1.6.1's thinking config of the catalogued model (its thinkingLevelMap)."""
+    model = replace(get_model("google", model_id), base_url=_model().base_url)
+    body = build_google_request(model, [UserMessage(content="u")],
                                 StreamOptions(reasoning=level))
     assert body.get("generationConfig", {}).get("thinkingConfig") == expected
+
+
+def test_thinking_level_map_value_outside_google_s_levels_is_refused():
+    model = _model(id="gemini-3-flash-preview", thinking_level_map={"medium": "turbo"})
+    with pytest.raises(ValueError, match=r"medium -> turbo.*thinking_level_map"):
+        build_google_request(model, [UserMessage(content="u")], StreamOptions(reasoning="medium"))
+
+
+def test_same_model_unsigned_call_is_replayed_unsigned():
+    """A call of the same model without a signature goes as it is (pi-ai 1.6.1)."""
+    own = AssistantMessage(content=[ToolCall("c1", "get_weather", {"city": "Rome"})],
+                           api="google-generative-ai", provider="google",
+                           model="gemini-3-flash-preview", stop_reason="toolUse")
+    body = build_google_request(_model(id="gemini-3-flash-preview"), [
+        UserMessage(content="go"), own,
+        ToolResultMessage("c1", "get_weather", [TextContent("sunny")])], StreamOptions())
+    assert body["contents"][1]["parts"] == [{
+        "functionCall": {"name": "get_weather", "args": {"city": "Rome"}, "id": "c1"}}]
 
 
 def test_thinking_budget_override_and_non_reasoning_model():
@@ -540,3 +569,16 @@ def test_const_is_sent_as_a_one_value_enum(sse_server):
     from piagent.providers.google import _const_as_enum
 
     assert _const_as_enum(WEATHER.parameters) is WEATHER.parameters
+
+
+def test_tool_result_images_inside_the_response_without_a_version_in_the_id():
+    """pi-ai 1.6.1 nests the images in the function response for Gemini 3 and later and for
+    an id that names no Gemini version (gemini-flash-latest, Gemma 4)."""
+    result = ToolResultMessage("c1", "get_weather", [ImageContent("R0lGOD=", "image/gif")])
+    for model_id, nested in (("gemini-flash-lite-latest", True), ("gemma-4-31b-it", True),
+                             ("gemini-2.5-flash", False)):
+        body = build_google_request(_model(id=model_id), [UserMessage(content="go"), result],
+                                    StreamOptions())
+        response = body["contents"][1]["parts"][0]["functionResponse"]
+        assert ("parts" in response) is nested, model_id
+        assert len(body["contents"]) == (2 if nested else 3), model_id

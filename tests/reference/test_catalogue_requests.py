@@ -56,31 +56,11 @@ class CatalogueRow:
                 and (not self.fields or bool(has & set(self.fields))))
 
 
-CATALOGUE_ROWS = {
-    "catalogue-anthropic-16": CatalogueRow(
-        "pi-ai 1.6.1's Anthropic features the catalogue switches on: effort markers "
-        "(supportsMidConvoEffort), server-side fallbacks (allowedFallbackModels), the "
-        "deferred-tool placeholder (supportsToolSearch)", "anthropic-messages",
-        r"\.body\.(output_config|fallbacks|thinking(\.\w+)?|messages\[len \d+ vs \d+\]|"
-        r"tools\[len \d+ vs \d+\])|\.headers\.anthropic-beta",
-        ("supportsMidConvoEffort", "allowedFallbackModels", "supportsToolSearch",
-         "forceAdaptiveThinking")),
-    "catalogue-responses-16": CatalogueRow(
-        "pi-ai 1.6.1's Responses requests: the tools of a supportsAdditionalTools model as "
-        "an additional_tools input item; with thinking off, reasoning effort none (or the "
-        "model's thinkingLevelMap off value) and the encrypted reasoning included",
-        "openai-responses", r"\.body\.(input.*|tools|include|reasoning(\.\w+)?)", ()),
-    "catalogue-google-16": CatalogueRow(
-        "pi-ai 1.6.1's Gemini thinking: no skip-validator signature on a replayed call of "
-        "Gemini 3.5 and later, its thinking budget defaults", "google-generative-ai",
-        r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
-        r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
-    "catalogue-vertex-16": CatalogueRow(
-        "the same Gemini thinking rules on Vertex AI (one request builder for both APIs)",
-        "google-vertex",
-        r"\.body\.(contents\[\d+\]\.parts\[\d+\]\.thoughtSignature|"
-        r"generationConfig\.thinkingConfig(\.\w+)?)", ()),
-}
+# empty since pi-ai 1.6.1's per-model request features were adopted (Anthropic's managed
+# effort, native tool changes and fallbacks; Responses' additional_tools, configuration_update
+# and reasoning with thinking off; Gemini's thinking levels and budgets): a future row names
+# what piagent's builders do not have yet
+CATALOGUE_ROWS: dict[str, CatalogueRow] = {}
 
 
 def sample(provider: str) -> list[str]:
