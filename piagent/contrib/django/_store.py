@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -50,21 +52,51 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 
-def _closing(method: Callable[Concatenate[DjangoStore, _P], _T]
-             ) -> Callable[Concatenate[DjangoStore, _P], _T]:
-    """A store method that closes the thread's connection again when the call opened it and
-    no ``atomic`` block holds it: a request thread keeps the connection Django's request
-    cycle manages; a thread of piagent's own (a run, a supervisor) leaves none behind."""
+def _close_raw(wrappers: set[Any]) -> None:
+    """Close the DB-API connections of a finished thread's Django connections."""
+    for wrapper in wrappers:
+        raw, wrapper.connection = wrapper.connection, None
+        if raw is not None:
+            try:
+                raw.close()
+            except Exception:  # noqa: BLE001 - the thread is gone; the server ends it too
+                pass
+
+
+class _ThreadConnections:
+    """The Django connections a store used on one thread; when the thread ends (its
+    ``_threads`` value is dropped) their DB-API connections are closed (``_close_raw``)."""
+
+    def __init__(self) -> None:
+        self.wrappers: set[Any] = set()
+        weakref.finalize(self, _close_raw, self.wrappers)
+
+
+# each thread's own _ThreadConnections (a thread-local: never shared between threads)
+_threads = threading.local()
+
+
+def _connected(method: Callable[Concatenate[DjangoStore, _P], _T]
+               ) -> Callable[Concatenate[DjangoStore, _P], _T]:
+    """A store method whose thread's connection is closed when the thread ends: a thread
+    of piagent's own (an Agent's run, a runner's supervisor) keeps one connection while it
+    lives and leaves none behind (a request thread's is also closed by Django at the end of
+    the request, as always). A connection an error made unusable is closed at once."""
 
     @functools.wraps(method)
     def call(self: DjangoStore, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         conn = connections[self.using]
-        opened_here = conn.connection is None
+        if conn.connection is None:
+            mine = getattr(_threads, "connections", None)
+            if mine is None:
+                mine = _threads.connections = _ThreadConnections()
+            mine.wrappers.add(conn)
         try:
             return method(self, *args, **kwargs)
-        finally:
-            if opened_here and not conn.in_atomic_block:
-                conn.close()
+        except Exception:
+            if not conn.in_atomic_block:
+                conn.close_if_unusable_or_obsolete()
+            raise
     return cast("Callable[Concatenate[DjangoStore, _P], _T]", call)
 
 
@@ -190,14 +222,14 @@ class DjangoStore:
 
     # --- the SessionStore protocol ---------------------------------------------------------
 
-    @_closing
+    @_connected
     def load(self, session_id: str) -> list[AgentMessage]:
         check_session_id(session_id)
         rows = self._records().filter(session__key=key_of(session_id)).exclude(
             kind="started").order_by("seq").values_list("seq", "data")
         return [decode_message(session_id, seq, data) for seq, data in rows]
 
-    @_closing
+    @_connected
     def append(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
         rows = _rows(messages)
@@ -212,7 +244,7 @@ class DjangoStore:
                 self._approvals().filter(session_id=pk).delete()
         self._write(write)
 
-    @_closing
+    @_connected
     def replace(self, session_id: str, messages: Sequence[AgentMessage]) -> None:
         check_session_id(session_id)
         rows = _rows(messages)
@@ -227,7 +259,7 @@ class DjangoStore:
             self._sessions().filter(pk=pk).update(next_seq=len(rows) + len(marks))
         self._write(write)
 
-    @_closing
+    @_connected
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
 
@@ -238,14 +270,14 @@ class DjangoStore:
             self._sessions().filter(pk=pk).delete()
         self._write(write)
 
-    @_closing
+    @_connected
     def session_ids(self) -> list[str]:
         # EXISTS, not DISTINCT: MariaDB's collation would make "a" and "A" one
         found = self._sessions().filter(Exists(self._records().filter(
             session_id=OuterRef("pk")))).values_list("session_id", flat=True)
         return sorted(from_column(s) for s in found)
 
-    @_closing
+    @_connected
     def mark_started(self, session_id: str, tool_call_id: str) -> None:
         check_session_id(session_id)
         if not isinstance(tool_call_id, str):
@@ -260,12 +292,12 @@ class DjangoStore:
             self._insert(pk, seq, [("started", tool_call_id, None)])
         self._write(write)
 
-    @_closing
+    @_connected
     def started(self, session_id: str) -> set[str]:
         check_session_id(session_id)
         return set(self._unanswered(self._pk(session_id)))
 
-    @_closing
+    @_connected
     def last_activity(self, session_id: str) -> float | None:
         """When the session's last record was written (epoch seconds), ``None`` if unknown."""
         check_session_id(session_id)
@@ -294,7 +326,7 @@ class DjangoStore:
         live = live_rows([from_column(r[2]) for r in rows], [from_column(a) for a in answered])
         return [(int(rows[i][0]), rows[i][1], rows[i][3], rows[i][4]) for i in live]
 
-    @_closing
+    @_connected
     def mark_waiting(self, session_id: str, pending: Sequence[PendingApproval],
                      held: Sequence[ToolResultMessage]) -> None:
         check_session_id(session_id)
@@ -312,7 +344,7 @@ class DjangoStore:
                             data=str(since))])
         self._write(write)
 
-    @_closing
+    @_connected
     def decide(self, session_id: str, tool_call_id: str, decision: ApprovalDecision,
                digest: str | None) -> bool:
         check_session_id(session_id)
@@ -327,20 +359,20 @@ class DjangoStore:
             return all(e.decision is not None for i, e in enumerate(entries) if i != index)
         return self._write(write)
 
-    @_closing
+    @_connected
     def approvals(self, session_id: str) -> list[PendingApproval]:
         check_session_id(session_id)
         return [pending_from_json(data, made)
                 for _, kind, data, made in self._batch(self._pk(session_id))
                 if kind == "pending"]
 
-    @_closing
+    @_connected
     def held_results(self, session_id: str) -> list[ToolResultMessage]:
         check_session_id(session_id)
         return [decode_message(session_id, seq, data)  # type: ignore[misc]  # tool results
                 for seq, kind, data, _ in self._batch(self._pk(session_id)) if kind == "held"]
 
-    @_closing
+    @_connected
     def clear_approvals(self, session_id: str) -> None:
         check_session_id(session_id)
         self._write(lambda: self._approvals().filter(
@@ -348,7 +380,7 @@ class DjangoStore:
 
     # --- budgets (piagent.policy.BudgetStore) -----------------------------------------------
 
-    @_closing
+    @_connected
     def charge_budget(self, key: str, *, cost: float = 0.0, tokens: int = 0,
                       requests: int = 0) -> BudgetSpend:
         """Add to what has been spent under ``key`` and return the new totals, atomically
