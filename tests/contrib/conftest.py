@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,30 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
         yield from _mariadb()
     else:
         yield from _postgresql()
+
+
+def run_agent_twice(make_store: Callable[[], Any]) -> None:
+    """An Agent keeps a conversation with tool calls in a store; a second Agent on a new
+    store object over the same database goes on from it (the contrib stores' end to end)."""
+    from piagent import Agent, AgentTool, AgentToolResult, TextContent
+    from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+    def echo(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult(content=[TextContent(f"echo {params['x']}")])
+
+    tool = AgentTool(name="echo", description="Echoes x.", parameters={
+        "type": "object", "properties": {"x": {"type": "integer"}}}, execute=echo)
+    sid = f"agent-{uuid.uuid4().hex}"
+    fn = ScriptedStreamFn([assistant_tool_calls(("echo", {"x": 1}), ("echo", {"x": 2})),
+                           assistant_text("done"), assistant_text("again")])
+    first = Agent(model=fn.model, stream_fn=fn, tools=[tool], store=make_store(),
+                  session_id=sid)
+    first.prompt("go")
+    assert first.state.error_message is None
+    second = Agent(model=fn.model, stream_fn=fn, tools=[tool], store=make_store(),
+                   session_id=sid)
+    assert [m.role for m in second.state.messages if m.role != "system"] == [
+        "user", "assistant", "toolResult", "toolResult", "assistant"]
+    second.prompt("more")
+    assert [m.role for m in make_store().load(sid)][-2:] == ["user", "assistant"]
+    assert make_store().started(sid) == set()

@@ -29,6 +29,7 @@ from ..sessions.test_approval_store import (  # noqa: F401
     test_of_two_deciders_racing_exactly_one_completes_the_batch,
 )
 from ..test_policy import test_each_store_charges_in_its_own_method_and_no_charge_is_lost  # noqa: F401
+from .conftest import run_agent_twice
 
 configure_django()
 
@@ -203,3 +204,7 @@ def test_wrong_arguments_are_refused() -> None:
         DjangoStore().mark_started("s", 3)  # type: ignore[arg-type]
 
 
+
+
+def test_an_agent_keeps_its_conversation(alias: str) -> None:
+    run_agent_twice(lambda: DjangoStore(alias))

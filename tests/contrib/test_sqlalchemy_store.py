@@ -29,7 +29,7 @@ from ..sessions.test_approval_store import (  # noqa: F401
     test_of_two_deciders_racing_exactly_one_completes_the_batch,
 )
 from ..test_policy import test_each_store_charges_in_its_own_method_and_no_charge_is_lost  # noqa: F401
-from .conftest import Database
+from .conftest import Database, run_agent_twice
 
 
 @pytest.fixture
@@ -150,11 +150,16 @@ def test_tables_can_be_left_to_migrations(database: Database) -> None:
         engine.dispose()
 
 
-def test_wrong_arguments_are_refused() -> None:
+def test_wrong_arguments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"needs a sqlalchemy.engine.Engine .* got str"):
         SQLAlchemyStore("sqlite:///x.db")  # type: ignore[arg-type]
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        with pytest.raises(ValueError, match="needs a SQLite file .* MemoryStore"):
+            SQLAlchemyStore(sqlalchemy.create_engine(url))
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 's.db'}")
     with pytest.raises(TypeError, match="tool_call_id must be a str"):
-        SQLAlchemyStore(sqlalchemy.create_engine("sqlite://")).mark_started("s", 3)  # type: ignore[arg-type]
+        SQLAlchemyStore(engine).mark_started("s", 3)  # type: ignore[arg-type]
+    engine.dispose()
 
 
 def test_not_imported_by_piagent() -> None:
@@ -167,3 +172,7 @@ def test_not_imported_by_piagent() -> None:
                          timeout=WAIT * 6, check=True)
     assert out.stdout.strip() == "False"
 
+
+
+def test_an_agent_keeps_its_conversation(engine: sqlalchemy.Engine) -> None:
+    run_agent_twice(lambda: SQLAlchemyStore(engine))

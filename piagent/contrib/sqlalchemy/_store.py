@@ -78,8 +78,14 @@ class SQLAlchemyStore:
             msg = (f"SQLAlchemyStore speaks {', '.join(_DIALECTS)}; the engine's database is "
                    f"{engine.dialect.name!r}.")
             raise ValueError(msg)
-        self.engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
+        database = engine.url.database or ":memory:"
+        if self._sqlite and (database == ":memory:" or database.startswith("file::memory:")):
+            msg = ("SQLAlchemyStore needs a SQLite file (each connection of the engine's pool "
+                   "to an in-memory database is a database of its own); use MemoryStore for "
+                   "a store in memory.")
+            raise ValueError(msg)
+        self.engine = engine
         self._returning = bool(engine.dialect.update_returning)
         if create_tables:
             self.create_tables()
