@@ -176,3 +176,13 @@ def test_not_imported_by_piagent() -> None:
 
 def test_an_agent_keeps_its_conversation(engine: sqlalchemy.Engine) -> None:
     run_agent_twice(lambda: SQLAlchemyStore(engine))
+
+
+def test_a_newer_schema_is_refused(store: SQLAlchemyStore, engine: sqlalchemy.Engine) -> None:
+    schema = metadata.tables["piagent_store_schema"]
+    with engine.begin() as conn:
+        assert conn.execute(sqlalchemy.select(schema.c.component, schema.c.version)).all() == [
+            ("sessions", 1)]
+        conn.execute(schema.update().values(version=99))
+    with pytest.raises(RuntimeError, match="tables of version 99; this piagent reads version 1"):
+        SQLAlchemyStore(engine)

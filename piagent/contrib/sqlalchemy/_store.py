@@ -41,7 +41,16 @@ from ...sessions.records import (
     pending_to_json,
     unanswered_call_ids,
 )
-from ._tables import APPROVALS, BUDGETS, MYSQL, RECORDS, SESSIONS, metadata
+from ._tables import (
+    APPROVALS,
+    BUDGETS,
+    MYSQL,
+    RECORDS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SESSIONS,
+    metadata,
+)
 
 __all__ = ["SQLAlchemyStore"]
 
@@ -94,18 +103,30 @@ class SQLAlchemyStore:
         return f"SQLAlchemyStore({self.engine.url.render_as_string(hide_password=True)!r})"
 
     def create_tables(self) -> None:
-        """Create the store's tables that do not exist yet (idempotent; another process
-        creating them at the same moment is no error)."""
+        """Create the store's tables that do not exist yet and record their version
+        (idempotent; another process doing the same at the same moment is no error).
+        ``RuntimeError`` if the database holds a newer version (an older piagent)."""
         for attempt in range(3):
             try:
                 metadata.create_all(self.engine)
-                return
-            except (OperationalError, IntegrityError) as exc:
-                if attempt == 2 or "exist" not in str(exc).lower():  # a race: look again
-                    raise
-            except Exception as exc:  # PostgreSQL's race on a new type is a ProgrammingError
+                break
+            except Exception as exc:  # a race on CREATE TABLE: look again
                 if attempt == 2 or "exist" not in str(exc).lower():
                     raise
+        with self.engine.connect() as conn:
+            version = conn.execute(select(SCHEMA.c.version).where(
+                SCHEMA.c.component == "sessions")).scalar()
+            if version is None:
+                try:
+                    conn.execute(insert(SCHEMA).values(component="sessions",
+                                                       version=SCHEMA_VERSION))
+                    conn.commit()
+                except IntegrityError:  # another process recorded it first
+                    conn.rollback()
+            elif version > SCHEMA_VERSION:
+                msg = (f"{self!r} holds piagent's store tables of version {version}; this "
+                       f"piagent reads version {SCHEMA_VERSION}. Upgrade piagent.")
+                raise RuntimeError(msg)
 
     # --- transactions ----------------------------------------------------------------------
 

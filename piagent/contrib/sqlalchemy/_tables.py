@@ -28,7 +28,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "SESSIONS", "Key", "metadata"]
+__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "SCHEMA", "SCHEMA_VERSION", "SESSIONS", "Key", "metadata"]
 
 MYSQL = ("mysql", "mariadb")
 _KEY_BYTES = 800  # 200 characters (the longest session id or budget key) of 4 bytes each
@@ -61,9 +61,19 @@ class Key(TypeDecorator[str]):
 _JSON = Text().with_variant(mysql.LONGTEXT(), *MYSQL)
 _TABLE_OPTIONS: dict[str, Any] = {"mysql_charset": "utf8mb4", "mariadb_charset": "utf8mb4"}
 
+SCHEMA_VERSION = 1
+
 metadata = MetaData()
 """The store's tables (schema version 1): ``piagent_store_sessions``, ``_records``,
-``_approvals`` and ``_budgets``."""
+``_approvals``, ``_budgets`` and ``_schema``."""
+
+SCHEMA = Table(
+    "piagent_store_schema", metadata,
+    # the version of the tables ('sessions': SCHEMA_VERSION), written by create_tables
+    Column("component", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+    **_TABLE_OPTIONS,
+)
 
 SESSIONS = Table(
     "piagent_store_sessions", metadata,
