@@ -162,6 +162,20 @@ def test_wrong_arguments_are_refused(tmp_path: Path) -> None:
     engine.dispose()
 
 
+@pytest.mark.parametrize(("module", "extra"), [("sqlalchemy", "sqlalchemy"),
+                                              ("django", "django")])
+def test_a_missing_extra_is_named(module: str, extra: str) -> None:
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.modules[{module!r}] = None\n"
+            f"import piagent.contrib.{module}")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=WAIT * 6)
+    assert out.returncode == 1
+    assert f"pip install 'piagent[{extra}]'" in out.stderr
+
+
 def test_not_imported_by_piagent() -> None:
     import subprocess
     import sys

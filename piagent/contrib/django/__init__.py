@@ -6,6 +6,13 @@ settings before the apps are loaded."""
 
 from __future__ import annotations
 
-from ._store import DjangoStore
+try:
+    import django as _django
+except ImportError as _missing:  # the extra is not installed
+    raise ImportError("piagent.contrib.django needs Django 5.2: "
+                      "pip install 'piagent[django]'") from _missing
+del _django
+
+from ._store import DjangoStore  # noqa: E402 - after the check above
 
 __all__ = ["DjangoStore"]

@@ -4,7 +4,14 @@
 
 from __future__ import annotations
 
-from ._store import SQLAlchemyStore
-from ._tables import metadata
+try:
+    import sqlalchemy as _sqlalchemy
+except ImportError as _missing:  # the extra is not installed
+    raise ImportError("piagent.contrib.sqlalchemy needs SQLAlchemy 2: "
+                      "pip install 'piagent[sqlalchemy]'") from _missing
+del _sqlalchemy
+
+from ._store import SQLAlchemyStore  # noqa: E402 - after the check above
+from ._tables import metadata  # noqa: E402
 
 __all__ = ["SQLAlchemyStore", "metadata"]
