@@ -1,8 +1,8 @@
 """The databases the contrib stores are tested on, each test in a database (MariaDB) or
 schema (PostgreSQL) or file (SQLite) of its own, dropped after it.
 
-``PIAGENT_TEST_MARIADB`` (default ``root:…`` of ``.ci/mariadb-setup.sh``: user ``piagent``,
-password ``piagent``, 127.0.0.1:3306) and ``PIAGENT_TEST_POSTGRES`` name the servers; an
+``PIAGENT_TEST_MARIADB`` (``user:password@host:port``; default ``piagent:piagent@127.0.0.1:3306``,
+the user ``.ci/mariadb-setup.sh`` makes) and ``PIAGENT_TEST_POSTGRES`` name the servers; an
 unreachable one skips, and fails in CI (``PIAGENT_REQUIRE_ALL=1``).
 """
 
