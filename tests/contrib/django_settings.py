@@ -7,7 +7,9 @@ server), which ``tests/contrib/test_django_store.py`` creates, migrates and drop
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from typing import Any
@@ -28,12 +30,13 @@ _credentials, _, _address = _MARIADB.rpartition("@")
 
 
 def _databases() -> dict[str, dict[str, Any]]:
+    folder = tempfile.mkdtemp(prefix="piagent-django-")
+    atexit.register(shutil.rmtree, folder, True)  # the SQLite file, at the process's exit
     user, _, password = _credentials.partition(":")
     host, _, port = _address.partition(":")
     return {
         "default": {"ENGINE": "django.db.backends.sqlite3",
-                    "NAME": os.path.join(tempfile.mkdtemp(prefix="piagent-django-"),
-                                         f"{_NAME}.db")},
+                    "NAME": os.path.join(folder, f"{_NAME}.db")},
         "postgresql": {"ENGINE": "django.db.backends.postgresql",
                        "NAME": _POSTGRES.path.lstrip("/") or "test",
                        "USER": _POSTGRES.username or "", "PASSWORD": _POSTGRES.password or "",

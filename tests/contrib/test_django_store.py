@@ -7,7 +7,6 @@ migrations match its models."""
 from __future__ import annotations
 
 import io
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,9 +73,7 @@ def _create(alias: str) -> None:
 
 def _drop(alias: str) -> None:
     config = settings.DATABASES[alias]
-    if alias == "default":  # the file's directory (django_settings.py made it)
-        connections[alias].close()
-        shutil.rmtree(Path(config["NAME"]).parent, ignore_errors=True)
+    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
         return
     with connections[alias].cursor() as cursor:
         if alias == "mariadb":
