@@ -163,7 +163,10 @@ class SQLAlchemyStore:
             end = conn.execute(bump.returning(SESSIONS.c.next_seq)).scalar()
             if end is not None:
                 return int(end)
-        elif conn.execute(bump).rowcount:  # MariaDB/MySQL: rows matched (FOUND_ROWS)
+        # the UPDATE's own count says whether it found the row: a read-back could see a row
+        # another writer created since, and go on without the lock (or, for a budget, without
+        # the charge). SQLAlchemy's MySQL dialects count rows matched (CLIENT.FOUND_ROWS).
+        elif conn.execute(bump).rowcount:  # MariaDB/MySQL: rows matched
             return int(conn.execute(select(SESSIONS.c.next_seq).where(
                 SESSIONS.c.session_id == session_id)).scalar_one())
         # a new session; another writer creating it at once fails one of the two, retried
