@@ -476,9 +476,10 @@ def configure_django() -> None:
     import django
     from django.conf import settings
 
-    if not settings.configured:
-        settings.configure(DEBUG=False, SECRET_KEY="piagent-tests", ALLOWED_HOSTS=["*"],
-                           ROOT_URLCONF=None, INSTALLED_APPS=[], MIDDLEWARE=[], DATABASES={})
+    if not settings.configured:  # the app piagent.contrib.django, this process's databases
+        from tests.contrib import django_settings
+
+        settings.configure(**{k: v for k, v in vars(django_settings).items() if k.isupper()})
         django.setup()
 
 

@@ -101,6 +101,10 @@ def offline(monkeypatch, tmp_path):
                   marks=[pytest.mark.skip(reason="marked no-run")] if skip else [])
      for path, line, code, skip in ALL_BLOCKS])
 def test_doc_block_runs(path, line, code, offline, monkeypatch):
+    if "from django" in code:  # the tests' Django settings, configured once per process
+        from tests.conftest import configure_django
+
+        configure_django()
     # A real module, so dataclasses and typing can find the block's globals.
     module = types.ModuleType("__docs__")
     monkeypatch.setitem(sys.modules, "__docs__", module)

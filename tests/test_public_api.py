@@ -16,6 +16,8 @@ import pytest
 
 import piagent
 
+from .conftest import configure_django
+
 DOCUMENTED = {
     # messages and content
     "TextContent", "ThinkingContent", "ImageContent", "ToolCall", "SystemMessage", "UserMessage",
@@ -70,7 +72,9 @@ def test_all_is_exactly_the_documented_names() -> None:
 
 
 def _public_modules() -> list[ModuleType]:
-    """``piagent`` and every package or plain module below it without a leading ``_``."""
+    """``piagent`` and every package or plain module below it without a leading ``_``
+    (with Django configured: the app ``piagent.contrib.django``'s models import only so)."""
+    configure_django()
     found = [piagent]
     for info in pkgutil.walk_packages(piagent.__path__, "piagent."):
         if any(part.startswith("_") for part in info.name.split(".")[1:]):

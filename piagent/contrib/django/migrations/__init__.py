@@ -1,0 +1,3 @@
+"""The app's migrations (``makemigrations piagent``)."""
+
+__all__: list[str] = []

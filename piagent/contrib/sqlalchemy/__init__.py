@@ -1,0 +1,17 @@
+"""``SQLAlchemyStore``: the session store on a SQLAlchemy engine (docs/sessions.md, extra
+``piagent[sqlalchemy]``): SQLite, PostgreSQL, MariaDB/MySQL; Flask-SQLAlchemy's
+``db.engine`` works. ``metadata`` holds its tables, for ``create_all`` or Alembic."""
+
+from __future__ import annotations
+
+try:
+    import sqlalchemy as _sqlalchemy
+except ImportError as _missing:  # the extra is not installed
+    raise ImportError("piagent.contrib.sqlalchemy needs SQLAlchemy 2: "
+                      "pip install 'piagent[sqlalchemy]'") from _missing
+del _sqlalchemy
+
+from ._store import SQLAlchemyStore  # noqa: E402 - after the check above
+from ._tables import metadata  # noqa: E402
+
+__all__ = ["SQLAlchemyStore", "metadata"]

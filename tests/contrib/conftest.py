@@ -1,0 +1,132 @@
+"""The databases the contrib stores are tested on, each test in a database (MariaDB) or
+schema (PostgreSQL) or file (SQLite) of its own, dropped after it.
+
+``PIAGENT_TEST_MARIADB`` (``user:password@host:port``; default ``piagent:piagent@127.0.0.1:3306``,
+the user ``.ci/mariadb-setup.sh`` makes) and ``PIAGENT_TEST_POSTGRES`` name the servers; an
+unreachable one skips, and fails in CI (``PIAGENT_REQUIRE_ALL=1``).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import unavailable
+
+MARIADB = os.environ.get("PIAGENT_TEST_MARIADB", "piagent:piagent@127.0.0.1:3306")
+POSTGRES = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+DATABASES = ["sqlite", "postgresql", "mariadb"]
+
+
+@dataclass(frozen=True)
+class Database:
+    """One test's own database: its kind, a SQLAlchemy URL, and the parts Django needs."""
+
+    kind: str
+    url: str
+    name: str  # the SQLite file, MariaDB database or PostgreSQL schema
+    user: str = ""
+    password: str = ""
+    host: str = ""
+    port: int = 0
+    dbname: str = ""  # PostgreSQL's database (name is the schema in it)
+
+
+def _unique() -> str:
+    return f"piagent_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def _mariadb() -> Iterator[Database]:
+    try:
+        import pymysql
+    except ImportError:
+        unavailable("PyMySQL is not installed (pip install 'piagent[sqlalchemy]' pymysql)")
+    credentials, _, address = MARIADB.rpartition("@")
+    user, _, password = credentials.partition(":")
+    host, _, port = address.partition(":")
+    name = _unique()
+    try:
+        conn = pymysql.connect(host=host, port=int(port or 3306), user=user, password=password,
+                               connect_timeout=3, autocommit=True)
+    except pymysql.Error as exc:
+        unavailable(f"MariaDB at {address} (PIAGENT_TEST_MARIADB; .ci/mariadb-setup.sh makes "
+                    f"the user) is unreachable: {exc}")
+    with conn:
+        conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    try:
+        yield Database("mariadb", f"mysql+pymysql://{user}:{password}@{host}:{port or 3306}/"
+                       f"{name}?charset=utf8mb4", name, user, password, host, int(port or 3306))
+    finally:
+        conn = pymysql.connect(host=host, port=int(port or 3306), user=user, password=password,
+                               connect_timeout=3, autocommit=True)
+        with conn:
+            conn.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def _postgresql() -> Iterator[Database]:
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed (pip install 'piagent[postgres]')")
+    name = _unique()
+    try:
+        with psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+            info = conn.info
+            parts = (info.user, info.password or "", info.host, info.port, info.dbname)
+    except psycopg.Error as exc:
+        unavailable(f"PostgreSQL at {POSTGRES} (PIAGENT_TEST_POSTGRES) is unreachable: {exc}")
+    user, password, host, port, dbname = parts
+    auth = f"{user}:{password}" if password else user
+    try:
+        yield Database("postgresql", f"postgresql+psycopg://{auth}@{host}:{port}/{dbname}"
+                       f"?options=-csearch_path%3D{name}", name, user, password, host, port,
+                       dbname)
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database of the test's own, of each kind in turn."""
+    if request.param == "sqlite":
+        path = tmp_path / "store.db"
+        yield Database("sqlite", f"sqlite:///{path}", str(path))
+    elif request.param == "mariadb":
+        yield from _mariadb()
+    else:
+        yield from _postgresql()
+
+
+def run_agent_twice(make_store: Callable[[], Any]) -> None:
+    """An Agent keeps a conversation with tool calls in a store; a second Agent on a new
+    store object over the same database goes on from it (the contrib stores' end to end)."""
+    from piagent import Agent, AgentTool, AgentToolResult, TextContent
+    from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+    def echo(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult(content=[TextContent(f"echo {params['x']}")])
+
+    tool = AgentTool(name="echo", description="Echoes x.", parameters={
+        "type": "object", "properties": {"x": {"type": "integer"}}}, execute=echo)
+    sid = f"agent-{uuid.uuid4().hex}"
+    fn = ScriptedStreamFn([assistant_tool_calls(("echo", {"x": 1}), ("echo", {"x": 2})),
+                           assistant_text("done"), assistant_text("again")])
+    first = Agent(model=fn.model, stream_fn=fn, tools=[tool], store=make_store(),
+                  session_id=sid)
+    first.prompt("go")
+    assert first.state.error_message is None
+    second = Agent(model=fn.model, stream_fn=fn, tools=[tool], store=make_store(),
+                   session_id=sid)
+    assert [m.role for m in second.state.messages if m.role != "system"] == [
+        "user", "assistant", "toolResult", "toolResult", "assistant"]
+    second.prompt("more")
+    assert [m.role for m in make_store().load(sid)][-2:] == ["user", "assistant"]
+    assert make_store().started(sid) == set()
