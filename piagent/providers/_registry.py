@@ -26,6 +26,8 @@ _registry: dict[str, StreamFn] = {
 _LAZY = {
     "anthropic-messages": ("piagent.providers.anthropic", "stream_anthropic"),
     "google-generative-ai": ("piagent.providers.google", "stream_google"),
+    "azure-openai-responses": ("piagent.providers.azure_openai",
+                               "stream_azure_openai_responses"),
 }
 
 

@@ -100,6 +100,9 @@ ADAPTERS = {
     "openai-responses": Adapter(
         "openai-responses", "openai", "/v1", "Authorization", "OPENAI_API_KEY",
         tuple(sse(e, event=e["type"]) for e in _RESPONSES), _RESPONSES),
+    "azure-openai-responses": Adapter(
+        "azure-openai-responses", "azure", "/openai/v1", "api-key", "AZURE_OPENAI_API_KEY",
+        tuple(sse(e, event=e["type"]) for e in _RESPONSES), _RESPONSES),
     "anthropic-messages": Adapter(
         "anthropic-messages", "anthropic", "", "x-api-key", "ANTHROPIC_API_KEY",
         # a ping is no message event: pi-ai never hands it to the observer

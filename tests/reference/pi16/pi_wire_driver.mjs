@@ -1,0 +1,1 @@
+../pi_wire_driver.mjs
