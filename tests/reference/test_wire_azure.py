@@ -12,18 +12,15 @@ case's declared rows say (``AZURE_ROWS``; docs/reference.md).
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from piagent import AbortController, Context, Model, StreamOptions, message_to_dict
-from piagent.events import assistant_event_to_dict
+from piagent import Model
 from piagent.messages import (
     AssistantMessage,
     ImageContent,
@@ -35,12 +32,9 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.models import ModelCost
-from piagent.providers import get_model, stream_simple
-from tests.conftest import WAIT
+from piagent.providers import get_model
 
-from .conftest import DRIVER_TIMEOUT_S, PI16, node_command
-from .provider_differences import Side, deltas_add_up, error_sentence, normalise
-from .ref_normalise import _first_path, _short, first_difference
+from .wire_compare import Case, assert_rows_documented, assert_same, run_ours, run_pi
 from .wire_server import WireServer, sse
 
 API = "azure-openai-responses"
@@ -181,7 +175,6 @@ def _tool_history(model_id: str, image: bool) -> list[Any]:
     return [call, *results]
 
 
-Case = dict[str, Any]
 Builder = Callable[[str], Case]
 
 
@@ -248,25 +241,6 @@ CASES: dict[str, Builder] = {
 # --- both sides ------------------------------------------------------------------------------
 
 
-def _pi_model(model: Model) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": model.id, "name": model.name or model.id, "api": model.api,
-        "provider": model.provider, "baseUrl": model.base_url, "reasoning": model.reasoning,
-        "input": list(model.input),
-        "cost": {"input": model.cost.input, "output": model.cost.output,
-                 "cacheRead": model.cost.cache_read, "cacheWrite": model.cost.cache_write},
-        "contextWindow": model.context_window, "maxTokens": model.max_tokens}
-    if model.compat is not None:
-        out["compat"] = dict(model.compat)
-    if model.thinking_level_map is not None:
-        out["thinkingLevelMap"] = dict(model.thinking_level_map)
-    return out
-
-
-_PI_OPTION = {"temperature": "temperature", "max_tokens": "maxTokens",
-              "session_id": "sessionId", "reasoning": "reasoning", "env": "env"}
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[WireServer]:
     with contextlib.closing(WireServer()) as wire:
@@ -285,101 +259,18 @@ def _built(server: WireServer, name: str, side: str) -> Case:
 @pytest.fixture(scope="module")
 def pi_side(pi16_installed: Path, server: WireServer,
             tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    jobs = []
-    for name in CASES:
-        case = _built(server, name, "pi")
-        options = {_PI_OPTION[k]: v for k, v in case["options"].items()}
-        jobs.append({"key": name, "model": _pi_model(case["model"]),
-                     "context": {"messages": [message_to_dict(m) for m in case["messages"]]},
-                     "options": {"apiKey": KEY, **options}, "abortAtText": case["abort"]})
-    path = tmp_path_factory.mktemp("wire-azure") / "jobs.json"
-    path.write_text(json.dumps({"jobs": jobs}))
-    done = subprocess.run([*node_command(PI16, "pi_wire_driver.mjs"), str(path)], cwd=PI16,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, f"pi_wire_driver.mjs failed:\n{done.stderr[-4000:]}"
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
-
-
-def run_ours(case: Case, stream_fn: Any = stream_simple) -> dict[str, Any]:
-    controller = AbortController()
-    options = StreamOptions(api_key=KEY, max_retries=0, max_retry_delay_ms=1,
-                            signal=controller.signal, **case["options"])
-    stream = stream_fn(case["model"], Context(list(case["messages"])), options)
-    events = []
-    for event in stream:
-        events.append(assistant_event_to_dict(event, partial=False))
-        if case["abort"] and event.type == "text_delta":
-            controller.abort()
-    return {"events": events, "result": message_to_dict(stream.result(WAIT))}
-
-
-def _requests(server: WireServer, run: str) -> list[dict[str, Any]]:
-    return server.requests(run)
-
-
-def rounded(value: Any) -> Any:
-    """Floats to 12 significant digits: pi prices per token as ``(price / 1e6) * tokens``,
-    piagent as ``price * tokens / 1e6`` (the last bit may differ)."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()
-                if not (k == "totalFromProvider" and v is False)}  # pi-ai 1.6's default
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    return value
-
-
-def _request_difference(pi: Any, py: Any) -> str:
-    path = _first_path(pi, py)
-    return f"requests differ at {path}:\n  pi:      {_short(pi)}\n  piagent: {_short(py)}"
+    cases = {name: _built(server, name, "pi") for name in CASES}
+    return run_pi(cases, KEY, tmp_path_factory.mktemp("wire-azure"))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_conversation_as_pi(name: str, server: WireServer, pi_side: dict[str, Any]) -> None:
     case = _built(server, name, "py")
-    ours = run_ours(case)
-    pi = pi_side[name]
-    assert "driverError" not in pi, pi["driverError"]
-    theirs_requests = _requests(server, f"azure-{name}-pi")
-    our_requests = _requests(server, case["run"])
-    assert our_requests == theirs_requests, _request_difference(theirs_requests, our_requests)
-    pi_out = rounded(normalise(pi, API))
-    py_out = rounded(normalise(ours, API))
-    status = next((r["status_code"] for r in CASES[name]("")["script"] if "status_code" in r),
-                  200)
-    side = Side({"status": status}, b"", py_out)
-    for row in case["rows"]:
-        changed = WIRE_ROWS[row](copy.deepcopy(pi_out), side)
-        assert changed != pi_out, f"row {row} does not change pi's output"
-        pi_out = changed
-    assert py_out == pi_out, first_difference(pi_out, py_out)
-
-
-def abort_message(pi: Any, side: Side) -> Any:
-    """An abort mid-stream: pi-ai's message is what its SDK's stream said when the abort cut
-    it ("... stream ended before a terminal response event"); piagent's is "Request was
-    aborted", as on every API. Both end with the partial content and ``aborted``."""
-    out = copy.deepcopy(pi)
-    for message in [out["result"], *(e["error"] for e in out["log"] if "error" in e)]:
-        assert message["stopReason"] == "aborted"
-        message["errorMessage"] = "Request was aborted"
-    return out
-
-
-WIRE_ROWS: dict[str, Callable[[Any, Side], Any]] = {
-    "provider-error-sentence": error_sentence,
-    "provider-deltas-add-up": deltas_add_up,
-    "wire-abort-message": abort_message,
-}
-"""The declared differences (docs/reference.md), each a transform of pi's normalised output
-into piagent's that checks its claim on the way."""
+    ours = run_ours(case, KEY)
+    status = next((r["status_code"] for r in case["script"] if "status_code" in r), 200)
+    assert_same(API, case, status, pi_side[name], ours, server.requests(f"azure-{name}-pi"),
+                server.requests(case["run"]))
 
 
 def test_rows_are_documented() -> None:
-    text = (Path(__file__).parents[2] / "docs" / "reference.md").read_text(encoding="utf-8")
-    for name in WIRE_ROWS:
-        assert f"`{name}`" in text, name
-    used = {row for build in CASES.values() for row in build("")["rows"]}
-    assert used == set(WIRE_ROWS)
+    assert_rows_documented({row for build in CASES.values() for row in build("")["rows"]})
