@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 SPOKEN_APIS = ("openai-completions", "openai-responses", "anthropic-messages",
-               "google-generative-ai", "azure-openai-responses")
+               "google-generative-ai", "azure-openai-responses", "mistral-conversations")
 OUT = Path(__file__).resolve().parent.parent / "piagent" / "providers" / "models.json"
 _DROPPED = ("id", "provider", "type")  # implied by where the entry sits
 

@@ -28,6 +28,7 @@ _LAZY = {
     "google-generative-ai": ("piagent.providers.google", "stream_google"),
     "azure-openai-responses": ("piagent.providers.azure_openai",
                                "stream_azure_openai_responses"),
+    "mistral-conversations": ("piagent.providers.mistral", "stream_mistral"),
 }
 
 

@@ -73,7 +73,8 @@ def test_the_pinned_version_is_the_installed_one(pi16_installed: Path) -> None:
 
 def test_every_spoken_api_has_a_stream_function() -> None:
     assert {"openai-completions", "openai-responses", "anthropic-messages",
-            "google-generative-ai", "azure-openai-responses"} <= set(SPOKEN)
+            "google-generative-ai", "azure-openai-responses", "mistral-conversations"
+            } <= set(SPOKEN)
     for api in SPOKEN:
         assert get_api(api) is not None, api
 

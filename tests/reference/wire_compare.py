@@ -2,8 +2,9 @@
 
 A case is a dict: ``model`` (a piagent ``Model`` at the wire server), ``messages``,
 ``script`` (the server's replies, each as the test's ``answer`` encodes it), ``options``
-(``StreamOptions`` keywords among ``PI_OPTION``), ``abort`` (abort at the first text delta)
-and ``rows`` (the declared differences, keys of ``WIRE_ROWS``). ``run_pi`` streams every case
+(``StreamOptions`` keywords among ``PI_OPTION``), ``abort`` (abort at the first text delta),
+``rows`` (the declared differences of the output, keys of ``WIRE_ROWS``) and
+``request_rows`` (of the requests, keys of ``REQUEST_ROWS``). ``run_pi`` streams every case
 through pi-ai 1.6.1's adapter (one node process, ``pi_wire_driver.mjs``); ``run_ours`` one
 through piagent's ``stream_simple``; ``assert_same`` compares the recorded requests and the
 normalised outputs through the case's rows.
@@ -98,6 +99,10 @@ def assert_same(api: str, case: Case, status: int, pi: dict[str, Any], ours: dic
     """The requests identical; pi's normalised output through the case's rows equal to
     piagent's (``status``: the HTTP status the case's error reply has, else 200)."""
     assert "driverError" not in pi, pi["driverError"]
+    for row in case.get("request_rows", ()):
+        changed = REQUEST_ROWS[row](copy.deepcopy(pi_requests), our_requests)
+        assert changed != pi_requests, f"row {row} does not change pi's requests"
+        pi_requests = changed
     assert our_requests == pi_requests, (
         f"requests differ at {_first_path(pi_requests, our_requests)}:\n"
         f"  pi:      {_short(pi_requests)}\n  piagent: {_short(our_requests)}")
@@ -113,8 +118,9 @@ def assert_same(api: str, case: Case, status: int, pi: dict[str, Any], ours: dic
 
 def abort_message(pi: Any, side: Side) -> Any:
     """An abort mid-stream: pi-ai's message is what its transport said when the abort cut the
-    stream (Azure: "OpenAI Responses stream ended before a terminal response event"); piagent's
-    is "Request was aborted", as on every API. Both keep the partial content and ``aborted``."""
+    stream (Azure: "OpenAI Responses stream ended before a terminal response event", Mistral:
+    "This operation was aborted"); piagent's is "Request was aborted", as on every API. Both
+    keep the partial content and ``aborted``."""
     out = copy.deepcopy(pi)
     for message in [out["result"], *(e["error"] for e in out["log"] if "error" in e)]:
         assert message["stopReason"] == "aborted"
@@ -131,7 +137,29 @@ WIRE_ROWS: dict[str, Callable[[Any, Side], Any]] = {
 into piagent's that checks its claim on the way."""
 
 
+def foreign_thinking_as_text(pi: list[Any], ours: list[Any]) -> list[Any]:
+    """Another model's thinking in the history: pi-ai 1.6.1's ``transformMessages`` drops it;
+    piagent's sends it as plain text before the message's text, as pi-ai 1.4.0 did, on every
+    API (the shared transform; the reasoning the model is asked to continue from stays)."""
+    for request, mine in zip(pi, ours, strict=True):
+        for theirs, own in zip(request["body"]["messages"], mine["body"]["messages"],
+                               strict=True):
+            if theirs.get("role") != "assistant" or theirs == own:
+                continue
+            extra = len(own["content"]) - len(theirs.get("content", []))
+            assert extra > 0 and own["content"][extra:] == theirs.get("content", [])
+            assert all(part["type"] == "text" for part in own["content"][:extra])
+            theirs["content"] = own["content"]
+    return pi
+
+
+REQUEST_ROWS: dict[str, Callable[[list[Any], list[Any]], list[Any]]] = {
+    "wire-foreign-thinking-as-text": foreign_thinking_as_text,
+}
+"""The declared differences of the requests: transforms of pi's recorded requests."""
+
+
 def assert_rows_documented(used: set[str]) -> None:
     text = (Path(__file__).parents[2] / "docs" / "reference.md").read_text(encoding="utf-8")
     for name in used:
-        assert name in WIRE_ROWS and f"`{name}`" in text, name
+        assert (name in WIRE_ROWS or name in REQUEST_ROWS) and f"`{name}`" in text, name
