@@ -185,7 +185,7 @@ def _case(messages: list[Any], script: list[dict[str, Any]], **kw: Any) -> Calla
             _model(base_url, **model_kw)
         return {"model": model, "messages": messages, "script": script,
                 "options": kw.get("options", {}), "abort": kw.get("abort", False),
-                "rows": kw.get("rows", [])}
+                "rows": kw.get("rows", []), "request_rows": kw.get("request_rows", [])}
     return build
 
 
@@ -203,6 +203,17 @@ CASES: dict[str, Builder] = {
     "tool-results-text": _case(
         [_system(tools=True), _user("Weather in Oslo and Rome?"),
          *_tool_history("gpt-4o", image=False)], [{"text": "Both sunny."}]),
+    "history-from-another-model": _case(
+        [_system(tools=True), _user("Weather in Oslo?"), AssistantMessage(
+            content=[TextContent("Checking."),
+                     ToolCall(id="toolu_01A|B+C", name="weather", arguments={"city": "Oslo"})],
+            api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5",
+            stop_reason="toolUse", timestamp=1700000000002),
+         ToolResultMessage(tool_call_id="toolu_01A|B+C", tool_name="weather",
+                           content=[TextContent("Sunny")], timestamp=1700000000003)],
+        [{"text": "Sunny."}], request_rows=["wire-responses-replay-ids"]),
+    "no-strict-mode": _case([_system(tools=True), _user("Weather?")], [{"text": "Which city?"}],
+                            model={"compat": {"supportsStrictMode": False}}),
     "user-images": _case([_system(), _user("What is this?", images=2)], [{"text": "A dot."}]),
     "thinking": _case(HELLO, [{"reasoning": ["Thinking it over.", "Second part."],
                                "text": "Done."}],
@@ -273,4 +284,6 @@ def test_conversation_as_pi(name: str, server: WireServer, pi_side: dict[str, An
 
 
 def test_rows_are_documented() -> None:
-    assert_rows_documented({row for build in CASES.values() for row in build("")["rows"]})
+    cases = [build("") for build in CASES.values()]
+    assert_rows_documented({row for case in cases for row in case["rows"]}
+                           | {row for case in cases for row in case["request_rows"]})

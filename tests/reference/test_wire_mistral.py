@@ -56,12 +56,13 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> st
 
 
 def mistral_frames(reply: dict[str, Any]) -> list[str]:
-    """``thinking`` (typed thinking parts), ``text`` (strings, or typed text parts with
+    """``raw`` (deltas as they are), ``thinking`` (typed thinking parts), ``text`` (strings, or typed text parts with
     ``typed``), ``calls`` ([name, args, id or None]), then the finish chunk with ``usage``
     (prompt, completion, cached) and ``finish`` (default ``stop`` / ``tool_calls``), then
     ``[DONE]``; ``hang`` stops after the first text delta; ``tail`` replaces the finish
     chunk (a stream error)."""
     frames = [_chunk({"role": "assistant", "content": ""})]
+    frames += [_chunk(delta) for delta in reply.get("raw", ())]
     for piece in reply.get("thinking", ()):
         frames.append(_chunk({"content": [{"type": "thinking", "thinking": [
             {"type": "text", "text": piece}]}]}))
@@ -88,6 +89,7 @@ def mistral_frames(reply: dict[str, Any]) -> list[str]:
                              "total_tokens": prompt + completion}
     if cached:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    usage = reply.get("usage_raw", usage)
     finish = reply.get("finish", "tool_calls" if reply.get("calls") else "stop")
     frames.append(_chunk({"content": ""}, finish, usage=usage))
     frames.append("data: [DONE]\n\n")
@@ -200,6 +202,20 @@ CASES: dict[str, Callable[[str], Case]] = {
     "thinking-then-tools": _case(TOOLS_ASKED, [{"thinking": ["Need weather."], "calls": [
         ("weather", {"city": "Oslo"}, "aB3dE5gH7")]}],
         model=_catalogued("mistral-large-latest"), options={"reasoning": "medium"}),
+    "switching-blocks": _case(HELLO, [{"raw": [
+        {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "First."}]}]},
+        {"content": ""},  # GLM's empty deltas around thinking: no block
+        {"content": ["Some ", {"type": "text", "text": "text."}]},
+        {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "More."},
+                                                       {"type": "text", "text": ""}]}]},
+        {"content": "Final."}]}], model=_catalogued("mistral-small-latest"),
+        options={"reasoning": "high"}),
+    "arguments-as-object": _case(TOOLS_ASKED, [{"raw": [{"tool_calls": [
+        {"id": "aB3dE5gH7", "index": 0, "function": {"name": "weather",
+                                                     "arguments": {"city": "Oslo"}}}]}],
+        "finish": "tool_calls"}]),
+    "usage-num-cached": _case(HELLO, [{"text": "Hi.", "usage_raw": {
+        "prompt_tokens": 900, "completion_tokens": 10, "num_cached_tokens": 700}}]),
     "cached-usage": _case(HELLO, [{"text": "Cached.", "usage": (2000, 30, 1500)}]),
     "length": _case(HELLO, [{"text": "Cut", "finish": "length"}]),
     "abort": _case(HELLO, [{"text": "Streaming on and on", "hang": True}], abort=True,
