@@ -2,8 +2,9 @@
 
 ``stream_simple(model, context, options)`` dispatches on ``model.api`` to the registered
 stream function: ``openai-completions`` (OpenAI and every compatible server: Ollama,
-vLLM, llama.cpp, OpenRouter, Groq, …), ``openai-responses``, ``anthropic-messages`` and
-``google-generative-ai`` (the last two imported on first use). ``register_api`` adds one.
+vLLM, llama.cpp, OpenRouter, Groq, …), ``openai-responses``, ``anthropic-messages``,
+``google-generative-ai``, ``azure-openai-responses`` and ``mistral-conversations`` (the last
+four imported on first use). ``register_api`` adds one.
 ``get_model`` / ``get_models`` read the bundled catalogue (``models.json``, generated from
 pi-ai's model data: ``catalogue_source()``; ``unsupported_models()`` lists the models pi-ai
 serves on APIs piagent does not speak);

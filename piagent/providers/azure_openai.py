@@ -87,8 +87,10 @@ class _Settings:
         model = call.model
         options = call.options
         env = options.env
-        url = (f"{resolve_base_url(model, self.base_url, self.resource_name, env)}/responses"
-               f"?api-version={quote(self.api_version or env_value('AZURE_OPENAI_API_VERSION', env) or DEFAULT_API_VERSION, safe='')}")
+        base = resolve_base_url(model, self.base_url, self.resource_name, env)
+        version = (self.api_version or env_value("AZURE_OPENAI_API_VERSION", env)
+                   or DEFAULT_API_VERSION)
+        url = f"{base}/responses?api-version={quote(version, safe='')}"
         headers: dict[str, str | None] = {}
         if self.token_provider is not None:
             token = self.token_provider()
