@@ -16,11 +16,14 @@ adds is where the request goes and how it is authorised, as pi-ai 1.6.1 sends th
 
 ``stream_azure_openai_responses`` is the registered stream function (settings from
 ``StreamOptions.env`` and the environment); ``azure_openai_responses(...)`` makes one with
-settings of its own. No extra library is needed.
+settings of its own. No extra library is needed; ``entra_id_token_provider()`` makes a
+``token_provider`` from an azure-identity credential (extra ``piagent[azure]``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -35,7 +38,8 @@ from ._transform import transform_messages
 from .kit import HttpClient, ProviderCall, start_stream
 from .openai_responses import _normalize_id, _StreamState, build_responses_request
 
-__all__ = ["azure_openai_responses", "resolve_base_url", "stream_azure_openai_responses"]
+__all__ = ["azure_openai_responses", "entra_id_token_provider", "resolve_base_url",
+           "stream_azure_openai_responses"]
 
 API = "azure-openai-responses"
 DEFAULT_API_VERSION = "v1"
@@ -43,6 +47,7 @@ _CLIENT = HttpClient(API)
 _LABEL = "Azure OpenAI"
 _AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".ai.azure.com")
 _MIN_OUTPUT_TOKENS = 16  # the Responses API rejects less (pi-ai 1.6.1)
+ENTRA_ID_SCOPE = "https://cognitiveservices.azure.com/.default"
 
 
 def azure_openai_responses(*, base_url: str | None = None, resource_name: str | None = None,
@@ -93,7 +98,14 @@ class _Settings:
         url = f"{base}/responses?api-version={quote(version, safe='')}"
         headers: dict[str, str | None] = {}
         if self.token_provider is not None:
-            token = self.token_provider()
+            try:
+                token = self.token_provider()
+            except ProviderError:
+                raise
+            except Exception as exc:  # a credential that cannot sign in: say so, no traceback
+                raise ProviderError(f"The Azure OpenAI token_provider raised "
+                                    f"{type(exc).__name__}: {exc}",
+                                    provider=model.provider) from exc
             if not isinstance(token, str) or not token:
                 raise ProviderError("The Azure OpenAI token_provider returned "
                                     f"{type(token).__name__} {token!r:.40}, not an access "
@@ -189,6 +201,53 @@ def resolve_base_url(model: Model, base_url: str | None = None,
     if host.endswith(_AZURE_HOSTS) and path in ("", "/openai", "/openai/v1/responses"):
         parts = parts._replace(path="/openai/v1", query="")
     return urlunsplit(parts).rstrip("/")
+
+
+def entra_id_token_provider(credential: Any = None, *, scope: str = ENTRA_ID_SCOPE,
+                            refresh_before_s: float = 300.0) -> Callable[[], str]:
+    """A ``token_provider`` for ``azure_openai_responses``: Microsoft Entra ID access tokens
+    from ``credential`` (anything with azure-identity's ``get_token(scope)`` returning a token
+    with ``.token`` and ``.expires_on``, epoch seconds), kept until ``refresh_before_s``
+    before they expire, then fetched again. ``credential=None``: azure-identity's
+    ``DefaultAzureCredential()`` (environment, workload identity, managed identity, Azure
+    CLI, ...), which needs the extra ``piagent[azure]``.
+
+    Thread safety: the provider may be called from any thread; one fetch at a time."""
+    if not isinstance(scope, str) or not scope:
+        raise ValueError(f"entra_id_token_provider: scope must be a non-empty string, "
+                         f"got {scope!r}")
+    if isinstance(refresh_before_s, bool) or not isinstance(refresh_before_s, (int, float)) \
+            or refresh_before_s < 0:
+        raise ValueError("entra_id_token_provider: refresh_before_s must be a number of "
+                         f"seconds >= 0, got {refresh_before_s!r}")
+    if credential is None:
+        try:
+            from azure.identity import DefaultAzureCredential
+        except ImportError as exc:
+            raise ImportError(
+                "entra_id_token_provider() without a credential uses azure-identity's "
+                "DefaultAzureCredential, which is not installed: pip install 'piagent[azure]' "
+                "(or pass credential=..., any object with get_token(scope))") from exc
+        credential = DefaultAzureCredential()
+    elif not callable(getattr(credential, "get_token", None)):
+        raise TypeError("entra_id_token_provider: credential must have get_token(scope) "
+                        f"(an azure-identity credential), got {type(credential).__name__}")
+    lock = threading.Lock()  # guards cached: one fetch at a time, readers see a whole pair
+    cached: list[tuple[str, float]] = []
+
+    def provider() -> str:
+        with lock:
+            if cached and time.time() < cached[0][1] - refresh_before_s:
+                return cached[0][0]
+            token = credential.get_token(scope)
+            value, expires = getattr(token, "token", None), getattr(token, "expires_on", None)
+            if not isinstance(value, str) or not isinstance(expires, (int, float)):
+                raise ProviderError(f"{type(credential).__name__}.get_token({scope!r}) "
+                                    "returned no access token (.token, .expires_on)")
+            cached[:] = [(value, float(expires))]
+            return value
+
+    return provider
 
 
 stream_azure_openai_responses: StreamFn = azure_openai_responses()

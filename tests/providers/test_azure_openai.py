@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from freezegun import freeze_time
 
 from piagent import AbortController
 from piagent.messages import UserMessage
@@ -18,6 +19,7 @@ from piagent.models import Model, ModelCost
 from piagent.providers import get_model, stream_simple
 from piagent.providers.azure_openai import (
     azure_openai_responses,
+    entra_id_token_provider,
     resolve_base_url,
     stream_azure_openai_responses,
 )
@@ -198,3 +200,91 @@ def test_abort_mid_stream_ends_within_50_ms(sse_server: ScriptedServer,
         assert rest == ["error"]
         assert (message.stop_reason, message.text) == ("aborted", "partial")
     assert statistics.median(elapsed) < 0.05, elapsed
+
+
+# --- Entra ID tokens from a credential ----------------------------------------------------------
+
+
+class _Token:
+    """azure-identity's ``AccessToken``: the token and its expiry in epoch seconds."""
+
+    def __init__(self, token: str, expires_on: float) -> None:
+        self.token, self.expires_on = token, expires_on
+
+
+class _Credential:
+    """A stand-in for an azure-identity credential: each ``get_token`` issues a new token
+    valid for an hour from the (frozen) clock."""
+
+    def __init__(self) -> None:
+        self.scopes: list[str] = []
+
+    def get_token(self, scope: str) -> _Token:
+        self.scopes.append(scope)
+        return _Token(f"entra-SECRET-{len(self.scopes)}", time.time() + 3600)
+
+
+def test_entra_id_tokens_are_kept_until_five_minutes_before_expiry() -> None:
+    credential = _Credential()
+    with freeze_time("2026-01-01 12:00:00") as clock:
+        provider = entra_id_token_provider(credential)
+        assert provider() == provider() == "entra-SECRET-1"
+        clock.tick(3600 - 301)  # 5 min 1 s before expiry: still good
+        assert provider() == "entra-SECRET-1"
+        clock.tick(2)  # inside the last five minutes: fetched again
+        assert provider() == "entra-SECRET-2"
+        clock.tick(60)
+        assert provider() == "entra-SECRET-2"
+    assert credential.scopes == ["https://cognitiveservices.azure.com/.default"] * 2
+
+
+def test_entra_id_token_refresh_before_and_scope(sse_server: ScriptedServer) -> None:
+    credential = _Credential()
+    provider = entra_id_token_provider(credential, scope="api://my-app/.default",
+                                       refresh_before_s=0)
+    stream_fn = azure_openai_responses(token_provider=provider)
+    with freeze_time("2026-01-01 12:00:00") as clock:
+        sse_server.add(Reply(body=_events()), Reply(body=_events()), Reply(body=_events()))
+        for _ in range(2):
+            stream_fn(_model(sse_server), _context(), StreamOptions()).result(WAIT)
+        clock.tick(3600)  # expired exactly: a new token
+        stream_fn(_model(sse_server), _context(), StreamOptions()).result(WAIT)
+    assert [r.headers["Authorization"] for r in sse_server.requests] == [
+        "Bearer entra-SECRET-1", "Bearer entra-SECRET-1", "Bearer entra-SECRET-2"]
+    assert credential.scopes == ["api://my-app/.default"] * 2
+
+
+def test_a_credential_that_fails_fails_the_stream_with_its_words() -> None:
+    class Failing:
+        def get_token(self, scope: str) -> _Token:
+            raise RuntimeError("DefaultAzureCredential failed to retrieve a token")
+
+    stream_fn = azure_openai_responses(token_provider=entra_id_token_provider(Failing()),
+                                       base_url="https://r.openai.azure.com")
+    message = stream_fn(_model(None), _context(), StreamOptions()).result(WAIT)
+    assert (message.stop_reason, message.error_message) == (
+        "error", "The Azure OpenAI token_provider raised RuntimeError: "
+                 "DefaultAzureCredential failed to retrieve a token")
+
+
+def test_default_credential_without_the_extra_names_it() -> None:
+    try:
+        import azure.identity  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("azure-identity is installed here")
+    with pytest.raises(ImportError, match=r"pip install 'piagent\[azure\]'"):
+        entra_id_token_provider()
+
+
+@pytest.mark.parametrize(("kwargs", "error", "text"), [
+    ({"credential": object()}, TypeError, "credential must have get_token"),
+    ({"credential": _Credential(), "scope": ""}, ValueError, "scope must be a non-empty"),
+    ({"credential": _Credential(), "refresh_before_s": -1}, ValueError,
+     "refresh_before_s must be a number of seconds >= 0"),
+])
+def test_wrong_token_provider_settings_fail_at_the_call(
+        kwargs: dict[str, Any], error: type[Exception], text: str) -> None:
+    with pytest.raises(error, match=text):
+        entra_id_token_provider(**kwargs)
