@@ -270,3 +270,14 @@ def test_rows_are_documented() -> None:
     cases = [build("http://127.0.0.1") for build in CASES.values()]
     assert_rows_documented({row for case in cases for row in case["rows"]}
                            | {row for case in cases for row in case["request_rows"]})
+
+
+
+@pytest.mark.parametrize(("name", "sent"), [("text-options", True), ("session-no-cache", False)])
+def test_the_session_goes_as_cache_key_and_affinity_on_both_sides(
+        name: str, sent: bool, server: WireServer, pi_side: dict[str, Any]) -> None:
+    ours = _built(server, name, "py-session")
+    run_ours(ours, KEY)
+    for record in (server.requests(f"mistral-{name}-pi")[0], server.requests(ours["run"])[0]):
+        assert (record["headers"].get("x-affinity"), record["body"].get("prompt_cache_key")) \
+            == (("session-42", "session-42") if sent else (None, None))

@@ -2,8 +2,8 @@
 request under ``/w/<run>/`` is recorded and answered with the run's next reply.
 
 A request is recorded as ``{"method", "path", "query", "headers", "body"}``: the path after
-the run's prefix, the parsed query, the headers named in ``KEPT_HEADERS`` (the auth headers'
-NAMES only, never their values) and the parsed JSON body.
+the run's prefix, the parsed query, the headers named in ``KEPT_HEADERS``, the auth headers'
+NAMES (never their values) and the ``Authorization`` scheme, and the parsed JSON body.
 
 A reply is ``{"status": int, "body": str, "headers": {...}}`` (an HTTP answer, e.g. an
 error), or ``{"frames": [bytes-as-str, ...], "content_type": str, "hang": bool}``: each frame
@@ -24,7 +24,7 @@ from tests.reference.conftest import ThreadedServer
 
 Reply = dict[str, Any]
 AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
-KEPT_HEADERS = ("content-type",)
+KEPT_HEADERS = ("content-type", "x-affinity")
 
 
 def sse(data: Any, event: str | None = None) -> str:
