@@ -30,10 +30,12 @@ so ``except KeyError`` and ``except PiAgentError`` both catch a ``RunNotFoundErr
     ├── MCPError                              an MCP server answered an error (piagent.mcp)
     │   ├── MCPConnectionError (+ConnectionError)  it cannot be reached, or went away
     │   └── MCPTimeoutError (+TimeoutError)   it did not answer within the timeout
+    ├── CompactionError (+RuntimeError)       a summary could not be made (piagent.compaction)
     └── CliError                              the CLI's one-line problem, exit code 2 (piagent.cli)
 
 ``SessionCorruptError`` lives in ``piagent.sessions``, ``RunNotFoundError`` and
-``SessionBusy`` in ``piagent.runs``, the MCP errors in ``piagent.mcp`` and ``CliError`` in
+``SessionBusy`` in ``piagent.runs``, the MCP errors in ``piagent.mcp``, ``CompactionError`` in
+``piagent.compaction`` and ``CliError`` in
 ``piagent.cli``, beside what raises them. Besides these, piagent raises builtin exceptions
 on purpose: ``TypeError``/``ValueError`` for a wrong argument (naming the parameter and what
 is accepted), ``TimeoutError`` from blocking waits that pass their timeout,

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, Union
 from .messages import (
     AgentMessage,
     AssistantMessage,
+    CompactionSummaryMessage,
     ToolResultMessage,
     Usage,
     content_to_dict,
@@ -28,6 +29,8 @@ __all__ = [
     "AgentEndEvent",
     "AgentEvent",
     "AgentStartEvent",
+    "CompactionEndEvent",
+    "CompactionStartEvent",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
@@ -148,10 +151,40 @@ class ToolApprovalRequestEvent:
     type: ClassVar[Literal["tool_approval_request"]] = "tool_approval_request"
 
 
+@dataclass(slots=True)
+class CompactionStartEvent:
+    """The older part of the conversation is being summarised (docs/compaction.md):
+    ``reason`` is ``"threshold"`` (the next request would not fit), ``"overflow"`` (the
+    provider refused the request as too long; it is retried after) or ``"manual"``
+    (``Agent.compact()``). pi-coding-agent's session event."""
+
+    reason: Literal["threshold", "overflow", "manual"]
+    type: ClassVar[Literal["compaction_start"]] = "compaction_start"
+
+
+@dataclass(slots=True)
+class CompactionEndEvent:
+    """A compaction ended. On success ``summary`` is the ``CompactionSummaryMessage`` now
+    in the transcript, ``tokens_before``/``tokens_after`` the estimated context before and
+    after, ``usage`` what the summary requests spent (``usage.cost`` their cost). On failure
+    ``summary`` is ``None``, the history is unchanged and ``error_message`` says why.
+    ``will_retry``: the refused request is sent again."""
+
+    reason: Literal["threshold", "overflow", "manual"]
+    summary: CompactionSummaryMessage | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    usage: Usage | None = None
+    error_message: str | None = None
+    aborted: bool = False
+    will_retry: bool = False
+    type: ClassVar[Literal["compaction_end"]] = "compaction_end"
+
+
 AgentEvent: TypeAlias = Union[
     AgentStartEvent, AgentEndEvent, TurnStartEvent, TurnEndEvent, MessageStartEvent,
     MessageUpdateEvent, MessageEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent,
-    ToolExecutionEndEvent, ToolApprovalRequestEvent,
+    ToolExecutionEndEvent, ToolApprovalRequestEvent, CompactionStartEvent, CompactionEndEvent,
 ]
 
 
@@ -240,4 +273,17 @@ def event_to_dict(event: AgentEvent, *, partial: bool = True) -> dict[str, Any]:
         out["digest"] = event.digest
         if event.call_key:
             out["callKey"] = event.call_key
+    elif isinstance(event, CompactionStartEvent):
+        out["reason"] = event.reason
+    elif isinstance(event, CompactionEndEvent):
+        out["reason"] = event.reason
+        out["result"] = None if event.summary is None else {
+            "summary": event.summary.summary, "firstKept": event.summary.first_kept,
+            "tokensBefore": event.tokens_before, "estimatedTokensAfter": event.tokens_after,
+            "usage": None if event.usage is None else usage_to_dict(event.usage),
+            "details": event.summary.details}
+        out["aborted"] = event.aborted
+        out["willRetry"] = event.will_retry
+        if event.error_message is not None:
+            out["errorMessage"] = event.error_message
     return out

@@ -136,6 +136,11 @@ def calculate_cost(model: Model | None, usage: Usage) -> Cost:
     cost.input = prices.input * usage.input / 1_000_000
     cost.output = prices.output * usage.output / 1_000_000
     cost.cache_read = prices.cache_read * usage.cache_read / 1_000_000
-    cost.cache_write = prices.cache_write * usage.cache_write / 1_000_000
+    long_write = usage.cache_write_1h
+    if long_write:  # Anthropic's 1-hour cache writes cost twice the input price
+        cost.cache_write = (prices.cache_write * (usage.cache_write - long_write)
+                            + prices.input * 2 * long_write) / 1_000_000
+    else:
+        cost.cache_write = prices.cache_write * usage.cache_write / 1_000_000
     cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
     return cost

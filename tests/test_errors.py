@@ -104,4 +104,4 @@ def test_the_docs_draw_the_tree_of_errors_py() -> None:
     public = {name for name, value in vars(piagent).items()
               if inspect.isclass(value) and issubclass(value, BaseException)}
     assert public | {"RunNotFoundError", "SessionCorruptError", "MCPError", "MCPConnectionError",
-                     "MCPTimeoutError", "CliError"} == named
+                     "MCPTimeoutError", "CliError", "CompactionError"} == named

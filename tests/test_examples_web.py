@@ -132,3 +132,27 @@ def test_django_chat_streams_a_run(django_chat, tmp_path):
         assert client.post("/stop").json() == {"ok": True, "settled": True}
         assert client.get("/chat").status_code == 405
     service.close()
+
+
+def test_flask_chat_a_long_chat_is_compacted_with_a_note(flask_chat, tmp_path):
+    """The offline model's small window fills after a dozen exchanges: the run's events
+    carry the compaction, the history keeps the summary, the page draws both as notes."""
+    factory = flask_chat.agent_factory(step_s=0.0, chunk_delay=0.0)
+    app = flask_chat.create_app(factory, db=tmp_path / "chat.db")
+    service = app.config["CHAT"]
+    client = app.test_client()
+    page = client.get("/").data
+    assert b'case "compaction_end"' in page and b'"compactionSummary"' in page
+    compacted = []
+    for n in range(40):
+        run_id = client.post("/chat", json={"message": f"count to {n % 3 + 1}"}).get_json()[
+            "run_id"]
+        assert service.runner.wait(run_id, WAIT)
+        frames = _frames(client.get(f"/events/{run_id}").data)
+        compacted += [f for f in frames if f.get("type") == "compaction_end"]
+        if compacted:
+            break
+    assert compacted and compacted[0]["result"]["estimatedTokensAfter"] < \
+        compacted[0]["result"]["tokensBefore"]
+    roles = [m["role"] for m in client.get("/history").get_json()["messages"]]
+    assert roles.count("compactionSummary") == 1 and roles[0] == "user"

@@ -53,6 +53,8 @@ DOCUMENTED = {
     "ApprovalPendingError",
     # limits and typed output (docs/limits.md, docs/output.md)
     "Limits", "Budget", "BudgetStore", "LimitHit", "OutputSchema", "TypedRun",
+    # compaction (docs/compaction.md; Compaction itself lives in piagent.compaction)
+    "CompactionStartEvent", "CompactionEndEvent", "CompactionSummaryMessage",
     # models (§8; the catalogue lives in piagent.providers)
     "Model", "ModelCost", "calculate_cost",
     # errors

@@ -6,12 +6,14 @@ answers a message by calling ``count_slowly`` (a tool that reports progress thro
 ``on_update`` and waits on its ``signal``, so Stop works mid-tool), acknowledges a
 steering message, and sums up the tool's result. "delete note NAME" calls ``delete_note``,
 which is marked ``needs_approval``: the run stops there, waiting, until the page's Approve
-or Deny button decides (docs/approvals.md). ``make_agent("openai/gpt-4o-mini")``
+or Deny button decides (docs/approvals.md). A long chat is compacted (docs/compaction.md):
+the page shows a note when the older part of the conversation is summarised. ``make_agent("openai/gpt-4o-mini")``
 uses a real provider instead, with the key from the provider's environment variable.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 import re
@@ -21,6 +23,7 @@ from typing import Any
 
 from piagent.abort import AbortSignal
 from piagent.agent import Agent
+from piagent.compaction import Compaction
 from piagent.messages import (
     AssistantMessage,
     TextContent,
@@ -36,6 +39,8 @@ SYSTEM_PROMPT = ("You are a friendly assistant in a chat demo. When asked to cou
                  "count_slowly; when asked to delete a note, call delete_note. Keep answers "
                  "short.")
 DEFAULT_COUNT = 8
+# the offline model's compaction: its 1,200-token window fills after some 15 exchanges
+COMPACTION = Compaction(reserve_tokens=400, keep_recent_tokens=300)
 
 
 def make_count_tool(step_s: float = 0.5) -> AgentTool:
@@ -91,6 +96,11 @@ def _reply(context: Context) -> AssistantMessage:
     """What the scripted model says, given the conversation so far."""
     messages = [m for m in context.messages if m.role != "system"]
     last = messages[-1] if messages else None
+    if isinstance(last, UserMessage) and _text_of(last).startswith("<conversation>"):
+        # a compaction's summary request (docs/compaction.md): the offline summary
+        asks = _text_of(last).count("[User]: ")
+        return assistant_text(f"## Goal\nA chat demo.\n\n## Progress\n### Done\n- [x] {asks} "
+                              "earlier requests answered\n\n## Next Steps\n1. Go on chatting")
     before = messages[-2] if len(messages) > 1 else None
     if isinstance(last, ToolResultMessage) and last.is_error and \
             last.tool_name == "delete_note":
@@ -144,8 +154,10 @@ def make_agent(model: str | None = None, *, base_url: str | None = None, step_s:
         if base_url:
             raise SystemExit("--base-url needs --model provider/model-id "
                              "(e.g. --model ollama/llama3.2).")
-        return Agent(system_prompt=SYSTEM_PROMPT, model=ScriptedStreamFn().model, tools=tools,
-                     stream_fn=offline_stream_fn(chunk_delay))
+        # a small window, so that a long chat shows a compaction (docs/compaction.md)
+        offline = dataclasses.replace(ScriptedStreamFn().model, context_window=1_200)
+        return Agent(system_prompt=SYSTEM_PROMPT, model=offline, tools=tools,
+                     stream_fn=offline_stream_fn(chunk_delay), compaction=COMPACTION)
     from piagent.providers import get_model
 
     provider, _, model_id = model.partition("/")
@@ -153,7 +165,7 @@ def make_agent(model: str | None = None, *, base_url: str | None = None, step_s:
         msg = f"--model must look like provider/model-id (e.g. openai/gpt-4o-mini), got {model!r}"
         raise SystemExit(msg)
     if base_url:
-        return Agent(system_prompt=SYSTEM_PROMPT, tools=tools,
+        return Agent(system_prompt=SYSTEM_PROMPT, tools=tools, compaction=Compaction(),
                      model=Model(id=model_id, api="openai-completions", provider=provider,
                                  base_url=base_url))
     names = KEY_VARIABLES.get(provider, ())
@@ -167,7 +179,8 @@ def make_agent(model: str | None = None, *, base_url: str | None = None, step_s:
         msg = (f"--model {model}: {exc.args[0] if exc.args else exc} For a local server, "
                f"add --base-url URL.")
         raise SystemExit(msg) from None
-    return Agent(system_prompt=SYSTEM_PROMPT, model=resolved, tools=tools)
+    return Agent(system_prompt=SYSTEM_PROMPT, model=resolved, tools=tools,
+                 compaction=Compaction())
 
 
 def agent_factory(model: str | None = None, *, base_url: str | None = None,

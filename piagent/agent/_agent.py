@@ -12,7 +12,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..abort import AbortSignal
 from ..errors import AgentBusyError
@@ -37,6 +37,7 @@ from ..tools import AgentTool, OutputSchema, ToolExecutionMode
 from ..transcript import get_current_system_message
 from ._approvals import AgentApprovalMethods, Approvals
 from ._checks import check_agent, check_agent_keywords, check_timeout
+from ._compact_api import CompactionMethods
 from ._input import (
     RunInput,
     check_listener,
@@ -55,6 +56,9 @@ from ._run import AgentEventIterator, AgentRun, TypedRun
 from ._setup import Listener, Listeners, RunSetup
 from ._state import AgentState, StateWriter
 from ._worker import run_worker
+
+if TYPE_CHECKING:
+    from ..compaction import Compaction
 
 __all__ = ["Agent", "Listener"]
 
@@ -75,7 +79,7 @@ _BUSY_REPLACE = ("Agent is already processing. Wait for completion before replac
                  "transcript (agent.state.messages) of a session kept in a store.")
 
 
-class Agent(QueueMethods, AgentApprovalMethods):
+class Agent(QueueMethods, AgentApprovalMethods, CompactionMethods):
     """A stateful agent: a transcript, tools, hooks, two queues and listeners.
 
     Every option is a keyword, checked at the call (docs/errors.md); ``model`` may be a
@@ -91,7 +95,9 @@ class Agent(QueueMethods, AgentApprovalMethods):
     ``limits=`` (a ``Limits``, with an optional shared ``Budget``) ends each run at a
     request, tool-call, token, cost or time limit (docs/limits.md); ``output_type=`` asks
     every run for a typed final result, ``run.output`` (docs/output.md). Both are public
-    attributes too, read when a run starts.
+    attributes too, read when a run starts. ``compaction=`` (a ``piagent.compaction.Compaction``)
+    summarises the older part of a long conversation before it overflows the model's
+    context; ``compact()`` does it on demand (docs/compaction.md).
 
     ``before_poll`` (a public attribute, ``None`` by default) is called with no argument on
     the run's thread at each poll point, before the steering or follow-up queue is read: a
@@ -153,12 +159,14 @@ class Agent(QueueMethods, AgentApprovalMethods):
         store: SessionStore | None = None,
         limits: Limits | None = None,
         output_type: Any = None,
+        compaction: Compaction | None = None,
     ) -> None:
         # every argument is checked here, at the call (docs/errors.md): a "PROVIDER/MODEL"
         # str comes back resolved, the tools and messages as lists (empty messages, the
         # default: "not given", the store's are used)
         model, tools, messages = check_agent(locals())
         self.limits, self.output_type = limits, output_type
+        self.compaction = compaction  # checked by the property (docs/compaction.md)
         make_guard(limits, output_type)  # a wrong limits= or output_type= fails here
         if limits is not None:
             limits.check_model(model)  # a cost limit the model can never reach, too

@@ -11,6 +11,7 @@ from typing import Any
 from ..messages import (
     AgentMessage,
     AssistantMessage,
+    CompactionSummaryMessage,
     ImageContent,
     Message,
     SystemMessage,
@@ -43,7 +44,8 @@ _LLM_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolResult
 
 
 def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
-    """Keep the messages a model understands: system, user, assistant and toolResult.
+    """Keep the messages a model understands: system, user, assistant and toolResult; a
+    ``CompactionSummaryMessage`` becomes the user message pi's coding agent sends for it.
 
     An application message whose ``role`` is one of those passes through as it is (the
     providers read it by its role).
@@ -51,8 +53,10 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
     if type(messages) is list and all(map(_LLM_TYPES.__contains__, map(type, messages))):
         # the usual transcript: every message kept (checked in C)
         return list(messages)  # type: ignore[arg-type]  # each of an _LLM_TYPES type
-    return [m for m in messages  # type: ignore[misc]  # kept: a Message, or one by role
-            if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES]
+    return [m.to_user_message() if type(m) is CompactionSummaryMessage else m  # type: ignore[misc]
+            for m in messages  # kept: a Message, one by role, a summary as pi frames it
+            if type(m) in _LLM_TYPES or getattr(m, "role", None) in _LLM_ROLES
+            or type(m) is CompactionSummaryMessage]
 
 
 _ACCEPTED = ("a str, a message (UserMessage, AssistantMessage, ToolResultMessage, "
@@ -186,7 +190,10 @@ def continue_input(messages: list[AgentMessage], queues: QueueLedger,
     if not messages or all(isinstance(m, SystemMessage) for m in messages):
         msg = "No messages to continue from"
         raise ValueError(msg)
-    if getattr(messages[-1], "role", None) != "assistant":
+    last = len(messages) - 1
+    while last > 0 and type(messages[last]) is CompactionSummaryMessage:
+        last -= 1  # a summary records a compaction: what the model saw last comes before it
+    if getattr(messages[last], "role", None) != "assistant":
         return None, False, None
     with queues.lock:
         steering = takings.take(queues.steering)

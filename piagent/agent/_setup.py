@@ -100,6 +100,7 @@ class AgentOptions(Protocol):
     env: Mapping[str, str] | None
     telemetry: Any
     before_poll: Callable[[], None] | None
+    compaction: Any  # a piagent.compaction.Compaction, or None
 
     @property
     def tool_executor(self) -> Executor | None: ...

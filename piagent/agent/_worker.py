@@ -80,6 +80,10 @@ def run_worker(setup: RunSetup) -> None:
         if setup.started is None and started_unfinished(setup.link, state.messages):
             run.drop_marks = True  # the abandoned batch's start marks go with the first reply
         emit = emitter(setup)
+        if setup.options.compaction is not None:  # unset: nothing of it is loaded or run
+            from ._compaction import run_hooks
+            config, stream_fn = run_hooks(setup.options.compaction, state, setup.link, run,
+                                          config, emit, stream_fn)
         if setup.started is not None:
             run_agent_loop_resume(context, config, emit, run.signal, stream_fn,
                                   started=setup.started, guard=run.guard)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..loop import Limits
     from ..models import Model
 
+from ..compaction import Compaction
 from ..mcp import MCPError, refresh_tools
 from ..sessions import SessionCorruptError, SQLiteStore
 from ._approve import Asker, chat_tools, settle, terminal_ask, undecided
@@ -41,6 +42,8 @@ if no tool runs). Ctrl-C aborts the current run.
 Commands: /follow-up TEXT   queue TEXT for when the agent would stop
           /clear            drop queued steering and follow-up messages (they outlive
                             a Ctrl-C abort and would otherwise go with your next message)
+          /compact [FOCUS]  summarise the older part of the conversation now (it is
+                            also done by itself before the model's window fills)
           /reset            forget the conversation (keeps the system prompt and tools;
                             with --session it clears the stored session too)
           /help             this text
@@ -143,6 +146,8 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
                         kept = f"; session {agent.session_id} cleared too" \
                             if agent.store is not None else ""
                         say(style.dim(f"(conversation cleared{kept})"))
+                elif command == "/compact":
+                    _compact(agent, rest, busy, say, style)
                 elif command in ("/follow-up", "/followup"):
                     if not rest:
                         say(style.dim("usage: /follow-up TEXT"))
@@ -168,6 +173,18 @@ def chat_loop(agent: Agent, read_line: Callable[[], str], printer: EventPrinter,
     finally:
         unsubscribe()
         unsubscribe_asker()
+
+
+def _compact(agent: Agent, focus: str, busy: bool, say: Callable[[str], None],
+             style: Style) -> None:
+    """``/compact [FOCUS]``: a compaction now; the printer shows its notes."""
+    if busy:
+        say(style.dim("(wait for the agent to finish, or Ctrl-C, before /compact)"))
+        return
+    try:
+        agent.compact(focus or None)
+    except Exception as exc:  # noqa: BLE001 - CompactionError, or the agent got busy
+        say(style.dim(f"(nothing compacted: {exc})"))
 
 
 def _missing_key(provider: str, explicit: str | None) -> list[str] | None:
@@ -286,7 +303,8 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   max_tokens=args.max_tokens,
                   get_api_key=(lambda provider: api_key) if api_key else None,
                   prepare_next_turn=refresh_tools(*servers) if servers else None,
-                  limits=limits)
+                  limits=limits,
+                  compaction=None if args.no_compaction else Compaction())
     interactive = _isatty(sys.stdin) and _isatty(out)
     printer: EventPrinter
     if question:  # one-shot: stdout is the answer alone, everything else goes to stderr

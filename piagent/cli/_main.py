@@ -148,6 +148,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="sampling temperature, 0 to 2 (default: the provider's)")
     chat.add_argument("--max-tokens", type=_positive_int, metavar="N",
                       help="the most tokens each reply may have (default: the model's)")
+    chat.add_argument("--no-compaction", action="store_true",
+                      help="never summarise the older part of a long conversation "
+                           "(by default it is, before the model's context window fills)")
     chat.add_argument("--thinking", default="off", choices=_THINKING,
                       help="reasoning effort for models that think (default off)")
     chat.add_argument("--base-url", metavar="URL",

@@ -267,6 +267,22 @@ class EventPrinter:
                 f"  ({len(durations)} tools in {wall:.0f} ms; one after another they would "
                 f"take {sum(durations)} ms)"))
 
+    def _on_compaction_start(self, event: Any) -> None:
+        self._clear_waiting()
+        self._end_line()
+        why = {"threshold": "it nears the model's context window",
+               "overflow": "the model refused it as too long",
+               "manual": "you asked"}.get(event.reason, event.reason)
+        self.line(self.style.dim(f"(compacting the conversation: {why}...)"))
+
+    def _on_compaction_end(self, event: Any) -> None:
+        if event.summary is not None:
+            self.line(self.style.dim(
+                f"(conversation compacted: about {event.tokens_before:,} -> "
+                f"{event.tokens_after:,} tokens; the full history stays in the session)"))
+        elif not event.aborted:
+            self.line(self.style.dim(f"(compaction failed: {event.error_message})"))
+
     def _on_message_start(self, event: Any) -> None:
         if getattr(event.message, "role", None) == "assistant":
             self._seen_assistant = True

@@ -26,6 +26,7 @@ from ..stream import StreamOptions
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
+    from ..events import AgentEvent
     from ..models import Model
     from ..tools import AgentTool, AgentToolResult, ToolExecutionMode
 
@@ -138,11 +139,14 @@ class AgentLoopTurnUpdate:
 
 @dataclass
 class PrepareRequestContext:
-    """What ``prepare_request`` sees just before a provider request."""
+    """What ``prepare_request`` sees just before a provider request. ``emit`` is the run's
+    event path (what the loop emits through: tracing, the Agent's state, store and
+    listeners), for a hook that reports events of its own, as compaction does."""
 
     context: AgentContext
     model: Model | None
     thinking_level: ThinkingLevel
+    emit: Callable[[AgentEvent], None] | None = None
 
 
 @dataclass

@@ -273,7 +273,7 @@ class Run:
         config = self.config
         if config.prepare_request is not None:
             update = config.prepare_request(PrepareRequestContext(
-                self.context, config.model, config.reasoning or "off"), self.signal)
+                self.context, config.model, config.reasoning or "off", self.emit), self.signal)
             if update is not None:
                 self._adopt(update)
 

@@ -23,6 +23,7 @@ from ._json import (
     usage_from_dict,
     usage_to_dict,
 )
+from ._summary import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX, CompactionSummaryMessage
 from ._types import (
     AgentMessage,
     AssistantContent,
@@ -51,10 +52,13 @@ from ._types import (
 from ._unicode import has_surrogates, sanitize_surrogates, sanitize_surrogates_in
 
 __all__ = [
+    "COMPACTION_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_SUFFIX",
     "AgentMessage",
     "AssistantContent",
     "AssistantMessage",
     "AssistantMessageDiagnostic",
+    "CompactionSummaryMessage",
     "Cost",
     "CustomAgentMessage",
     "DeferredHandle",

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import UnknownMessageTypeError
+from ._summary import CompactionSummaryMessage, summary_from_dict, summary_to_dict
 from ._types import (
     AgentMessage,
     AssistantMessage,
@@ -377,8 +378,9 @@ _DECODERS: dict[str, _Decoder] = {
     "user": _user_from_dict,
     "assistant": _assistant_from_dict,
     "toolResult": _tool_result_from_dict,
+    "compactionSummary": summary_from_dict,  # pi-coding-agent's, built in (docs/compaction.md)
 }
-_ENCODERS: dict[type, _Encoder] = dict(_STANDARD)
+_ENCODERS: dict[type, _Encoder] = {**_STANDARD, CompactionSummaryMessage: summary_to_dict}
 
 
 def register_message_type(role: str, cls: type) -> type:

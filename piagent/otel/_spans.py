@@ -36,6 +36,7 @@ __all__ = ["RunSpans"]
 
 Emit = Callable[[AgentEvent], None]
 _NO_SCOPE = nullcontext()
+_COMPACTION = frozenset({"compaction_start", "compaction_end"})
 
 
 def parent_context(telemetry: Any) -> otel_context.Context | None:
@@ -73,6 +74,7 @@ class RunSpans:
         self._chat_token: object = None  # its context attached on the worker thread
         self._chat_started = 0.0
         self._tools: dict[str, trace.Span] = {}  # by call id; written by the worker only
+        self._compacting: trace.Span | None = None  # a compaction under way
         self._usage = Usage()
         self._last_stop: str | None = None
         self._last_error: str | None = None
@@ -151,6 +153,8 @@ class RunSpans:
                 span.end()
         elif kind == "agent_end":
             self._end_run()
+        elif kind in _COMPACTION:
+            self._compaction(event)
 
     def _start_run(self) -> None:
         config = self._config
@@ -234,6 +238,29 @@ class RunSpans:
             span.record_exception(exc)
             _fail(span, type(exc).__qualname__, str(exc))
             span.end()
+
+    def _compaction(self, event: Any) -> None:
+        """``compaction {reason}``: from ``compaction_start`` to ``compaction_end``, under
+        the run's span (docs/compaction.md); the summary requests' usage and cost."""
+        if event.type == "compaction_start":
+            self._compacting = self._tracer.start_span(
+                f"compaction {event.reason}", context=self._run_context or self._parent,
+                kind=trace.SpanKind.INTERNAL,
+                attributes={"gen_ai.operation.name": "compaction",
+                            "piagent.compaction.reason": event.reason})
+            return
+        span, self._compacting = self._compacting, None
+        if span is None:
+            return
+        span.set_attribute("piagent.compaction.tokens_before", event.tokens_before)
+        span.set_attribute("piagent.compaction.tokens_after", event.tokens_after)
+        span.set_attribute("piagent.compaction.will_retry", event.will_retry)
+        if event.usage is not None:
+            span.set_attributes(usage_attributes(event.usage))
+        if event.summary is None:
+            _fail(span, "aborted" if event.aborted else "compaction_failed",
+                  event.error_message)
+        span.end()
 
     def _start_tool(self, call_id: str, name: str, args: Any) -> None:
         attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",

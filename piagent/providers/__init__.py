@@ -9,8 +9,8 @@ four imported on first use). ``register_api`` adds one.
 pi-ai's model data: ``catalogue_source()``; ``unsupported_models()`` lists the models pi-ai
 serves on APIs piagent does not speak);
 ``resolve_model("openai/gpt-4o-mini")`` takes the ``PROVIDER/MODEL`` spelling.
-``is_context_overflow`` and ``is_retryable_error`` classify a failed call by its error text, as
-pi-ai does. See ``docs/providers.md``.
+``is_context_overflow`` and ``is_retryable_error`` classify a failed call by its error text, and
+``is_recoverable_length`` a ``"length"`` stop below the wanted limit, as pi-ai does. See ``docs/providers.md``.
 
 Thread safety: every function may be called from any thread.
 """
@@ -26,7 +26,7 @@ from ._catalogue import (
     resolve_model,
     unsupported_models,
 )
-from ._classify import is_context_overflow, is_retryable_error
+from ._classify import is_context_overflow, is_recoverable_length, is_retryable_error
 from ._registry import get_api, register_api, stream_simple
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "get_models",
     "get_providers",
     "is_context_overflow",
+    "is_recoverable_length",
     "is_retryable_error",
     "register_api",
     "resolve_model",

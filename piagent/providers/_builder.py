@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from ..messages import (
     AssistantMessage,
+    AssistantMessageDiagnostic,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -330,16 +331,22 @@ class MessageBuilder:
             self.close_block(index)
 
     def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0,
-                  total_tokens: int | None = None, billed: float | None = None) -> None:
+                  total_tokens: int | None = None, billed: float | None = None,
+                  reasoning: int = 0, cache_write_1h: int | None = None) -> None:
         """Replace the usage counters and recompute the cost from the model's prices;
         ``billed``: the total the provider reports it charged, which replaces the estimated
-        ``cost.total`` (``cost.total_from_provider``)."""
+        ``cost.total`` (``cost.total_from_provider``); ``reasoning``: the reasoning tokens
+        within ``output`` (0: not reported); ``cache_write_1h``: the part of ``cache_write``
+        written with 1-hour retention (priced at twice the input price)."""
         with self._lock:
             if self._ended:
                 return
             usage = self.message.usage
             usage.input, usage.output = input, output
             usage.cache_read, usage.cache_write = cache_read, cache_write
+            usage.reasoning = reasoning or None
+            if cache_write_1h is not None:
+                usage.cache_write_1h = cache_write_1h
             usage.total_tokens = (total_tokens if total_tokens is not None
                                   else input + output + cache_read + cache_write)
             calculate_cost(self.model, usage)
@@ -348,6 +355,30 @@ class MessageBuilder:
                 usage.cost.total_from_provider = True
             elif usage.cost.total_from_provider:
                 usage.cost.total_from_provider = False
+
+    def set_response(self, *, response_id: str | None = None, model: str | None = None,
+                     raw_stop_reason: str | None = None) -> None:
+        """Record the provider's id of the response, the model it says answered (kept only
+        when it is not the requested model's id) and its stop reason before mapping."""
+        with self._lock:
+            if self._ended:
+                return
+            message = self.message
+            if response_id:
+                message.response_id = response_id
+            if model and model != message.model:
+                message.response_model = model
+            if raw_stop_reason:
+                message.raw_stop_reason = raw_stop_reason
+
+    def add_diagnostic(self, diagnostic: AssistantMessageDiagnostic) -> None:
+        """Note something the adapter did while answering (a fallback, a recovered error)
+        in ``message.diagnostics``."""
+        with self._lock:
+            if self._ended:
+                return
+            message = self.message
+            message.diagnostics = [*(message.diagnostics or ()), diagnostic]
 
     def finish(self, stop_reason: StopReason) -> None:
         """Push ``done`` with ``stop_reason`` ("stop", "length" or "toolUse")."""

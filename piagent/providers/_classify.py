@@ -195,3 +195,24 @@ def is_retryable_error(message: AssistantMessage | str) -> bool:
     if not text or _NOT_RETRYABLE.search(text):
         return False
     return _RETRYABLE.search(text) is not None or _PIAGENT_RETRYABLE.search(text) is not None
+
+
+def is_recoverable_length(message: AssistantMessage, desired_max_output: int) -> bool:
+    """Whether a ``"length"`` stop ended below the output limit the caller wanted
+    (``desired_max_output``: the limit before any clamping to the context window).
+
+    As pi-ai 1.6.1's ``isRecoverableLength``: the context left too little room (piagent's
+    requests clamp the limit to the window) or the provider cut the answer short, so one
+    compaction and a retry may give the whole answer; a ``"length"`` that reached the limit
+    is the model running out of the budget it was given.
+    """
+    if not isinstance(message, AssistantMessage):
+        msg = ("is_recoverable_length() takes the AssistantMessage a call ended with, got "
+               f"{type(message).__name__}.")
+        raise TypeError(msg)
+    if isinstance(desired_max_output, bool) or not isinstance(desired_max_output, int):
+        msg = ("is_recoverable_length(): desired_max_output must be an int (the output limit "
+               f"before clamping), got {type(desired_max_output).__name__}.")
+        raise TypeError(msg)
+    return (message.stop_reason == "length" and desired_max_output > 0
+            and message.usage.output < desired_max_output)

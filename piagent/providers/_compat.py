@@ -56,6 +56,18 @@ class OpenAICompat:
     chat_template_args: Mapping[str, Any] = field(default_factory=dict)
     """Baseten's ``chat_template_args`` (thinking format ``baseten``): literal values, or
     ``{"$var": "thinking.enabled"}`` for whether thinking is on."""
+    prompt_cache_key_mode: str = "auto"
+    """When ``prompt_cache_key`` (the session id) is sent: "auto" (to api.openai.com, or with
+    long retention where ``supports_long_cache_retention``), "enabled" (always, with a session
+    id), "disabled" (never); pi-ai 1.6's ``promptCacheKeyMode``."""
+    supports_long_cache_retention: bool = True
+    """Long retention sends ``prompt_cache_retention: "24h"`` (off for Together, Cloudflare,
+    NVIDIA)."""
+    send_session_affinity_headers: bool = False
+    """Send the session id in the session affinity headers (on for OpenRouter)."""
+    session_affinity_format: str = "openai"
+    """Which headers: "openrouter" (``x-session-id``) or "openai" (``session_id``,
+    ``x-client-request-id``, ``x-session-affinity``)."""
 
 
 _NON_STANDARD = {"cerebras", "xai", "chutes", "deepseek", "zai", "opencode", "moonshot",
@@ -79,14 +91,17 @@ def _detect(model: Model) -> OpenAICompat:
     if provider in _NON_STANDARD or "api.openai.com" not in url:
         compat = replace(compat, supports_store=False, supports_developer_role=False)
     if provider == "openrouter" or "openrouter.ai" in url:
-        compat = replace(compat, thinking_format="openrouter")
+        compat = replace(compat, thinking_format="openrouter",
+                         send_session_affinity_headers=True,
+                         session_affinity_format="openrouter")
     elif provider == "deepseek" or "deepseek.com" in url:
         compat = replace(compat, max_tokens_field="max_tokens", thinking_format="deepseek",
                          requires_reasoning_content_on_assistant_messages=True)
     elif provider == "zai" or "z.ai" in url:
         compat = replace(compat, max_tokens_field="max_tokens", thinking_format="zai")
     elif provider in ("mistral", "chutes", "moonshot", "together", "nvidia"):
-        compat = replace(compat, max_tokens_field="max_tokens")
+        compat = replace(compat, max_tokens_field="max_tokens",
+                         supports_long_cache_retention=provider not in ("together", "nvidia"))
         if provider == "mistral":
             compat = replace(compat, requires_tool_result_name=True,
                              requires_thinking_as_text=True)
@@ -95,6 +110,9 @@ def _detect(model: Model) -> OpenAICompat:
         compat = replace(compat, reasoning_effort_map=dict.fromkeys(levels, "default"))
     elif provider == "xai" or provider == "cerebras":
         compat = replace(compat, supports_reasoning_effort=False)
+    if provider.startswith("cloudflare") or "together.xyz" in url or "nvidia.com" in url \
+            or "cloudflare.com" in url:
+        compat = replace(compat, supports_long_cache_retention=False)
     return compat
 
 
@@ -110,6 +128,7 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
     deepseek = provider == "deepseek" or "deepseek.com" in url.lower()
     grok = provider == "xai" or "api.x.ai" in url
     chutes = "chutes.ai" in url
+    openrouter = provider == "openrouter" or "openrouter.ai" in url
     non_standard = (nvidia or provider == "cerebras" or "cerebras.ai" in url or grok or together
                     or chutes or deepseek or zai or moonshot or provider == "opencode"
                     or "opencode.ai" in url or provider == "cloudflare-workers-ai"
@@ -117,7 +136,7 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
     max_tokens = chutes or deepseek or moonshot or gateway or together or nvidia or ant_ling or zai
     thinking = ("deepseek" if deepseek else "zai" if zai else "together" if together
                 else "ant-ling" if ant_ling
-                else "openrouter" if provider == "openrouter" or "openrouter.ai" in url
+                else "openrouter" if openrouter
                 else "openai")
     return OpenAICompat(
         supports_store=not non_standard,
@@ -126,7 +145,12 @@ def _detect_catalogued(provider: str, url: str) -> OpenAICompat:
                                        or ant_ling),
         max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
         requires_reasoning_content_on_assistant_messages=deepseek,
-        thinking_format=thinking, supports_strict_mode=False)
+        thinking_format=thinking, supports_strict_mode=False,
+        send_session_affinity_headers=openrouter,
+        session_affinity_format="openrouter" if openrouter else "openai",
+        supports_long_cache_retention=not (together or provider == "cloudflare-workers-ai"
+                                           or "api.cloudflare.com" in url or gateway
+                                           or nvidia or ant_ling))
 
 
 _CACHE_SIZE = 256  # distinct model settings remembered (cleared when full)

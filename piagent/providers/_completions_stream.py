@@ -45,10 +45,13 @@ class CompletionsStreamState:
         self.details: list[Any] = []
         self.finish_reason: str | None = None
         self.done = False  # the server sent ``data: [DONE]``
+        self.identified = False  # the response's id (and model) are recorded
 
     def handle(self, chunk: Any) -> None:
         if not isinstance(chunk, dict):
             return
+        if not self.identified:
+            self._identify(chunk)
         error = chunk.get("error")
         if error or chunk.get("object") == "error":
             # OpenRouter sends the error object in a chunk that also has ``choices``
@@ -80,6 +83,7 @@ class CompletionsStreamState:
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
+                self.out.set_response(raw_stop_reason=str(reason))
                 if self.openrouter:
                     native = choice.get("native_finish_reason")
                     if isinstance(native, str) and native:
@@ -87,6 +91,16 @@ class CompletionsStreamState:
             break  # only the first choice is used
         if usage and isinstance(usage, dict):
             self._usage(usage, chunk)
+
+    def _identify(self, chunk: dict[str, Any]) -> None:
+        """The response's id and the model the server says answered (the first chunk with
+        an id: every chunk of a completion repeats them)."""
+        response_id = chunk.get("id")
+        if isinstance(response_id, str) and response_id:
+            self.identified = True
+            model = chunk.get("model")
+            self.out.set_response(response_id=response_id,
+                                  model=model if isinstance(model, str) else None)
 
     def _usage_of(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
         usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
@@ -189,12 +203,13 @@ class CompletionsStreamState:
         prompt = int(usage.get("prompt_tokens") or 0)
         output = int(usage.get("completion_tokens") or 0)
         reasoning = int((usage.get("completion_tokens_details") or {})
-                        .get("reasoning_tokens") or 0)
+                        .get("reasoning_tokens") or usage.get("reasoning_tokens") or 0)
         if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
             output += reasoning  # xAI bills reasoning tokens outside completion_tokens
         self.out.set_usage(input=max(prompt - cache_read - cache_write, 0), output=output,
                            cache_read=cache_read, cache_write=cache_write,
-                           billed=_billed(usage) if self.openrouter else None)
+                           billed=_billed(usage) if self.openrouter else None,
+                           reasoning=reasoning)
 
     def finish(self, compat: OpenAICompat) -> None:
         out = self.out
@@ -213,7 +228,7 @@ class CompletionsStreamState:
         native = self.native_reason
         if native is not None and native != reason:
             # OpenRouter's upstream reason: "stop.MALFORMED_RESPONSE" (pi-ai 1.6)
-            out.message.raw_stop_reason = f"{reason}.{native}"
+            out.set_response(raw_stop_reason=f"{reason}.{native}")
         if stop is None:
             msg = f"Provider finish_reason: {reason}"
             if native is not None and native != reason:

@@ -41,6 +41,7 @@ class GoogleStreamState:
         self.call_ids: set[str] = set()
         self.streaming: int | None = None  # the call whose arguments arrive as partialArgs
         self.streaming_args: dict[str, Any] = {}
+        self.identified = False  # the response's id is recorded (the first chunk's)
 
     def handle(self, chunk: Any) -> None:
         if isinstance(chunk, list):  # some gateways send the chunks as a JSON array
@@ -51,6 +52,11 @@ class GoogleStreamState:
             return
         if "error" in chunk:
             raise _error_from_body(chunk)
+        if not self.identified:
+            response_id = chunk.get("responseId")
+            if isinstance(response_id, str) and response_id:
+                self.identified = True
+                self.out.set_response(response_id=response_id)
         candidates = chunk.get("candidates") or []
         candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
         for part in (candidate.get("content") or {}).get("parts") or ():
@@ -58,9 +64,9 @@ class GoogleStreamState:
                 self._part(part)
         if candidate.get("finishReason"):
             self.finish_reason = candidate["finishReason"]
-        feedback = chunk.get("promptFeedback") or {}
-        if feedback.get("blockReason"):
-            self.block_reason = feedback["blockReason"]
+        feedback = chunk.get("promptFeedback")
+        if feedback and self.block_reason is None and feedback.get("blockReason"):
+            self.block_reason = _blocked_text(feedback)
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -138,7 +144,8 @@ class GoogleStreamState:
         output = _count(usage, "candidatesTokenCount") + _count(usage, "thoughtsTokenCount")
         total = usage.get("totalTokenCount")
         self.out.set_usage(input=max(prompt - cached, 0), output=output, cache_read=cached,
-                           total_tokens=total if isinstance(total, int) else None)
+                           total_tokens=total if isinstance(total, int) else None,
+                           reasoning=_count(usage, "thoughtsTokenCount"))
 
     def finish(self, tail: str) -> None:
         self._close_current()
@@ -147,10 +154,10 @@ class GoogleStreamState:
             if tail:
                 raise _error_from_tail(tail)
             if self.block_reason is not None:
-                msg = f"Google blocked the prompt (blockReason {self.block_reason})."
-                raise ProviderError(msg, provider="google")
+                raise ProviderError(self.block_reason, provider="google")
             raise ProviderError("Google stream ended without a finish reason. "
                                 "Retry the request.", provider="google")
+        self.out.set_response(raw_stop_reason=self.finish_reason)
         mapped = _FINISH_REASONS.get(self.finish_reason)
         if mapped is None:
             msg = f"Provider stopped with: {self.finish_reason}"
@@ -221,6 +228,20 @@ def _apply_partial(args: dict[str, Any], piece: dict[str, Any]) -> bool:
         node[last] = previous + value if isinstance(previous, str) and isinstance(
             value, str) else value
     return True
+
+
+def _blocked_text(feedback: dict[str, Any]) -> str:
+    """pi-ai 1.6's sentence for a prompt Gemini refused (``promptFeedback``): the block
+    reason, Google's explanation and the safety ratings that decided it."""
+    details = [f"Google prompt blocked: {feedback.get('blockReason') or 'unknown reason'}"]
+    if feedback.get("blockReasonMessage"):
+        details.append(str(feedback["blockReasonMessage"]))
+    ratings = [f"{r['category']}" + (f" ({r['probability']})" if r.get("probability") else "")
+               for r in feedback.get("safetyRatings") or () if isinstance(r, dict)
+               and r.get("category")]
+    if ratings:
+        details.append(f"Safety rating{'' if len(ratings) == 1 else 's'}: {', '.join(ratings)}")
+    return ". ".join(details)
 
 
 def _count(usage: dict[str, Any], key: str) -> int:

@@ -10,9 +10,8 @@ replay rules (skipped errored turns, orphan tool calls, cross-model thinking) in
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -20,23 +19,25 @@ from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    StopReason,
     SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolDeclaration,
     ToolResultMessage,
     UserMessage,
+    now_ms,
 )
 from ..models import Model
 from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools
+from ._anthropic_stream import AnthropicStreamState
 from ._anthropic_thinking import thinking_config
+from ._anthropic_tools import convert_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages, supports_mid_convo_system_messages
-from ._errors import clip
-from ._keys import env_value, is_local_url, key_owner, missing_key_message, resolve_api_key
+from ._keys import is_local_url, key_owner, missing_key_message, resolve_api_key
+from ._prompt_cache import anthropic_affinity_header, cache_retention, compat_value
+from ._strict import is_strict_limit_error, mark_over_strict_limits, over_strict_limits
 from ._transform import (
     SegmentCache,
     WireCache,
@@ -49,10 +50,7 @@ from ._transform import (
 from ._wire import PrefixEncoder
 from .kit import (
     HttpClient,
-    MessageBuilder,
     ProviderCall,
-    SSEEvent,
-    parse_event_json,
     start_stream,
 )
 
@@ -65,10 +63,6 @@ _CLIENT = HttpClient("anthropic")
 
 # pi's default thinking budgets (tokens) for models with budget-based thinking
 _INVALID_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-_REDACTED_TEXT = "[Reasoning redacted]"
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
-    "tool_use": "toolUse"}
 
 
 def stream_anthropic(model: Model | None, context: Context,
@@ -94,10 +88,12 @@ def _normalize_tool_call_id(call_id: str) -> str:
 
 
 def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
-                            options: StreamOptions) -> dict[str, Any]:
+                            options: StreamOptions, *, relax_strict: bool = False
+                            ) -> dict[str, Any]:
     """The JSON body of a streaming ``POST /v1/messages`` for a context's messages.
 
     The transcript is first made safe to replay (``_transform.transform_messages``).
+    ``relax_strict``: send the tools that only prefer strict sampling plain (``_strict``).
     """
     max_tokens = clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     messages = fold_system_messages(model, messages)
@@ -121,7 +117,7 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
         body["system"] = [block]
     body["messages"] = _with_cache_breakpoint(_convert(model, messages), cache)
     if tools:
-        body["tools"] = _convert_tools(model, tools, cache)
+        body["tools"] = convert_tools(model, tools, cache, relax_strict=relax_strict)
     if options.temperature is not None and thinking is None:
         body["temperature"] = options.temperature
     user_id = (options.metadata or {}).get("user_id")
@@ -131,35 +127,13 @@ def build_anthropic_request(model: Model, messages: Sequence[AgentMessage],
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
-    retention = options.cache_retention or env_value("PI_CACHE_RETENTION", options.env) or "short"
+    retention = cache_retention(options)
     if retention == "none":
         return None
-    if retention == "long" and "api.anthropic.com" in model.base_url:
+    if retention == "long" and compat_value(model.compat, "supportsLongCacheRetention",
+                                            "supports_long_cache_retention", True):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
-
-
-def _convert_tools(model: Model, tools: Sequence[ToolDeclaration],
-                   cache: dict[str, str] | None) -> list[dict[str, Any]]:
-    """pi's tool definitions: ``type``, ``properties`` and ``required`` always present, and
-    ``eager_input_streaming`` unless the model's compat turns it off. The rest of the schema
-    (``$defs``, ``additionalProperties``) is kept: pi drops it (docs/reference.md,
-    ``request-anthropic-full-schema``)."""
-    compat = model.compat or {}
-    eager = compat.get("supportsEagerToolInputStreaming", True)
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        schema = tool.parameters or {}
-        wire: dict[str, Any] = {"name": tool.name, "description": tool.description}
-        if eager:
-            wire["eager_input_streaming"] = True
-        wire["input_schema"] = {**schema, "type": "object",
-                                "properties": schema.get("properties", {}),
-                                "required": schema.get("required", [])}
-        out.append(wire)
-    if out and cache is not None and compat.get("supportsCacheControlOnTools", True):
-        out[-1]["cache_control"] = cache
-    return out
 
 
 _ASSISTANT_WIRE = WireCache()  # an assistant message's content blocks, while it is unchanged
@@ -322,9 +296,12 @@ def build_anthropic_headers(model: Model, options: StreamOptions, api_key: str |
         betas.append("interleaved-thinking-2025-05-14")
     if betas:
         headers["anthropic-beta"] = ",".join(betas)
+    if options.session_id:
+        headers.update(anthropic_affinity_header(model, options))
     headers.update(model.headers or {})
     headers.update(options.headers or {})
     return headers
+
 
 
 # --- the response -------------------------------------------------------------------------
@@ -337,13 +314,31 @@ def _run(call: ProviderCall) -> Iterator[None]:
         call.add_secret(api_key)
     elif not is_local_url(call.model.base_url):  # local Anthropic-compatible servers need none
         raise _provider_error(missing_key_message(owner))
-    body = build_anthropic_request(call.model, call.messages, call.options)
+    session_id = call.options.session_id
+    relax = over_strict_limits(session_id)
+    body = build_anthropic_request(call.model, call.messages, call.options, relax_strict=relax)
     headers = build_anthropic_headers(call.model, call.options, api_key, body)
     url = call.model.base_url.rstrip("/") + "/v1/messages"
     # the parser: parse_event_json unless on_provider_stream_event is set
-    state = _StreamState(call.out, call.label, call.event_parser())
+    state = AnthropicStreamState(call.out, call.label, call.event_parser())
     request = call.request(url, body, headers, encoder=_BODIES, replaced={"stream": True})
-    with call.open_sse(request) as sse:  # _BODIES: the old messages' JSON reused
+    try:
+        response = call.open_sse(request)
+    except ProviderError as error:
+        # Claude refused the number of strict tools: again with the "prefer" ones plain,
+        # and so for the rest of the session (pi-ai 1.6)
+        relaxed = None if relax or error.status_code != 400 or not is_strict_limit_error(
+            str(error)) else build_anthropic_request(call.model, call.messages, call.options,
+                                                     relax_strict=True)
+        if relaxed is None or relaxed.get("tools") == body.get("tools"):
+            raise
+        mark_over_strict_limits(session_id)
+        call.out.add_diagnostic({"type": "anthropic_strict_tools_fallback",
+                                 "timestamp": now_ms(), "error": {"message": str(error)},
+                                 "details": {"reason": "strict_tool_limits_exceeded"}})
+        response = call.open_sse(call.request(url, relaxed, headers, encoder=_BODIES,
+                                              replaced={"stream": True}))
+    with response as sse:  # _BODIES: the old messages' JSON reused
         for event in sse.events():
             state.handle(event)
             if state.stopped:
@@ -354,139 +349,3 @@ def _run(call: ProviderCall) -> Iterator[None]:
 
 def _provider_error(message: str) -> ProviderError:
     return ProviderError(message, provider="anthropic")
-
-
-class _StreamState:
-    """Maps Anthropic's SSE events onto the ``MessageBuilder``.
-
-    Thread safety: used only by the worker thread running ``_run``.
-    """
-
-    def __init__(self, out: MessageBuilder, label: str,
-                 parse: Callable[[SSEEvent, str], Any] = parse_event_json) -> None:
-        self.out = out
-        self.label = label
-        self.parse = parse
-        self.blocks: dict[int, int] = {}  # provider block index → content index
-        self.started = False
-        self.stopped = False
-        self.stop_reason: str | None = None
-        self.stop_details: Any = None
-        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
-
-    def handle(self, event: SSEEvent) -> None:
-        """Apply one event."""
-        if event.event == "ping":
-            return
-        data = self.parse(event, self.label)
-        if not isinstance(data, dict):
-            return
-        kind = data.get("type") or event.event
-        if kind == "content_block_delta":
-            self._delta(data)
-        elif kind == "content_block_start":
-            self._block_start(data)
-        elif kind == "content_block_stop":
-            index = self.blocks.get(data.get("index", -1))
-            if index is not None:
-                self.out.close_block(index)
-        elif kind == "message_start":
-            self.started = True
-            message = data.get("message") or {}
-            self._usage(message.get("usage") or {})
-        elif kind == "message_delta":
-            delta = data.get("delta") or {}
-            if delta.get("stop_reason"):
-                self.stop_reason = delta["stop_reason"]
-                self.stop_details = delta.get("stop_details")
-            self._usage(data.get("usage") or {})
-        elif kind == "message_stop":
-            self.stopped = True
-        elif kind == "error":
-            raise _provider_error(_stream_error_text(data))
-
-    def _block_start(self, data: dict[str, Any]) -> None:
-        block = data.get("content_block") or {}
-        btype = block.get("type")
-        out = self.out
-        if btype == "text":
-            index = out.open_text()
-            if block.get("text"):
-                out.add_text(index, block["text"])
-        elif btype == "thinking":
-            index = out.open_thinking(block.get("signature") or None)
-            if block.get("thinking"):
-                out.add_thinking(index, block["thinking"])
-        elif btype == "redacted_thinking":
-            index = out.open_thinking(block.get("data") or "", redacted=True)
-            if not out.ended:  # visible placeholder text; pi sends no delta for it
-                out.block(index).thinking = _REDACTED_TEXT
-        elif btype == "tool_use":
-            initial = block.get("input")
-            arguments = json.dumps(initial) if isinstance(initial, dict) and initial else ""
-            index = out.open_tool_call(block.get("id") or "", block.get("name") or "",
-                                       arguments)
-        else:
-            return  # server tools and other block kinds are not part of pi's message
-        self.blocks[data.get("index", len(self.blocks))] = index
-
-    def _delta(self, data: dict[str, Any]) -> None:
-        index = self.blocks.get(data.get("index", -1))
-        if index is None or self.out.ended:
-            return
-        delta = data.get("delta") or {}
-        dtype = delta.get("type")
-        if dtype == "text_delta":
-            self.out.add_text(index, delta.get("text") or "")
-        elif dtype == "thinking_delta":
-            self.out.add_thinking(index, delta.get("thinking") or "")
-        elif dtype == "input_json_delta":
-            self.out.add_tool_arguments(index, delta.get("partial_json") or "")
-        elif dtype == "signature_delta":
-            self.out.set_signature(index, delta.get("signature") or "", append=True)
-
-    def _usage(self, usage: dict[str, Any]) -> None:
-        # each field is overwritten only when present (proxies omit the input counts)
-        fields = (("input_tokens", "input"), ("output_tokens", "output"),
-                  ("cache_read_input_tokens", "cache_read"),
-                  ("cache_creation_input_tokens", "cache_write"))
-        changed = False
-        for wire, ours in fields:
-            value = usage.get(wire)
-            if isinstance(value, int):
-                self.usage[ours] = value
-                changed = True
-        if changed:
-            self.out.set_usage(**self.usage)
-
-    def finish(self) -> None:
-        self.out.close_open_blocks()
-        if not self.stopped:
-            where = "message_stop" if self.started else "message_start"
-            raise _provider_error(f"Anthropic stream ended before {where}. Retry the request.")
-        if self.stop_reason is None:
-            raise _provider_error("Anthropic stream ended without a stop reason. "
-                                  "Retry the request.")
-        mapped = _STOP_REASONS.get(self.stop_reason)
-        if mapped is None:
-            raise _provider_error(self._stop_error_text())
-        self.out.finish(mapped)
-
-    def _stop_error_text(self) -> str:
-        reason = self.stop_reason
-        if reason == "refusal":
-            details = self.stop_details if isinstance(self.stop_details, dict) else {}
-            explanation = details.get("explanation")
-            return str(explanation) if explanation else "The model refused to complete the request"
-        if reason == "sensitive":
-            return "The response was stopped because it was flagged as sensitive"
-        return f"Unhandled stop reason: {reason}"
-
-
-def _stream_error_text(data: dict[str, Any]) -> str:
-    error = data.get("error")
-    if isinstance(error, dict):
-        etype = error.get("type") or "error"
-        message = error.get("message") or json.dumps(error)
-        return f"Anthropic stream error ({etype}): {message}"
-    return f"Anthropic stream error: {clip(json.dumps(data), 500)}"

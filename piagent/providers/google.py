@@ -31,6 +31,8 @@ from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._google_stream import LABEL, GoogleStreamState
 from ._keys import is_local_url, key_owner, missing_key_message, resolve_api_key
+from ._prompt_cache import compat_value
+from ._strict import strict_sampling
 from ._transform import leading_system_text, transform_messages
 from .kit import (
     HttpClient,
@@ -109,7 +111,19 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
         body["systemInstruction"] = {"parts": [{"text": prompt}], "role": "user"}
     tools = get_current_tools(messages)
     if tools:
-        body["tools"] = [{"functionDeclarations": [_declaration(t) for t in tools]}]
+        # strict (JSON-schema constrained) tools: Gemini 3 and later, or as the compat says
+        strict = compat_value(model.compat, "supportsStrictMode", "supports_strict_mode",
+                              None)
+        supports = _gemini_major(model) >= 3 if strict is None else bool(strict)
+        declarations, validated = [], False
+        for tool in tools:
+            schema = (strict_sampling(tool, supports)
+                      if tool.constrained_sampling is not None else None)
+            validated = validated or schema is not None
+            declarations.append(_declaration(tool, schema))
+        body["tools"] = [{"functionDeclarations": declarations}]
+        if validated:  # Gemini then enforces the schemas
+            body["toolConfig"] = {"functionCallingConfig": {"mode": "VALIDATED"}}
     config: dict[str, Any] = {}
     if options.temperature is not None:
         config["temperature"] = options.temperature
@@ -122,10 +136,11 @@ def build_google_request(model: Model, messages: Sequence[AgentMessage],
     return body
 
 
-def _declaration(tool: ToolDeclaration) -> dict[str, Any]:
+def _declaration(tool: ToolDeclaration, strict: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {"name": tool.name, "description": tool.description}
-    if tool.parameters:
-        out["parametersJsonSchema"] = _const_as_enum(tool.parameters)
+    parameters = strict or tool.parameters
+    if parameters:
+        out["parametersJsonSchema"] = _const_as_enum(parameters)
     return out
 
 

@@ -291,8 +291,14 @@ class _StreamState:
         self.calls: dict[Any, int] = {}  # the call's stream index (or id) → content index
         self.stop: StopReason | None = None
         self.error: str | None = None
+        self.identified = False  # the response id is the first chunk's (pi-ai: ``||=``)
 
     def handle(self, chunk: dict[str, Any]) -> None:
+        if not self.identified:
+            response_id = chunk.get("id")
+            if isinstance(response_id, str) and response_id:
+                self.identified = True
+                self.out.set_response(response_id=response_id)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -302,6 +308,7 @@ class _StreamState:
         choice = choices[0]
         reason = choice.get("finish_reason")
         if reason:
+            self.out.set_response(raw_stop_reason=str(reason))
             self.stop = _STOP.get(reason, "error")
             self.error = None if reason in _STOP else f"Provider stopped with: {reason}"
         delta = choice.get("delta") or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -34,6 +35,8 @@ from ._budget import clamp_max_tokens
 from ._compat import OpenAICompat, fold_system_messages, get_compat
 from ._completions_stream import CompletionsStreamState, event_error
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._prompt_cache import affinity_headers, cache_key, cache_retention
+from ._strict import strict_sampling
 from ._thinking_formats import add_reasoning
 from ._transform import (
     SegmentCache,
@@ -80,11 +83,15 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
     tools = get_current_tools(messages)
     if tools:
         wire_tools = []
+        supports = compat.supports_strict_mode
         for tool in tools:
-            function: dict[str, Any] = {"name": tool.name, "description": tool.description,
-                                        "parameters": tool.parameters or {"type": "object"}}
-            if compat.supports_strict_mode:
-                function["strict"] = False
+            strict = (strict_sampling(tool, supports)
+                      if tool.constrained_sampling is not None else None)
+            function: dict[str, Any] = {
+                "name": tool.name, "description": tool.description,
+                "parameters": strict or tool.parameters or {"type": "object"}}
+            if supports:
+                function["strict"] = strict is not None
             wire_tools.append({"type": "function", "function": function})
         body["tools"] = wire_tools
         if compat.zai_tool_stream:
@@ -95,11 +102,28 @@ def build_completions_request(model: Model, messages: Sequence[AgentMessage],
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
         body["temperature"] = options.temperature
+    if options.session_id or options.cache_retention or options.env is not None \
+            or "PI_CACHE_RETENTION" in os.environ:
+        _add_prompt_cache(body, model, options, compat)
     if model.reasoning:
         add_reasoning(body, model, options.reasoning, compat)
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
+
+
+def _add_prompt_cache(body: dict[str, Any], model: Model, options: StreamOptions,
+                      compat: OpenAICompat) -> None:
+    """``prompt_cache_key`` (the session id, per ``prompt_cache_key_mode``) and
+    ``prompt_cache_retention`` (long retention), as pi-ai 1.6.1."""
+    retention = cache_retention(options)
+    long = retention == "long" and compat.supports_long_cache_retention
+    mode = compat.prompt_cache_key_mode
+    if options.session_id and retention != "none" and (mode == "enabled" or (
+            mode == "auto" and ("api.openai.com" in model.base_url or long))):
+        body["prompt_cache_key"] = cache_key(options.session_id)
+    if long:
+        body["prompt_cache_retention"] = "24h"
 
 
 def _has_tool_history(messages: Sequence[AgentMessage]) -> bool:
@@ -305,8 +329,12 @@ def _run(call: ProviderCall) -> Iterator[None]:
             and not is_local_url(model.base_url):
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
-    headers.update(options.headers or {})
     compat = get_compat(model)
+    if options.session_id and compat.send_session_affinity_headers \
+            and cache_retention(options) != "none":
+        headers.update(affinity_headers(options.session_id, compat.session_affinity_format,
+                                        completions=True))
+    headers.update(options.headers or {})
     body = build_completions_request(model, call.messages, options, compat,
                                      wire_messages=_convert(model, call.messages, compat))
     url = model.base_url.rstrip("/") + "/chat/completions"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ProviderError
@@ -25,6 +26,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    now_ms,
     sanitize_surrogates,
 )
 from ..models import Model
@@ -33,6 +35,14 @@ from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
+from ._prompt_cache import (
+    affinity_format,
+    affinity_headers,
+    cache_key,
+    cache_retention,
+    compat_value,
+)
+from ._strict import strict_sampling
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -64,16 +74,25 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     if tools:
         # ``strict`` only where the model's compat says the server knows it (pi: the
         # catalogue's OpenAI models)
-        strict = bool((model.compat or {}).get("supportsStrictMode", False))
-        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                          "parameters": t.parameters or {"type": "object"},
-                          **({"strict": False} if strict else {})} for t in tools]
+        supports = bool((model.compat or {}).get("supportsStrictMode", False))
+        wire_tools = []
+        for tool in tools:
+            schema = (strict_sampling(tool, supports)
+                      if tool.constrained_sampling is not None else None)
+            wire: dict[str, Any] = {"type": "function", "name": tool.name,
+                                    "description": tool.description,
+                                    "parameters": schema or tool.parameters or {"type": "object"}}
+            if supports:
+                wire["strict"] = schema is not None
+            wire_tools.append(wire)
+        body["tools"] = wire_tools
     body["max_output_tokens"] = max_tokens if max_tokens is not None else \
         clamp_max_tokens(model, messages, options.max_tokens or model.max_tokens)
     if options.temperature is not None:
         body["temperature"] = options.temperature
-    if options.session_id and options.cache_retention != "none":
-        body["prompt_cache_key"] = options.session_id
+    if options.session_id or options.cache_retention or options.env is not None \
+            or "PI_CACHE_RETENTION" in os.environ:
+        _add_prompt_cache(body, model.compat, options)
     level = options.reasoning
     if model.reasoning and level and level != "off":
         mapped = (model.thinking_level_map or {}).get(level)  # the catalogue's wire value
@@ -83,6 +102,27 @@ def build_responses_request(model: Model, messages: Sequence[AgentMessage],
     if options.sampling_params:
         body.update(options.sampling_params)
     return body
+
+
+def _add_prompt_cache(body: dict[str, Any], compat: Mapping[str, Any] | None,
+                      options: StreamOptions) -> None:
+    """``prompt_cache_key`` (the session id, unless the compat's ``promptCacheKeyMode`` is
+    "disabled"), ``prompt_cache_retention`` or, where the server has explicit cache modes
+    (``supportsExplicitPromptCacheMode``), ``prompt_cache_options``; as pi-ai 1.6.1."""
+    retention = cache_retention(options)
+    if options.session_id and retention != "none" and compat_value(
+            compat, "promptCacheKeyMode", "prompt_cache_key_mode", "auto") != "disabled":
+        body["prompt_cache_key"] = cache_key(options.session_id)
+    long = retention == "long" and compat_value(
+        compat, "supportsLongCacheRetention", "supports_long_cache_retention", True)
+    if compat_value(compat, "supportsExplicitPromptCacheMode",
+                    "supports_explicit_prompt_cache_mode", False):
+        if retention == "none":
+            body["prompt_cache_options"] = {"mode": "explicit"}
+        elif long:
+            body["prompt_cache_options"] = {"ttl": "30m"}
+    elif long:
+        body["prompt_cache_retention"] = "24h"
 
 
 def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
@@ -95,7 +135,8 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage]) -> list[dict[str
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            _assistant_items(message, n, items)
+            _assistant_items(message, n, items, message.model == model.id
+                             and message.provider == model.provider and message.api == API)
         elif isinstance(message, ToolResultMessage):
             items.append(_tool_output(message, model))
         elif isinstance(message, SystemMessage):
@@ -118,7 +159,10 @@ def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
     return parts
 
 
-def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]]) -> None:
+def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]],
+                     same_model: bool) -> None:
+    """The Responses items of an assistant message; a tool call's ``namespace`` (a
+    dynamically loaded tool's) only back to the model that gave it."""
     for k, block in enumerate(message.content):
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
@@ -150,6 +194,8 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
                     "status": "completed", "arguments": arguments_json(block.arguments)}
             if fc_id:
                 item["id"] = fc_id
+            if same_model and block.namespace is not None:
+                item["namespace"] = block.namespace
             items.append(item)
 
 
@@ -190,6 +236,11 @@ def _run(call: ProviderCall) -> Iterator[None]:
     elif not is_local_url(model.base_url):
         raise ProviderError(missing_key_message(model.provider), provider=model.provider)
     headers.update(model.headers or {})
+    session_id = call.options.session_id
+    if session_id and cache_retention(call.options) != "none":
+        fmt = compat_value(model.compat, "sessionAffinityFormat", "session_affinity_format",
+                           None) or affinity_format(model.provider, model.base_url)
+        headers.update(affinity_headers(session_id, fmt, completions=False))
     headers.update(call.options.headers or {})
     # folded before the transform, as pi does (a system message between a tool call and its
     # result must not make the call an orphan)
@@ -236,9 +287,11 @@ class _StreamState:
             elif item_type == "message":
                 self.slots[data.get("output_index", -1)] = out.open_text()
             elif item_type == "function_call":
-                self.slots[data.get("output_index", -1)] = out.open_tool_call(
+                call = self.slots[data.get("output_index", -1)] = out.open_tool_call(
                     f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", ""),
                     item.get("arguments") or "")
+                if isinstance(item.get("namespace"), str) and not out.ended:
+                    out.block(call).namespace = item["namespace"]
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             index = self._slot(data)
             if index is not None:
@@ -270,8 +323,13 @@ class _StreamState:
         elif kind in ("response.completed", "response.incomplete"):
             self.terminal = data.get("response") or {}
             return True
+        elif kind == "response.created":
+            response = data.get("response") or {}
+            out.set_response(response_id=response.get("id"))
         elif kind == "response.failed":
             response = data.get("response") or {}
+            out.set_response(response_id=response.get("id"),
+                             raw_stop_reason=response.get("status"))
             error = response.get("error") or {}
             details = response.get("incomplete_details") or {}
             if error:
@@ -318,8 +376,11 @@ class _StreamState:
                 signature["phase"] = item["phase"]
             block.text_signature = json.dumps(signature, separators=(",", ":"),
                                               ensure_ascii=False)
-        elif item_type == "function_call" and not self.out.tool_arguments_json(index):
-            self.out.replace_tool_arguments(index, item.get("arguments") or "")
+        elif item_type == "function_call":
+            if not self.out.tool_arguments_json(index):
+                self.out.replace_tool_arguments(index, item.get("arguments") or "")
+            if isinstance(item.get("namespace"), str):
+                block.namespace = item["namespace"]
         self.out.close_block(index)
 
     def _complete(self, index: int, streamed: str, final: str,
@@ -335,6 +396,8 @@ class _StreamState:
             msg = (f"The {self.label} stream ended before a terminal response event (the "
                    "connection closed early). Retry the request.")
             raise ProviderError(msg)
+        if response.get("input_transformations"):
+            _note_removed_reasoning(self.out, response["input_transformations"])
         usage = response.get("usage") or {}
         if usage:
             details = usage.get("input_tokens_details") or {}
@@ -343,7 +406,9 @@ class _StreamState:
             self.out.set_usage(
                 input=max(int(usage.get("input_tokens") or 0) - cached - written, 0),
                 output=int(usage.get("output_tokens") or 0), cache_read=cached,
-                cache_write=written, total_tokens=usage.get("total_tokens"))
+                cache_write=written, total_tokens=usage.get("total_tokens"),
+                reasoning=int((usage.get("output_tokens_details") or {})
+                              .get("reasoning_tokens") or 0))
             multiplier = _TIER_MULTIPLIER.get(response.get("service_tier") or "")
             if multiplier:
                 cost = self.out.message.usage.cost
@@ -352,10 +417,13 @@ class _StreamState:
                 cost.cache_read *= multiplier
                 cost.cache_write *= multiplier
                 cost.total *= multiplier
-        status = response.get("status") or "completed"
+        raw = response.get("status")
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        self.out.set_response(response_id=response.get("id"), raw_stop_reason=(
+            f"{raw}.{reason}" if isinstance(reason, str) else raw))
+        status = raw or "completed"
         stop: StopReason = "stop"
         if status == "incomplete":
-            reason = (response.get("incomplete_details") or {}).get("reason")
             if reason != "max_output_tokens":
                 raise ProviderError(f"Response incomplete: {reason}")
             stop = "length"
@@ -365,3 +433,18 @@ class _StreamState:
             stop = "toolUse"
         self.out.close_open_blocks()
         self.out.finish(stop)
+
+
+def _note_removed_reasoning(out: MessageBuilder, transformations: Any) -> None:
+    """The replayed reasoning items OpenAI withheld from the model, with the reason of each
+    (``prefix_mismatch`` after an edit of earlier input, another organisation or model), as
+    a diagnostic ``openai_input_transformations`` (pi-ai 1.6). ``turn_boundary`` removals are
+    left out: models that use only the current turn's reasoning report every earlier one."""
+    if not isinstance(transformations, list):
+        return
+    removals = [{key: t.get(key) for key in ("type", "id", "action", "reason")}
+                for t in transformations if isinstance(t, dict) and t.get("type") == "reasoning"
+                and t.get("action") == "removed" and t.get("reason") != "turn_boundary"]
+    if removals:
+        out.add_diagnostic({"type": "openai_input_transformations", "timestamp": now_ms(),
+                            "details": {"transformations": removals}})

@@ -200,7 +200,8 @@ def test_a_cost_limit_the_model_can_never_reach_is_refused_at_the_call(
                                          r"model openrouter/meta-llama/llama-3.3-8b-instruct:free"
                                          r" is free \(':free'\)"):
         Agent(model=free, limits=Limits(budget=budget))
-    with pytest.raises(ValueError, match=r"^limits: max_cost and budget.max_cost can never"):
+    with pytest.raises(ValueError, match=r"^limits: max_cost and budget.max_cost can never"), \
+            pytest.warns(UserWarning, match="ollama/llama3.2 is not in the catalogue"):
         Agent(model="ollama/llama3.2", limits=Limits(max_cost=0.5, budget=budget))
     # what can cost something is taken: prices, a provider that reports cost, a stream
     # function of its own (the scripted one reports whatever usage it is given)

@@ -212,6 +212,33 @@ def test_cache_write_usage_and_message_delta_overrides(sse_server):
     assert usage.cost.cache_write == pytest.approx(3000 * 3.75 / 1e6)
 
 
+def test_one_hour_cache_writes_thinking_tokens_and_the_response_record(sse_server):
+    """pi-ai 1.6: the 1-hour part of the cache writes (``cache_creation``) is kept and priced
+    at twice the input price; ``output_tokens_details.thinking_tokens`` is the reasoning part
+    of the output; the message records the response's id, the answering model (another
+    snapshot than the requested id) and the raw stop reason."""
+    start = _ev("message_start", {"message": {
+        "id": "msg_1h", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": None,
+        "usage": {"input_tokens": 10, "cache_creation_input_tokens": 3000,
+                  "cache_read_input_tokens": 0, "output_tokens": 1,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 1000,
+                                     "ephemeral_1h_input_tokens": 2000}}}})
+    delta = _ev("message_delta", {
+        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": 20, "output_tokens_details": {"thinking_tokens": 12}}})
+    body = [start, _block_start(0, {"type": "text", "text": ""}),
+            _delta(0, {"type": "text_delta", "text": "x"}), _stop(0), delta, MESSAGE_STOP]
+    message = _result(sse_server, body)
+    usage = message.usage
+    assert (usage.cache_write, usage.cache_write_1h, usage.reasoning) == (3000, 2000, 12)
+    assert usage.cost.cache_write == pytest.approx((1000 * 3.75 + 2000 * 3.0 * 2) / 1e6)
+    assert (message.response_id, message.response_model, message.raw_stop_reason) == (
+        "msg_1h", "claude-sonnet-4-5-20250929", "end_turn")
+    plain = _result(sse_server, _text_stream())
+    assert (plain.usage.cache_write_1h, plain.usage.reasoning) == (None, None)
+
+
 def test_split_writes_reassemble(sse_server):
     """Events split mid-line, mid-UTF-8 and across CRLF boundaries still parse."""
     raw = b"".join(_text_stream("h\u00e9llo \u2705"))
@@ -554,7 +581,8 @@ def test_mid_conversation_system_messages_fold_or_go_native():
 
 
 def test_cache_retention_long_and_none():
-    """"long" adds a 1h ttl on api.anthropic.com only; "none" sends no cache_control."""
+    """"long" adds a 1h ttl (unless the compat's supportsLongCacheRetention is false, as in
+    pi-ai: a proxy in front of Anthropic gets it too); "none" sends no cache_control."""
     messages = [SystemMessage(content="S", tools_added=[WEATHER]), UserMessage(content="u")]
     long = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="long"))
     assert long["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -563,6 +591,10 @@ def test_cache_retention_long_and_none():
                                                                      "ttl": "1h"}
     proxy = _model(base_url="https://proxy.example.invalid")
     assert build_anthropic_request(proxy, messages, StreamOptions(cache_retention="long"))[
+        "system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    short = _model(base_url="https://proxy.example.invalid",
+                   compat={"supportsLongCacheRetention": False})
+    assert build_anthropic_request(short, messages, StreamOptions(cache_retention="long"))[
         "system"][0]["cache_control"] == {"type": "ephemeral"}
     none = build_anthropic_request(_model(), messages, StreamOptions(cache_retention="none"))
     assert "cache_control" not in json.dumps(none)

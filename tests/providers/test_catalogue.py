@@ -202,3 +202,18 @@ def test_the_guess_warning_points_at_the_callers_line():
     with pytest.warns(UserWarning, match="not in the catalogue") as caught:
         resolve_model("vllm/other-model", base_url="http://127.0.0.1:8000/v1")
     assert caught[0].filename == __file__
+
+
+def test_one_hour_cache_writes_cost_twice_the_input_price():
+    """pi-ai's calculateCost: the ``cache_write_1h`` part of the cache writes is priced at
+    twice the input price (Anthropic's 1-hour retention), the rest at the cache-write price."""
+    from piagent.messages import Usage
+    from piagent.models import calculate_cost
+
+    model = Model(id="m", api="anthropic-messages", provider="p", base_url="http://x",
+                  cost=ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75))
+    cost = calculate_cost(model, Usage(input=10, cache_write=3000, cache_write_1h=2000))
+    assert cost.cache_write == pytest.approx((1000 * 3.75 + 2000 * 6.0) / 1e6)
+    assert cost.total == pytest.approx(cost.input + cost.cache_write)
+    assert calculate_cost(model, Usage(cache_write=3000)).cache_write == pytest.approx(
+        3000 * 3.75 / 1e6)

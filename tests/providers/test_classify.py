@@ -10,7 +10,12 @@ import pytest
 
 from piagent.messages import AssistantMessage, Usage, UserMessage
 from piagent.models import Model
-from piagent.providers import is_context_overflow, is_retryable_error, stream_simple
+from piagent.providers import (
+    is_context_overflow,
+    is_recoverable_length,
+    is_retryable_error,
+    stream_simple,
+)
 from piagent.stream import Context, StreamOptions
 from tests.conftest import WAIT
 
@@ -153,3 +158,19 @@ def test_piagent_s_mid_stream_failures_are_retryable(sse_server: ScriptedServer)
                                 StreamOptions(api_key=KEY)).result(WAIT)
         assert expected in (message.error_message or ""), message.error_message
         assert is_retryable_error(message) and not is_context_overflow(message)
+
+
+def test_is_recoverable_length_as_pi_ai():
+    """pi-ai 1.6.1's isRecoverableLength: a "length" stop below the wanted output limit."""
+    from piagent.messages import Usage
+
+    short = AssistantMessage(stop_reason="length", usage=Usage(output=900))
+    assert is_recoverable_length(short, 4096)
+    assert not is_recoverable_length(short, 900)  # it used the whole budget
+    assert not is_recoverable_length(short, 0)
+    done = AssistantMessage(stop_reason="stop", usage=Usage(output=900))
+    assert not is_recoverable_length(done, 4096)
+    with pytest.raises(TypeError, match=r"is_recoverable_length\(\) takes the AssistantMessage"):
+        is_recoverable_length("length", 10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="desired_max_output must be an int"):
+        is_recoverable_length(short, 10.5)  # type: ignore[arg-type]

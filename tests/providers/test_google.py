@@ -231,7 +231,16 @@ def test_blocked_prompt(sse_server):
                  "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}})]
     message = _result(sse_server, body)
     assert message.stop_reason == "error"
-    assert message.error_message == "Google blocked the prompt (blockReason PROHIBITED_CONTENT)."
+    assert message.error_message == "Google prompt blocked: PROHIBITED_CONTENT"
+    # pi-ai 1.6: Google's explanation and the safety ratings that decided it
+    feedback = {"blockReason": "SAFETY", "blockReasonMessage": "The prompt was blocked",
+                "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT",
+                                   "probability": "HIGH"},
+                                  {"category": "HARM_CATEGORY_HATE_SPEECH"}]}
+    message = _result(sse_server, [sse({"promptFeedback": feedback})])
+    assert message.error_message == (
+        "Google prompt blocked: SAFETY. The prompt was blocked. Safety ratings: "
+        "HARM_CATEGORY_HARASSMENT (HIGH), HARM_CATEGORY_HATE_SPEECH")
 
 
 def test_http_error_has_google_text_and_no_key(sse_server):

@@ -432,7 +432,7 @@ def test_openrouter_native_reason_recorded(sse_server):
     message = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "STOP"))
     assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop.STOP")
     same = _openrouter_run(sse_server, _chunk({"content": "Hi"}), _native("stop", "stop"))
-    assert (same.stop_reason, same.raw_stop_reason) == ("stop", None)
+    assert (same.stop_reason, same.raw_stop_reason) == ("stop", "stop")  # the finish reason
 
 
 def test_openrouter_empty_stop_with_a_failure_reason_is_an_error(sse_server):
@@ -461,7 +461,7 @@ def test_openrouter_error_finish_names_the_native_reason(sse_server):
 def test_native_reason_read_only_for_openrouter(sse_server):
     message = _openrouter_run(sse_server, _chunk({"reasoning": "hmm"}),
                               _native("stop", "MALFORMED_RESPONSE"), provider="openai")
-    assert (message.stop_reason, message.raw_stop_reason) == ("stop", None)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop")
 
 
 # --- OpenRouter's billed cost: usage.cost.total_from_provider (pi-ai 1.6) --------------------
@@ -533,3 +533,55 @@ def test_requires_non_null_assistant_content():
         body = build_completions_request(model, messages, StreamOptions(), get_compat(model))
         [assistant] = [m for m in body["messages"] if m["role"] == "assistant"]
         assert assistant["content"] == content
+
+
+# --- prompt caching by session (pi-ai 1.6.1: promptCacheKeyMode, affinity headers) ----------
+
+
+def _cache_body(base_url="https://api.openai.com/v1", provider="openai", compat=None,
+                **options):
+    model = Model(id="gpt-4o-mini", api="openai-completions", provider=provider,
+                  base_url=base_url, compat=compat)
+    return build_completions_request(model, [UserMessage(content="Hi")], StreamOptions(**options))
+
+
+def test_prompt_cache_key_by_mode_and_retention():
+    long_id = "s" * 70 + "\U0001f642"
+    # "auto": api.openai.com, the session id cut to its first 64 characters
+    assert _cache_body(session_id=long_id)["prompt_cache_key"] == "s" * 64
+    assert "prompt_cache_key" not in _cache_body(session_id="s1", cache_retention="none")
+    local = "http://127.0.0.1:8000/v1"
+    assert "prompt_cache_key" not in _cache_body(local, session_id="s1")
+    # "auto" with long retention: any server that keeps long caches, with the 24 h retention
+    body = _cache_body(local, session_id="s1", cache_retention="long")
+    assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("s1", "24h")
+    together = _cache_body("https://api.together.xyz/v1", "together", session_id="s1",
+                           cache_retention="long")
+    assert "prompt_cache_key" not in together and "prompt_cache_retention" not in together
+    # the compat flag: "enabled" anywhere (a key cut by code points), "disabled" nowhere
+    enabled = _cache_body(local, compat={"promptCacheKeyMode": "enabled"},
+                          session_id="\U0001f642" * 70)
+    assert enabled["prompt_cache_key"] == "\U0001f642" * 64
+    assert "prompt_cache_key" not in _cache_body(
+        compat={"prompt_cache_key_mode": "disabled"}, session_id="s1")
+    assert "prompt_cache_retention" in _cache_body(cache_retention="long")  # no session
+    assert "prompt_cache_key" not in _cache_body()
+
+
+def test_session_affinity_headers_for_openrouter(sse_server):
+    for provider, expected in (("openrouter", {"x-session-id": "s1"}), ("openai", {})):
+        sse_server.add(Reply(body=[*sse_events(_chunk({"content": "Hi"}, "stop")),
+                                   b"data: [DONE]\n\n"]))
+        model = _model(sse_server, provider=provider)
+        stream_simple(model, _context(), StreamOptions(api_key="k", session_id="s1")).result(WAIT)
+        headers = {k.lower(): v for k, v in sse_server.requests[-1].headers.items()}
+        names = ("x-session-id", "session_id", "x-client-request-id", "x-session-affinity")
+        assert {k: headers[k] for k in names if k in headers} == expected
+    compat = {"sendSessionAffinityHeaders": True}
+    sse_server.add(Reply(body=[*sse_events(_chunk({"content": "Hi"}, "stop")),
+                               b"data: [DONE]\n\n"]))
+    stream_simple(_model(sse_server, compat=compat), _context(),
+                  StreamOptions(api_key="k", session_id="s1")).result(WAIT)
+    headers = {k.lower(): v for k, v in sse_server.requests[-1].headers.items()}
+    assert (headers["session_id"], headers["x-client-request-id"],
+            headers["x-session-affinity"]) == ("s1", "s1", "s1")

@@ -219,3 +219,88 @@ def test_flex_tier_halves_cost(sse_server):
         "usage": {"input_tokens": 1_000_000, "output_tokens": 0, "total_tokens": 1_000_000}})]
     _events, message = _run(sse_server, body, cost=ModelCost(input=2.0))
     assert message.usage.cost.total == pytest.approx(1.0)
+
+
+# --- prompt caching by session (pi-ai 1.6.1) ------------------------------------------------
+
+
+def test_prompt_cache_key_retention_and_session_headers(sse_server):
+    from piagent.providers.openai_responses import build_responses_request
+
+    def body(compat=None, **options):
+        model = Model(id="gpt-5-mini", api="openai-responses", provider="openai",
+                      base_url="http://127.0.0.1:9/v1", compat=compat)
+        return build_responses_request(model, [UserMessage(content="Hi")],
+                                       StreamOptions(**options))
+
+    assert body(session_id="k" * 80)["prompt_cache_key"] == "k" * 64
+    assert "prompt_cache_key" not in body(session_id="s", cache_retention="none")
+    assert "prompt_cache_key" not in body(compat={"promptCacheKeyMode": "disabled"},
+                                          session_id="s")
+    assert body(cache_retention="long")["prompt_cache_retention"] == "24h"
+    assert "prompt_cache_retention" not in body(
+        compat={"supportsLongCacheRetention": False}, cache_retention="long")
+    explicit = {"supportsExplicitPromptCacheMode": True}
+    assert body(compat=explicit, cache_retention="long")["prompt_cache_options"] == {
+        "ttl": "30m"}
+    assert body(compat=explicit, cache_retention="none")["prompt_cache_options"] == {
+        "mode": "explicit"}
+    assert "prompt_cache_retention" not in body(compat=explicit, cache_retention="long")
+    # the session headers: OpenAI's session-id (pi-ai 1.6; 1.4.0 sent session_id)
+    sse_server.add(Reply(body=[(FIXTURES / "responses_reasoning_tool.sse").read_bytes()]))
+    stream_simple(_model(sse_server), _context(),
+                  StreamOptions(api_key=KEY, session_id="s1")).result(WAIT)
+    headers = {k.lower(): v for k, v in sse_server.requests[-1].headers.items()}
+    assert (headers.get("session-id"), headers.get("x-client-request-id")) == ("s1", "s1")
+    assert "session_id" not in headers and "x-session-id" not in headers
+
+
+def test_tool_call_namespace_read_and_replayed_to_the_same_model(sse_server):
+    """A dynamically loaded tool's call carries its ``namespace`` (pi-ai): kept on the
+    ToolCall, replayed only to the model that gave it."""
+    from piagent.providers.openai_responses import build_responses_request
+
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "search",
+            "namespace": "docs", "arguments": ""}
+    done = {**item, "arguments": "{}", "status": "completed"}
+    body = [_ev("response.created", response={"id": "resp_ns"}),
+            _ev("response.output_item.added", output_index=0, item=item),
+            _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+            _ev("response.output_item.done", output_index=0, item=done),
+            _ev("response.completed", response={"id": "resp_ns", "status": "completed",
+                                                 "usage": {"input_tokens": 5,
+                                                           "output_tokens": 2}})]
+    _, message = _run(sse_server, body)
+    call = message.content[0]
+    assert (call.name, call.namespace, message.response_id) == ("search", "docs", "resp_ns")
+    history = [UserMessage(content="Find"), message]
+
+    def replayed(model_id):
+        model = Model(id=model_id, api="openai-responses", provider="openai",
+                      base_url="http://127.0.0.1:9/v1")
+        body = build_responses_request(model, history, StreamOptions())
+        return next(i for i in body["input"] if i.get("type") == "function_call")
+
+    assert replayed("gpt-5-mini")["namespace"] == "docs"
+    assert "namespace" not in replayed("gpt-4o")
+
+
+def test_reasoning_openai_withheld_is_a_diagnostic(sse_server):
+    """pi-ai 1.6: the replayed reasoning OpenAI removed (``input_transformations``), except
+    the ``turn_boundary`` removals every earlier turn reports, as a diagnostic."""
+    removed = [{"type": "reasoning", "id": "rs_1", "action": "removed",
+                "reason": "prefix_mismatch", "extra": 1},
+               {"type": "reasoning", "id": "rs_0", "action": "removed",
+                "reason": "turn_boundary"},
+               {"type": "message", "id": "m", "action": "removed", "reason": "x"}]
+    body = [_ev("response.completed", response={
+        "id": "resp_t", "status": "completed", "input_transformations": removed,
+        "usage": {"input_tokens": 5, "output_tokens": 2}})]
+    _, message = _run(sse_server, body)
+    (diagnostic,) = message.diagnostics or []
+    assert diagnostic["type"] == "openai_input_transformations"
+    assert diagnostic["details"] == {"transformations": [
+        {"type": "reasoning", "id": "rs_1", "action": "removed", "reason": "prefix_mismatch"}]}
+    _, plain = _run(sse_server, [_ev("response.completed", response={
+        "id": "r", "status": "completed", "input_transformations": removed[1:]})])
+    assert plain.diagnostics is None

@@ -1,5 +1,6 @@
 // The pi side of the request differential: runs each job's conversation through
-// pi-agent-core 1.4.0's Agent with pi-ai 1.4.0's real `streamSimple`, the model's baseUrl at
+// pi-agent-core's Agent with pi-ai's real `streamSimple` (1.4.0, or 1.6.0 / 1.6.1 run from
+// pi16/), the model's baseUrl at
 // the capture server (request_capture.py), which records the requests. Prints per job key
 // {"ok": true} or {"driverError": "..."}; the requests themselves are the server's record.
 // The conversation format is request_conversations.py's; request_driver.py is piagent's mirror.
@@ -60,11 +61,21 @@ const TOOLS = {
         parameters: { type: "object", properties: { n: { type: "integer" } } },
         run: (args) => result([text(`found ${args.n}`)]),
     },
+    titled: {
+        description: "A Pydantic-style schema (root title and description)",
+        parameters: {
+            title: "Point", description: "A point", type: "object",
+            properties: { x: { title: "X", type: "integer", minimum: 0 } }, required: ["x"],
+        },
+        run: () => result([text("ok")]),
+    },
 };
 
+let constrained;  // the running conversation's constrainedSampling for every tool, if any
 function tool(name) {
     const { run, ...rest } = TOOLS[name];
-    return { name, label: name, ...rest, execute: async (id, args) => run(args) };
+    return { name, label: name, ...rest, ...(constrained ? { constrainedSampling: constrained } : {}),
+             execute: async (id, args) => run(args) };
 }
 
 function userMessage(step) {
@@ -121,6 +132,7 @@ function resolveModel({ provider, id, api, baseUrl }) {
 }
 
 async function run({ model: modelSpec, conversation: conv }) {
+    constrained = conv.constrained;
     const resolved = resolveModel(modelSpec);
     const model = conv.compat ? { ...resolved, compat: { ...resolved.compat, ...conv.compat } } : resolved;
     const agent = new Agent({
@@ -130,8 +142,11 @@ async function run({ model: modelSpec, conversation: conv }) {
             thinkingLevel: conv.thinking ?? "off",
             tools: conv.tools.map(tool),
         },
-        streamFn: (m, context, options) => streamSimple(m, context, { ...options, maxRetries: 0 }),
+        streamFn: (m, context, options) => streamSimple(m, context, {
+            ...options, maxRetries: 0, ...(conv.retention ? { cacheRetention: conv.retention } : {}),
+        }),
         getApiKey: () => KEY,
+        sessionId: conv.session,
         transformContext: transformFor(conv.transform),
         onPayload: conv.payload === "mark" ? markPayload : undefined,
     });

@@ -39,10 +39,18 @@ class Side:
 Transform = Callable[[Out, Side], Out]
 
 
+VERSIONS = ("1.4.0", "1.6.1")
+"""The pi-ai versions the recordings are replayed through."""
+
+
 @dataclass(frozen=True)
 class Row:
+    """``only``: the one pi-ai version the row applies to ("1.4.0" for a change upstream in
+    1.5/1.6, which piagent follows); None for a deliberate difference from every version."""
+
     reason: str
     transform: Transform
+    only: str | None = None
 
 
 def _messages(out: Out) -> list[dict[str, Any]]:
@@ -95,6 +103,8 @@ def _set_usage(pi: Out, usage: dict[str, int]) -> Out:
                                  "cacheRead": usage["cache_read"],
                                  "cacheWrite": usage["cache_write"],
                                  "totalTokens": usage["total_tokens"]})
+        if usage.get("reasoning"):
+            message["usage"]["reasoning"] = usage["reasoning"]
     return out
 
 
@@ -108,7 +118,8 @@ def usage_from_wire(pi: Out, side: Side) -> Out:
 
 
 def usage_from_error_chunk(pi: Out, side: Side) -> Out:
-    """An error chunk that carries usage (OpenRouter): pi reports zero, piagent the usage."""
+    """An error chunk that carries usage (OpenRouter): pi reports zero, piagent the usage
+    (with the cost OpenRouter billed, when it reports one, as for any other usage)."""
     usage = None
     for line in side.body.decode().splitlines():
         if line.startswith("data:") and '"error"' in line:
@@ -117,8 +128,15 @@ def usage_from_error_chunk(pi: Out, side: Side) -> Out:
     assert usage, "no usage in the error chunk"
     assert pi["result"]["usage"]["totalTokens"] == 0
     prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
-    return _set_usage(pi, {"input": prompt, "output": completion, "cache_read": 0,
-                           "cache_write": 0, "total_tokens": prompt + completion})
+    reasoning = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    out = _set_usage(pi, {"input": prompt, "output": completion, "cache_read": 0,
+                          "cache_write": 0, "total_tokens": prompt + completion,
+                          "reasoning": reasoning})
+    billed = _reported_cost(side.body)
+    if billed is not None:
+        for message in _messages(out):
+            message["usage"]["cost"].update({"total": billed, "totalFromProvider": True})
+    return out
 
 
 def _reported_cost(body: bytes) -> float | None:
@@ -148,6 +166,21 @@ def openrouter_billed_cost(pi: Out, side: Side) -> Out:
     out = copy.deepcopy(pi)
     for message in _messages(out):
         message["usage"]["cost"].update({"total": billed, "totalFromProvider": True})
+    return out
+
+
+def openrouter_native_reason(pi: Out, side: Side) -> Out:
+    """Changed upstream in 1.5/1.6: OpenRouter's ``native_finish_reason``, when it is not
+    the ``finish_reason``, is kept in ``rawStopReason`` as ``"<finish>.<native>"``
+    (``"stop.completed"``); pi-ai 1.4.0 keeps the finish reason alone."""
+    natives = set(re.findall(rb'"native_finish_reason":\s*"([^"]+)"', side.body))
+    out = copy.deepcopy(pi)
+    for message in _messages(out):
+        raw = message.get("rawStopReason")
+        assert isinstance(raw, str) and "." not in raw, raw
+        native = side.ours["result"]["rawStopReason"].split(".", 1)[1]
+        assert native.encode() in natives, (native, natives)
+        message["rawStopReason"] = f"{raw}.{native}"
     return out
 
 
@@ -277,9 +310,11 @@ ROWS: dict[str, Row] = {
     "provider-deltas-add-up": Row(deltas_add_up.__doc__ or "", deltas_add_up),
     "provider-mistral-typed-parts": Row(mistral_typed_parts.__doc__ or "", mistral_typed_parts),
     "provider-openrouter-billed-cost": Row(openrouter_billed_cost.__doc__ or "",
-                                           openrouter_billed_cost),
+                                           openrouter_billed_cost, only="1.4.0"),
     "provider-gemini-streamed-arguments": Row(gemini_streamed_arguments.__doc__ or "",
                                               gemini_streamed_arguments),
+    "provider-openrouter-native-reason": Row(openrouter_native_reason.__doc__ or "",
+                                             openrouter_native_reason, only="1.4.0"),
 }
 
 _ERRORS = ["anthropic-http-400", "anthropic-http-404", "completions-groq-http-400-tool-use-failed",
@@ -292,11 +327,12 @@ _ERRORS = ["anthropic-http-400", "anthropic-http-404", "completions-groq-http-40
 RECORDINGS: dict[str, list[str]] = {
     **{name: ["provider-error-sentence"] for name in _ERRORS},
     "completions-openrouter-error-chunk-with-choices": [
-        "provider-error-sentence", "provider-usage-from-error-chunk",
-        "provider-openrouter-billed-cost"],
+        "provider-error-sentence", "provider-usage-from-error-chunk"],
     **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost"] for name in (
-        "native-options", "streaming-reasoning", "web-search-usage", "reasoning-details",
-        "cache-write")},
+        "streaming-reasoning", "cache-write")},
+    **{f"completions-openrouter-{name}": ["provider-openrouter-billed-cost",
+                                          "provider-openrouter-native-reason"]
+       for name in ("native-options", "web-search-usage", "reasoning-details")},
     "completions-groq-thinking-long": ["provider-usage-from-wire"],
     "completions-groq-compound-web-search": ["provider-usage-from-wire"],
     "completions-xai-text": ["provider-usage-from-wire"],
@@ -345,9 +381,10 @@ def normalise(raw: Json, api: str) -> Json:
     return {"log": log, "result": _clean(raw["result"], api)}
 
 
-# Fields the transcripts section of docs/reference.md lists as not kept by piagent's messages
-_ASSISTANT_DROPPED = frozenset(("responseModel", "responseId", "providerThinkingLevel",
-                                "diagnostics", "rawStopReason", "endTurn", "durationMs"))
+# measured on each side (both time the response)
+_ASSISTANT_DROPPED = frozenset(("durationMs",))
+# usage counters pi-ai writes as 0 when the provider reports none; piagent leaves them out
+_USAGE_ZERO_DROPPED = frozenset(("cacheWrite1h", "reasoning"))
 
 
 def _clean(value: Json, api: str) -> Json:
@@ -357,10 +394,12 @@ def _clean(value: Json, api: str) -> Json:
         for key, item in value.items():
             if key in ("timestamp", "partial") or (assistant and key in _ASSISTANT_DROPPED):
                 continue
-            if key in ("cacheWrite1h", "reasoning") and "cacheRead" in value:
-                continue  # usage.cacheWrite1h, usage.reasoning
-            if value.get("type") == "toolCall" and key in ("namespace", "argumentsError"):
-                continue
+            if key in _USAGE_ZERO_DROPPED and item == 0 and "cacheRead" in value:
+                continue  # usage.cacheWrite1h, usage.reasoning: 0 is "not reported"
+            if assistant and key == "responseId" and item == "":
+                continue  # pi keeps an empty chunk id (Snowflake's) as the id; piagent none
+            if key == "totalFromProvider" and item is False:
+                continue  # pi-ai 1.6 writes the default; piagent's JSON only a true one
             if (key == "id" and value.get("type") == "toolCall"
                     and api == "google-generative-ai" and isinstance(item, str)):
                 match = _GENERATED_ID.match(item)  # made up on both sides: name_<ms>_<n>
@@ -372,3 +411,8 @@ def _clean(value: Json, api: str) -> Json:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def rows_for(name: str, version: str) -> list[str]:
+    """The rows recording ``name`` shows against pi-ai ``version``."""
+    return [row for row in RECORDINGS.get(name, []) if ROWS[row].only in (None, version)]

@@ -4,7 +4,9 @@ each API's wire format (SSE), and records every request.
 Every request under ``/c/<run>/`` belongs to one run (one conversation, one API, one side):
 the run's n-th request is answered with the n-th reply of the run's script, and recorded as
 ``{"path", "headers", "body"}``: the parsed JSON body and the headers ``content-type``,
-``anthropic-version``, ``anthropic-beta`` and the NAME of the auth header (never its value).
+``anthropic-version``, ``anthropic-beta``, the session affinity headers (``session-id``,
+``session_id``, ``x-client-request-id``, ``x-session-id``, ``x-session-affinity``) and the
+NAME of the auth header (never its value).
 
 A reply is ``{"text": str}``, ``{"thinking": str, "signature": str}``, ``{"calls": [[name,
 args], ...]}`` (any of the three together, in that order), or ``{"hang": str}``: the text is
@@ -29,7 +31,8 @@ Reply = dict[str, Any]
 API_PATH = {"openai-completions": "/v1", "openai-responses": "/v1", "anthropic-messages": "",
             "google-generative-ai": "/v1beta"}
 AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
-KEPT_HEADERS = ("content-type", "anthropic-version", "anthropic-beta")
+KEPT_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "session-id", "session_id",
+                "x-client-request-id", "x-session-id", "x-session-affinity")
 USAGE = (12, 5)
 
 

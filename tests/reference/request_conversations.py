@@ -2,10 +2,13 @@
 .mjs``) and piagent (``request_driver.py``).
 
 A conversation: ``system`` (the initial prompt), ``tools`` (names from the drivers' tool
-table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``), ``thinking``
+table: ``weather``, ``noargs``, ``fail``, ``image``, ``lookup``, ``defs``, ``titled``),
+``constrained`` (every tool's JSON-schema constrained sampling, pi's ``constrainedSampling``), ``thinking``
 (the level),
 ``model`` (``"plain"``, ``"reasoning"`` or ``"outside"``: a model the catalogue does not list),
 ``compat`` (entries added to the model's compat on both sides),
+``session`` (the agent's session id), ``retention`` (the requests' cache retention:
+``"long"`` or ``"none"``),
 ``transform`` (a ``transform_context`` that edits old tool results in place: ``"mutate"`` the
 content list's block or ``"reassign"`` the content list), ``payload`` (``"mark"``: an
 ``on_payload`` that edits the body in place), ``apis`` (default all four), ``script`` (the
@@ -33,6 +36,7 @@ from typing import Any
 APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 IN_PLACE = "cache: issue 44 cause 1"
 
+SESSION = "session-" + "0123456789" * 8  # 88 characters: the cache key keeps 64
 W = {"calls": [["weather", {"city": "Paris"}]]}
 W2 = {"calls": [["weather", {"city": "Paris"}], ["weather", {"city": "Rome"}]]}
 T = {"text": "Done."}
@@ -143,6 +147,33 @@ def conversations() -> list[dict[str, Any]]:
            [{"text": "1"}, {"text": "2"}, {"text": "3"}]),
         _c("payload-edit", [_p("Hi"), _p("Weather?")], [{"text": "1"}, W, T],
            payload="mark"),
+        # prompt caching by session: the key (cut to 64 characters, counted in code
+        # points), its retention and the session affinity headers
+        _c("session-cache-key", [_p("Hi"), _p("Again")], [{"text": "1"}, {"text": "2"}],
+           session=SESSION),
+        _c("session-cache-key-enabled", [_p("Hi")], [{"text": "1"}], session=SESSION,
+           compat={"promptCacheKeyMode": "enabled"}),
+        _c("session-cache-key-disabled", [_p("Hi")], [{"text": "1"}], session=SESSION,
+           compat={"promptCacheKeyMode": "disabled"}),
+        # a key cut by code points (a header cannot carry the emoji: Chat Completions only)
+        _c("session-cache-key-unicode", [_p("Hi")], [{"text": "1"}],
+           session="s-" + "\U0001f642" * 70, compat={"promptCacheKeyMode": "enabled"},
+           apis=["openai-completions"]),
+        _c("session-long-retention", [_p("Hi")], [{"text": "1"}], session="s-1",
+           retention="long"),
+        _c("session-no-retention", [_p("Hi")], [{"text": "1"}], session="s-1",
+           retention="none"),
+        # tools that ask for JSON-schema constrained sampling (pi's constrainedSampling)
+        _c("strict-tools-prefer", [_p("Weather?")], [W, T], tools=["weather", "lookup"],
+           constrained={"type": "json_schema", "strict": "prefer"}),
+        _c("strict-tools-prefer-reasoning", [_p("Weather?")], [W, T],
+           tools=["weather", "lookup"], model="reasoning",
+           constrained={"type": "json_schema", "strict": "prefer"}),
+        _c("schema-with-root-title", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
+           tools=["titled"]),
+        _c("strict-tools-titled", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
+           tools=["titled"], constrained={"type": "json_schema", "strict": "prefer"}),
+        _c("long-retention-no-session", [_p("Hi")], [{"text": "1"}], retention="long"),
     ]
     return convs
 

@@ -24,7 +24,9 @@ from piagent import (
     ToolResultMessage,
     UserMessage,
 )
-from piagent.providers import get_model
+from piagent.models import Model
+from piagent.providers import get_model, stream_simple
+from piagent.stream import AssistantMessageEventStream, Context, StreamOptions
 from tests.conftest import WAIT
 
 KEY = "sk-request-differential"
@@ -62,6 +64,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any], Any]] = {
              lambda a: AgentToolResult([TextContent("ok")], {})),
     "lookup": ("Looks a number up", {"type": "object", "properties": {"n": {"type": "integer"}}},
                lambda a: AgentToolResult([TextContent(f"found {a['n']}")], {})),
+    "titled": ("A Pydantic-style schema (root title and description)", {
+        "title": "Point", "description": "A point", "type": "object",
+        "properties": {"x": {"title": "X", "type": "integer", "minimum": 0}},
+        "required": ["x"]}, lambda a: AgentToolResult([TextContent("ok")], {})),
 }
 
 
@@ -135,11 +141,24 @@ def run(conv: dict[str, Any], spec: dict[str, str]) -> None:
         model = get_model(spec["provider"], spec["id"], base_url=spec["baseUrl"], api=spec["api"])
     if conv.get("compat"):
         model = dataclasses.replace(model, compat={**(model.compat or {}), **conv["compat"]})
+    retention = conv.get("retention")
+
+    def stream_fn(model: Model | None, context: Context,
+                  options: StreamOptions | None = None) -> AssistantMessageEventStream:
+        if retention is not None and options is not None:
+            options = dataclasses.replace(options, cache_retention=retention)
+        return stream_simple(model, context, options)
+
+    tools = [tool(n) for n in conv["tools"]]
+    for t in tools:  # pi's constrainedSampling: an attribute to_tool_declaration reads
+        if conv.get("constrained"):
+            t.constrained_sampling = conv["constrained"]  # type: ignore[attr-defined]
     agent = Agent(system_prompt=conv["system"], model=model,
                   thinking_level=conv.get("thinking", "off"),
-                  tools=[tool(n) for n in conv["tools"]], get_api_key=lambda provider: KEY,
+                  tools=tools, get_api_key=lambda provider: KEY,
                   transform_context=_transform(conv.get("transform")),
-                  on_payload=_mark if conv.get("payload") == "mark" else None)
+                  on_payload=_mark if conv.get("payload") == "mark" else None,
+                  session_id=conv.get("session"), stream_fn=stream_fn)
     pending: dict[str, Any] = {}
 
     def listen(event: AgentEvent, signal: AbortSignal | None) -> None:

@@ -35,8 +35,8 @@ from piagent.proxy import ProxyApp, ProxyServer, ProxyStreamOptions, stream_prox
 from piagent.stream import AssistantMessageEventStream, StreamOptions
 from tests.conftest import WAIT
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
-from .provider_differences import RECORDINGS, ROWS, Side, normalise
+from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
+from .provider_differences import RECORDINGS, ROWS, VERSIONS, Side, normalise, rows_for
 from .provider_replay import MODES, ReplayServer, load, recording_names
 from .ref_normalise import first_difference
 
@@ -88,21 +88,44 @@ def proxy_url(replay: ReplayServer) -> Iterator[str]:
         app.close()
 
 
+class PiSides:
+    """pi's output of every job, one node process per pi-ai version, run on first use."""
+
+    def __init__(self, request: pytest.FixtureRequest, replay: ReplayServer, proxy_url: str,
+                 folder: Path) -> None:
+        self._request, self._replay, self._proxy_url = request, replay, proxy_url
+        self._folder = folder
+        self._outputs: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, version: str) -> dict[str, Any]:
+        if version not in self._outputs:
+            self._outputs[version] = self._run(version)
+        return self._outputs[version]
+
+    def _run(self, version: str) -> dict[str, Any]:
+        root = HERE if version == "1.4.0" else PI16
+        self._request.getfixturevalue("pi_installed" if root == HERE else "pi16_installed")
+        replay = self._replay
+        jobs = [{"key": f"{name}-{mode}", "model": _model_json(replay, name, mode)}
+                for name in NAMES for mode in MODES]
+        jobs += [{"key": f"{name}-proxy", "model": _model_json(replay, name, "whole"),
+                  "proxy": {"proxyUrl": self._proxy_url, "authToken": TOKEN}} for name in NAMES]
+        spec = self._folder / f"jobs-{version}.json"
+        spec.write_text(json.dumps({"apiKey": KEY, "jobs": jobs, "context": {
+            "messages": [message_to_dict(m) for m in MESSAGES]}}))
+        done = subprocess.run([*node_command(root, "pi_provider_driver.mjs"), str(spec)],
+                              cwd=root, capture_output=True, text=True,
+                              timeout=DRIVER_TIMEOUT_S)
+        assert done.returncode == 0, \
+            f"pi_provider_driver.mjs ({version}) failed:\n{done.stderr[-4000:]}"
+        out: dict[str, Any] = json.loads(done.stdout)
+        return out
+
+
 @pytest.fixture(scope="module")
-def pi_side(pi_installed: Path, replay: ReplayServer, proxy_url: str,
-            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    jobs = [{"key": f"{name}-{mode}", "model": _model_json(replay, name, mode)}
-            for name in NAMES for mode in MODES]
-    jobs += [{"key": f"{name}-proxy", "model": _model_json(replay, name, "whole"),
-              "proxy": {"proxyUrl": proxy_url, "authToken": TOKEN}} for name in NAMES]
-    spec = tmp_path_factory.mktemp("providers") / "jobs.json"
-    spec.write_text(json.dumps({"apiKey": KEY, "jobs": jobs, "context": {
-        "messages": [message_to_dict(m) for m in MESSAGES]}}))
-    done = subprocess.run(["node", str(HERE / "pi_provider_driver.mjs"), str(spec)], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, f"pi_provider_driver.mjs failed:\n{done.stderr[-4000:]}"
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
+def pi_side(request: pytest.FixtureRequest, replay: ReplayServer, proxy_url: str,
+            tmp_path_factory: pytest.TempPathFactory) -> PiSides:
+    return PiSides(request, replay, proxy_url, tmp_path_factory.mktemp("providers"))
 
 
 def _ours(replay: ReplayServer, name: str, mode: str) -> dict[str, Any]:
@@ -126,34 +149,36 @@ def _through_proxy(replay: ReplayServer, proxy_url: str, name: str) -> dict[str,
 
 
 def _params() -> list[Any]:
-    return [pytest.param(name, mode, id=f"{name}-{mode}") for name in NAMES for mode in MODES]
+    return [pytest.param(version, name, mode, id=f"{version}-{name}-{mode}")
+            for version in VERSIONS for name in NAMES for mode in MODES]
 
 
-@pytest.mark.parametrize(("name", "mode"), _params())
-def test_recording_reads_as_pi(name: str, mode: str, replay: ReplayServer,
-                               pi_side: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("version", "name", "mode"), _params())
+def test_recording_reads_as_pi(version: str, name: str, mode: str, replay: ReplayServer,
+                               pi_side: PiSides) -> None:
     meta, body = load(name)
-    pi = normalise(pi_side[f"{name}-{mode}"], meta["api"])
+    pi = normalise(pi_side(version)[f"{name}-{mode}"], meta["api"])
     ours = normalise(_ours(replay, name, mode), meta["api"])
     side = Side(meta, body, ours)
-    for row in RECORDINGS.get(name, []):
+    rows = rows_for(name, version)
+    for row in rows:
         before = pi
         pi = ROWS[row].transform(pi, side)
-        assert pi != before, f"[{row}] does not change pi's output of {name}"
+        assert pi != before, f"[{row}] does not change pi-ai {version}'s output of {name}"
     difference = first_difference(pi, ours)
-    rows = RECORDINGS.get(name)
-    assert difference is None, (f"{name} ({mode}) differs" + (f" beyond {rows}" if rows else "")
-                                + f":\n{difference}")
+    assert difference is None, (f"{name} ({mode}) differs from pi-ai {version}"
+                                + (f" beyond {rows}" if rows else "") + f":\n{difference}")
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_proxy_client_reads_as_pi(name: str, replay: ReplayServer, proxy_url: str,
-                                  pi_side: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("version", "name"),
+                         [pytest.param(v, n, id=f"{v}-{n}") for v in VERSIONS for n in NAMES])
+def test_proxy_client_reads_as_pi(version: str, name: str, replay: ReplayServer,
+                                  proxy_url: str, pi_side: PiSides) -> None:
     api = load(name)[0]["api"]
-    pi = normalise(pi_side[f"{name}-proxy"], api)
+    pi = normalise(pi_side(version)[f"{name}-proxy"], api)
     ours = normalise(_through_proxy(replay, proxy_url, name), api)
     difference = first_difference(pi, ours)
-    assert difference is None, f"{name} through the proxy differs:\n{difference}"
+    assert difference is None, f"{name} through the proxy differs ({version}):\n{difference}"
 
 
 def test_rows_name_real_recordings() -> None:

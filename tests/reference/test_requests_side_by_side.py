@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from .conftest import DRIVER_TIMEOUT_S, HERE
+from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
 from .ref_normalise import _first_path, _short
 from .request_capture import CaptureServer
 from .request_conversations import APIS, IN_PLACE, runs
-from .request_differences import REQUEST_ROWS, applies
+from .request_differences import REQUEST_ROWS, VERSIONS, applies
 from .request_driver import run
 
 MODELS = {
@@ -51,6 +51,7 @@ def _key(conv: dict[str, Any], api: str) -> str:
 
 
 def _spec(server: CaptureServer, conv: dict[str, Any], api: str, side: str) -> dict[str, str]:
+    """The model of one run; ``side`` ("pi-<version>" or "py") names the run's record."""
     provider, model_id = MODELS[conv.get("model", "plain")][api]
     base = server.add_run(f"{_key(conv, api)}--{side}", api, conv["script"])
     return {"provider": provider, "id": model_id, "api": api, "baseUrl": base}
@@ -62,18 +63,45 @@ def capture() -> Iterator[CaptureServer]:
         yield server
 
 
+class PiRuns:
+    """pi's runs of every conversation, one node process per pi-ai version, on first use."""
+
+    def __init__(self, request: pytest.FixtureRequest, capture: CaptureServer,
+                 folder: Path) -> None:
+        self._request, self._capture, self._folder = request, capture, folder
+        self._outputs: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, version: str) -> dict[str, Any]:
+        if version not in self._outputs:
+            self._outputs[version] = self._run(version)
+        return self._outputs[version]
+
+    def _run(self, version: str) -> dict[str, Any]:
+        root = HERE if version == "1.4.0" else PI16
+        self._request.getfixturevalue("pi_installed" if root == HERE else "pi16_installed")
+        jobs = [{"key": _key(conv, api), "model": _spec(self._capture, conv, api, f"pi-{version}"),
+                 "conversation": conv} for conv, api in RUNS]
+        path = self._folder / f"jobs-{version}.json"
+        path.write_text(json.dumps({"jobs": jobs}))
+        done = subprocess.run([*node_command(root, "pi_request_driver.mjs"), str(path)],
+                              cwd=root, capture_output=True, text=True,
+                              timeout=DRIVER_TIMEOUT_S)
+        assert done.returncode == 0, \
+            f"pi_request_driver.mjs ({version}) failed:\n{done.stderr[-4000:]}"
+        out: dict[str, Any] = json.loads(done.stdout)
+        return out
+
+
 @pytest.fixture(scope="module")
-def pi_runs(pi_installed: Path, capture: CaptureServer,
-            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    jobs = [{"key": _key(conv, api), "model": _spec(capture, conv, api, "pi"),
-             "conversation": conv} for conv, api in RUNS]
-    path = tmp_path_factory.mktemp("requests") / "jobs.json"
-    path.write_text(json.dumps({"jobs": jobs}))
-    done = subprocess.run(["node", str(HERE / "pi_request_driver.mjs"), str(path)], cwd=HERE,
-                          capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-    assert done.returncode == 0, f"pi_request_driver.mjs failed:\n{done.stderr[-4000:]}"
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
+def pi_runs(request: pytest.FixtureRequest, capture: CaptureServer,
+            tmp_path_factory: pytest.TempPathFactory) -> PiRuns:
+    return PiRuns(request, capture, tmp_path_factory.mktemp("requests"))
+
+
+@pytest.fixture(scope="module")
+def py_runs(capture: CaptureServer) -> dict[str, list[Any]]:
+    """piagent's requests of each run (one run serves both versions), by key, on first use."""
+    return {}
 
 
 def normalise(value: Any) -> Any:
@@ -111,31 +139,39 @@ def request_difference(pi: list[Any], ours: list[Any]) -> str | None:
 
 def _params() -> list[Any]:
     out = []
-    for conv, api in RUNS:
-        marks = ([pytest.mark.xfail(strict=True, reason=IN_PLACE)]
-                 if api in conv.get("xfail", ()) else [])
-        out.append(pytest.param(conv, api, id=_key(conv, api), marks=marks))
+    for version in VERSIONS:
+        for conv, api in RUNS:
+            marks = ([pytest.mark.xfail(strict=True, reason=IN_PLACE)]
+                     if api in conv.get("xfail", ()) else [])
+            out.append(pytest.param(version, conv, api, id=f"{version}-{_key(conv, api)}",
+                                    marks=marks))
     return out
 
 
-@pytest.mark.parametrize(("conv", "api"), _params())
-def test_requests_are_pi_s(conv: dict[str, Any], api: str, capture: CaptureServer,
-                           pi_runs: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("version", "conv", "api"), _params())
+def test_requests_are_pi_s(version: str, conv: dict[str, Any], api: str,
+                           capture: CaptureServer, pi_runs: PiRuns,
+                           py_runs: dict[str, list[Any]]) -> None:
     key = _key(conv, api)
-    assert pi_runs[key] == {"ok": True}, pi_runs[key]
-    run(conv, _spec(capture, conv, api, "py"))
-    pi = normalise(capture.requests(f"{key}--pi"))
-    ours = normalise(capture.requests(f"{key}--py"))
+    theirs = pi_runs(version)
+    assert theirs[key] == {"ok": True}, theirs[key]
+    if key not in py_runs:
+        run(conv, _spec(capture, conv, api, "py"))
+        py_runs[key] = normalise(capture.requests(f"{key}--py"))
+    pi = normalise(capture.requests(f"{key}--pi-{version}"))
+    ours = py_runs[key]
     for name, row in REQUEST_ROWS.items():
-        if applies(row, conv, api):
+        if applies(row, conv, api, version):
             before = pi
             pi = row.transform(pi, conv, api)
-            assert pi != before, f"[{name}] does not change pi's requests of {key}"
+            assert pi != before, f"[{name}] does not change pi-ai {version}'s requests of {key}"
     dump = os.environ.get("PIAGENT_REQUEST_DUMP")  # a folder: both sides' requests, by hand
     if dump:
-        Path(dump, f"{key}.json").write_text(json.dumps({"pi": pi, "piagent": ours}, indent=1))
+        Path(dump, f"{version}-{key}.json").write_text(
+            json.dumps({"pi": pi, "piagent": ours}, indent=1))
     difference = request_difference(pi, ours)
-    assert difference is None, f"{key}: piagent's requests differ from pi's:\n{difference}"
+    assert difference is None, \
+        f"{key}: piagent's requests differ from pi-ai {version}'s:\n{difference}"
 
 
 def test_enough_conversations() -> None:
