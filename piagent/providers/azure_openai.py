@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -128,7 +129,11 @@ class _Settings:
         messages = transform_messages(fold_system_messages(model, call.messages), model,
                                       _normalize_id)
         limit = clamp_max_tokens(model, call.messages, options.max_tokens or model.max_tokens)
-        body = build_responses_request(model, messages, options, max_tokens=limit)
+        # pi-ai's Azure tools take strict mode unless the compat says the server lacks it
+        compat = model.compat or {}
+        wire_model = model if "supportsStrictMode" in compat else \
+            replace(model, compat={**compat, "supportsStrictMode": True})
+        body = build_responses_request(wire_model, messages, options, max_tokens=limit)
         _azure_body(body, model, options, self.deployment_name)
         state = _StreamState(call.out, call.label)
         parse = call.event_parser()
@@ -144,8 +149,8 @@ class _Settings:
 def _azure_body(body: dict[str, Any], model: Model, options: StreamOptions,
                 deployment_name: str | None) -> None:
     """Where pi-ai's Azure request differs from its OpenAI one: the deployment as the
-    model, the cache key whatever the retention, ``strict`` on tools unless the model's
-    compat says the server lacks it, the effort ``none`` when thinking is off, no tier."""
+    model, the cache key whatever the retention (and no retention), the effort ``none``
+    when thinking is off, at least 16 output tokens."""
     compat = model.compat or {}
     deployment = deployment_name or _mapped_deployment(model.id, options.env) or model.id
     out: dict[str, Any] = {"model": deployment}
@@ -158,8 +163,6 @@ def _azure_body(body: dict[str, Any], model: Model, options: StreamOptions,
         out["prompt_cache_key"] = options.session_id[:64]
     if "max_output_tokens" in out:
         out["max_output_tokens"] = max(int(out["max_output_tokens"]), _MIN_OUTPUT_TOKENS)
-    if "tools" in out and compat.get("supportsStrictMode", True):
-        out["tools"] = [{**tool, "strict": tool.get("strict", False)} for tool in out["tools"]]
     if model.reasoning and "reasoning" not in out:
         level_map = model.thinking_level_map or {}
         if not ("off" in level_map and level_map["off"] is None):

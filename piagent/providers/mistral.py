@@ -34,6 +34,7 @@ from ..transcript import get_current_tools
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import resolve_api_key
+from ._strict import strict_sampling
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import HttpClient, MessageBuilder, ProviderCall, arguments_json, start_stream
 
@@ -124,9 +125,17 @@ def build_mistral_request(model: Model, messages: Sequence[AgentMessage],
                             "messages": _wire_messages(messages, images)}
     tools = get_current_tools(messages)
     if tools:
-        body["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters,
-            "strict": False}} for t in tools]
+        # strict tools only where the compat says so: Mistral Large 4 can go silent for
+        # minutes before a strict call (pi-ai #12148)
+        supported = bool((model.compat or {}).get("supportsStrictMode", False))
+        wire = []
+        for tool in tools:
+            schema = strict_sampling(tool, supported) \
+                if tool.constrained_sampling is not None else None
+            wire.append({"type": "function", "function": {
+                "name": tool.name, "description": tool.description,
+                "parameters": schema or tool.parameters, "strict": schema is not None}})
+        body["tools"] = wire
     if options.temperature is not None:
         body["temperature"] = options.temperature
     body["max_tokens"] = max_tokens if max_tokens is not None else \

@@ -212,6 +212,13 @@ CASES: dict[str, Builder] = {
          ToolResultMessage(tool_call_id="toolu_01A|B+C", tool_name="weather",
                            content=[TextContent("Sunny")], timestamp=1700000000003)],
         [{"text": "Sunny."}], request_rows=["wire-responses-replay-ids"]),
+    "constrained-tool": _case(
+        [SystemMessage(content="Be exact.", tools_added=[ToolDeclaration(
+            name="lookup", description="Look a number up", parameters={
+                "type": "object", "properties": {"n": {"type": "integer"}}},
+            constrained_sampling={"type": "json_schema", "strict": "prefer"})],
+            timestamp=1700000000000), _user("Look up 7")],
+        [{"calls": [("lookup", {"n": 7})]}]),
     "no-strict-mode": _case([_system(tools=True), _user("Weather?")], [{"text": "Which city?"}],
                             model={"compat": {"supportsStrictMode": False}}),
     "user-images": _case([_system(), _user("What is this?", images=2)], [{"text": "A dot."}]),

@@ -122,6 +122,15 @@ def _system(tools: bool = False) -> SystemMessage:
                          timestamp=1700000000000)
 
 
+LOOKUP = ToolDeclaration(name="lookup", description="Look a number up", parameters={
+    "type": "object", "properties": {"n": {"type": "integer"}}},
+    constrained_sampling={"type": "json_schema", "strict": "prefer"})
+
+
+def _system_with(*tools: ToolDeclaration) -> SystemMessage:
+    return SystemMessage(content="Be exact.", tools_added=list(tools), timestamp=1700000000000)
+
+
 def _user(text: str, images: int = 0) -> UserMessage:
     content: list[Any] = [TextContent(text)]
     content += [ImageContent(data=PNG, mime_type="image/png") for _ in range(images)]
@@ -216,6 +225,11 @@ CASES: dict[str, Callable[[str], Case]] = {
         "finish": "tool_calls"}]),
     "usage-num-cached": _case(HELLO, [{"text": "Hi.", "usage_raw": {
         "prompt_tokens": 900, "completion_tokens": 10, "num_cached_tokens": 700}}]),
+    "constrained-tool-without-support": _case([_system_with(LOOKUP), _user("Look up 7")], [
+        {"calls": [("lookup", {"n": 7}, "aB3dE5gH7")]}]),
+    "constrained-tool-with-support": _case([_system_with(LOOKUP), _user("Look up 7")], [
+        {"calls": [("lookup", {"n": 7}, "aB3dE5gH7")]}],
+        model=lambda url: _model(url, compat={"supportsStrictMode": True})),
     "cached-usage": _case(HELLO, [{"text": "Cached.", "usage": (2000, 30, 1500)}]),
     "length": _case(HELLO, [{"text": "Cut", "finish": "length"}]),
     "abort": _case(HELLO, [{"text": "Streaming on and on", "hang": True}], abort=True,
