@@ -33,7 +33,9 @@ from typing import Any
 SPOKEN_APIS = ("openai-completions", "openai-responses", "anthropic-messages",
                "google-generative-ai",
                "google-vertex",
-               "bedrock-converse-stream")
+               "bedrock-converse-stream",
+               "azure-openai-responses",
+               "mistral-conversations")
 OUT = Path(__file__).resolve().parent.parent / "piagent" / "providers" / "models.json"
 _DROPPED = ("id", "provider", "type")  # implied by where the entry sits
 

@@ -3,8 +3,9 @@
 ``stream_simple(model, context, options)`` dispatches on ``model.api`` to the registered
 stream function: ``openai-completions`` (OpenAI and every compatible server: Ollama,
 vLLM, llama.cpp, OpenRouter, Groq, …), ``openai-responses``, ``anthropic-messages``,
-``google-generative-ai``, ``google-vertex`` and ``bedrock-converse-stream`` (the last four
-imported on first use). ``register_api`` adds one.
+``google-generative-ai``, ``google-vertex``, ``bedrock-converse-stream``,
+``azure-openai-responses`` and ``mistral-conversations`` (the last six imported on first
+use). ``register_api`` adds one.
 ``get_model`` / ``get_models`` read the bundled catalogue (``models.json``, generated from
 pi-ai's model data: ``catalogue_source()``; ``unsupported_models()`` lists the models pi-ai
 serves on APIs piagent does not speak);

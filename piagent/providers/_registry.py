@@ -28,6 +28,9 @@ _LAZY = {
     "google-generative-ai": ("piagent.providers.google", "stream_google"),
     "google-vertex": ("piagent.providers.vertex", "stream_vertex"),
     "bedrock-converse-stream": ("piagent.providers.bedrock", "stream_bedrock"),
+    "azure-openai-responses": ("piagent.providers.azure_openai",
+                               "stream_azure_openai_responses"),
+    "mistral-conversations": ("piagent.providers.mistral", "stream_mistral"),
 }
 
 

@@ -62,7 +62,7 @@ def _row(ident: str, kind: type[Exception], call: Callable[[], object], message:
 MISUSE = [
     _row("model-bare-id", ValueError, lambda: Agent(model="gpt-4o-mini"),
          "model: 'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
-         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
+         "'azure/gpt-4o-mini', 'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("model-unknown-bare", ValueError, lambda: Agent(model="llama3"),
          "model: 'llama3' is not PROVIDER/MODEL (for example 'openai/gpt-4o-mini'); for a "
          "model the catalogue does not list, use get_model(provider, model_id, base_url=...) "
@@ -164,7 +164,7 @@ MISUSE = [
          "model calls a tool by its name, so each needs its own; rename one (@tool(name=...))."),
     _row("state-model-bare-id", ValueError, _set("model", "gpt-4o-mini"),
          "state.model: 'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
-         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
+         "'azure/gpt-4o-mini', 'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("state-thinking-level", ValueError, _set("thinking_level", "hi"),
          "state.thinking_level must be one of 'off', 'minimal', 'low', 'medium', 'high', "
          "'xhigh', 'max', got 'hi'."),
@@ -228,7 +228,7 @@ MISUSE = [
          'register_message_type).'),
     _row("resolve-model-bare", ValueError, lambda: resolve_model("gpt-4o-mini"),
          "'gpt-4o-mini' is not PROVIDER/MODEL: write one of "
-         "'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
+         "'azure/gpt-4o-mini', 'cloudflare-ai-gateway/gpt-4o-mini', 'openai/gpt-4o-mini'."),
     _row("resolve-model-int", TypeError, lambda: resolve_model(5),
          "resolve_model() takes a 'PROVIDER/MODEL' str, got int."),
 ]

@@ -123,13 +123,13 @@ def test_models_filters_and_says_why_a_model_is_missing() -> None:
     proc = _piagent("models", "--api", "openai-responses")
     names = {line.split()[0] for line in proc.stdout.splitlines()[1:]}
     assert "xai/grok-4.3" in names and "groq/openai/gpt-oss-120b" not in names
-    proc = _piagent("models", "mistral")
+    proc = _piagent("models", "openai-codex")  # mistral's until issue 52 made it spoken
     assert proc.returncode == 2
-    assert "mistral serves its models on APIs piagent does not speak" in proc.stderr
-    proc = _piagent("models", "--all", "mistral")
+    assert "openai-codex serves its models on APIs piagent does not speak" in proc.stderr
+    proc = _piagent("models", "--all", "openai-codex")
     assert proc.returncode == 0, proc.stderr
     rows = proc.stdout.splitlines()[1:]
-    assert rows and all(row.split()[1:3] == ["mistral-conversations", "-"] for row in rows)
+    assert rows and all(row.split()[1:3] == ["openai-codex-responses", "-"] for row in rows)
     assert all(row.rstrip().endswith("not spoken by piagent") for row in rows)
     proc = _piagent("models", "nosuch")
     assert proc.returncode == 2

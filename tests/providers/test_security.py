@@ -21,6 +21,8 @@ ADAPTERS = [  # (api, provider, path under the server for base_url, the key's he
     ("google-generative-ai", "google", "/v1beta", "x-goog-api-key"),
     ("openai-completions", "openai", "/v1", "authorization"),
     ("openai-responses", "openai", "/v1", "authorization"),
+    ("azure-openai-responses", "azure", "/openai/v1", "api-key"),
+    ("mistral-conversations", "mistral", "", "authorization"),
 ]
 
 

@@ -100,6 +100,12 @@ ADAPTERS = {
     "openai-responses": Adapter(
         "openai-responses", "openai", "/v1", "Authorization", "OPENAI_API_KEY",
         tuple(sse(e, event=e["type"]) for e in _RESPONSES), _RESPONSES),
+    "azure-openai-responses": Adapter(
+        "azure-openai-responses", "azure", "/openai/v1", "api-key", "AZURE_OPENAI_API_KEY",
+        tuple(sse(e, event=e["type"]) for e in _RESPONSES), _RESPONSES),
+    "mistral-conversations": Adapter(
+        "mistral-conversations", "mistral", "", "Authorization", "MISTRAL_API_KEY",
+        (*(sse(c) for c in _COMPLETIONS), b"data: [DONE]\n\n"), _COMPLETIONS),
     "anthropic-messages": Adapter(
         "anthropic-messages", "anthropic", "", "x-api-key", "ANTHROPIC_API_KEY",
         # a ping is no message event: pi-ai never hands it to the observer

@@ -1,7 +1,7 @@
 """The catalogue is pi-ai's (issue 51): piagent's ``models.json`` against the models pi-ai
 1.6.1's provider modules build (``pi_catalogue_driver.mjs catalogue``, run on pi16).
 
-Same providers and models on the four APIs piagent speaks, every field equal (the raw entry,
+Same providers and models on the APIs piagent speaks, every field equal (the raw entry,
 and the ``Model`` that ``get_model`` builds from it), every other chat model listed as
 unsupported with its API, the key variables pi-ai reads, and ``scripts/gen_catalogue.py``
 rebuilding the committed file byte for byte from an ``npm pack`` of the installed pi-ai.
@@ -18,15 +18,20 @@ from typing import Any
 import pytest
 
 from piagent.models import CostTier, Model, ModelCost
-from piagent.providers import catalogue_source, get_model, get_providers, unsupported_models
+from piagent.providers import (
+    catalogue_source,
+    get_api,
+    get_model,
+    get_providers,
+    unsupported_models,
+)
 from piagent.providers.kit import key_env_vars
 
 from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
 
 ROOT = HERE.parent.parent
-SPOKEN = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai",
-          "google-vertex",
-          "bedrock-converse-stream")
+SPOKEN = tuple(json.loads((ROOT / "piagent" / "providers" / "models.json").read_text(
+    encoding="utf-8"))["apis"])  # the APIs piagent speaks: each has a stream function (below)
 KEYS_KEPT = {
     # piagent's own key variables (ENV_VARS) win over pi-ai's (docs/reference.md row
     # `catalogue-key-variables`)
@@ -64,6 +69,14 @@ def test_the_pinned_version_is_the_installed_one(pi16_installed: Path) -> None:
     source = catalogue_source()
     assert (source["package"], source["version"]) == (pinned["name"], pinned["version"])
     assert source["license"] == "MIT" and "Permission is hereby granted" in source["notice"]
+
+
+def test_every_spoken_api_has_a_stream_function() -> None:
+    assert {"openai-completions", "openai-responses", "anthropic-messages",
+            "google-generative-ai", "azure-openai-responses", "mistral-conversations"
+            } <= set(SPOKEN)
+    for api in SPOKEN:
+        assert get_api(api) is not None, api
 
 
 def test_same_providers_and_models(pi_models: dict[str, dict[str, dict[str, Any]]]) -> None:

@@ -29,7 +29,7 @@ from piagent.providers import get_models, get_providers
 
 from .conftest import DRIVER_TIMEOUT_S, HERE, PI16, node_command
 from .ref_normalise import _first_path
-from .request_capture import CaptureServer
+from .request_capture import API_PATH, CaptureServer
 from .request_differences import REQUEST_ROWS
 from .request_driver import run
 from .test_requests_side_by_side import normalise, request_difference
@@ -65,10 +65,12 @@ CATALOGUE_ROWS: dict[str, CatalogueRow] = {}
 
 def sample(provider: str) -> list[str]:
     """Up to ``PER_PROVIDER`` model ids: round robin over the provider's APIs, each API's
-    models taken evenly spread over its list (deterministic)."""
+    models taken evenly spread over its list (deterministic). Only the APIs the capture
+    server speaks: the cloud APIs of issue 52 have their own differential (test_wire_*.py)."""
     by_api: dict[str, list[str]] = {}
     for model in get_models(provider):
-        by_api.setdefault(model.api, []).append(model.id)
+        if model.api in API_PATH:
+            by_api.setdefault(model.api, []).append(model.id)
     spread = {api: [ids[(i * len(ids)) // min(len(ids), PER_PROVIDER)]
                     for i in range(min(len(ids), PER_PROVIDER))]
               for api, ids in sorted(by_api.items())}
@@ -140,7 +142,8 @@ def test_rows_are_documented() -> None:
 
 def test_enough_models_per_provider() -> None:
     for provider in get_providers():
-        assert len(sample(provider)) == min(PER_PROVIDER, len(get_models(provider))), provider
+        spoken = [m for m in get_models(provider) if m.api in API_PATH]
+        assert len(sample(provider)) == min(PER_PROVIDER, len(spoken)), provider
     assert len({(p, m) for p, m, _ in CASES}) >= 150
 
 

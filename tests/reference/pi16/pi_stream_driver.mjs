@@ -1,0 +1,1 @@
+../pi_stream_driver.mjs
