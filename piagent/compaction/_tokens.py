@@ -33,14 +33,22 @@ _IMAGE_CHARS = 4800  # pi's ESTIMATED_IMAGE_CHARS
 
 def _content_chars(content: Any) -> int:
     if isinstance(content, str):
-        return len(content)
+        return _units(content)
     chars = 0
     for block in content or ():
         if isinstance(block, TextContent):
-            chars += len(block.text)
+            chars += _units(block.text)
         elif isinstance(block, ImageContent):
             chars += _IMAGE_CHARS
     return chars
+
+
+def _units(text: str) -> int:
+    """The length pi counts: JavaScript's ``length``, in UTF-16 code units (a character
+    outside the Basic Multilingual Plane, an emoji, counts 2)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _ceil4(chars: int) -> int:
@@ -56,20 +64,20 @@ def estimate_tokens(message: AgentMessage) -> int:
         chars = 0
         for block in message.content:
             if isinstance(block, TextContent):
-                chars += len(block.text)
+                chars += _units(block.text)
             elif isinstance(block, ThinkingContent):
-                chars += len(block.thinking)
+                chars += _units(block.thinking)
             elif isinstance(block, ToolCall):
-                chars += len(block.name) + len(json.dumps(block.arguments, ensure_ascii=False,
+                chars += _units(block.name) + _units(json.dumps(block.arguments, ensure_ascii=False,
                                                           separators=(",", ":")))
         return _ceil4(chars)
     if isinstance(message, CompactionSummaryMessage):
-        return _ceil4(len(message.summary))
+        return _ceil4(_units(message.summary))
     if isinstance(message, SystemMessage):
         chars = _content_chars(message.content)
-        chars += sum(len(v) for v in (message.sections or {}).values() if v)
+        chars += sum(_units(v) for v in (message.sections or {}).values() if v)
         if message.tools_added:
-            chars += len(json.dumps([{"name": t.name, "description": t.description,
+            chars += _units(json.dumps([{"name": t.name, "description": t.description,
                                       "parameters": t.parameters} for t in message.tools_added],
                                     separators=(",", ":")))
         return _ceil4(chars)

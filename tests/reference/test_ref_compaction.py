@@ -59,7 +59,8 @@ def _turns(rng: random.Random, clock: list[int]) -> list[AgentMessage]:
 
     log: list[AgentMessage] = []
     for _ in range(rng.randint(1, 12)):
-        log.append(UserMessage([TextContent("u" * rng.randint(0, 3000))], timestamp=tick()))
+        log.append(UserMessage([TextContent(rng.choice(["u", "é", "\U0001f600"]) * rng.randint(0, 3000))],
+                               timestamp=tick()))  # pi counts UTF-16 code units
         for _ in range(rng.randint(0, 4)):
             calls = [ToolCall(f"c{clock[0]}_{k}", rng.choice(["read", "edit", "bash", "write"]),
                               {"path": f"f{rng.randint(0, 5)}.py", "n": "x" * rng.randint(0, 300)})
@@ -72,7 +73,8 @@ def _turns(rng: random.Random, clock: list[int]) -> list[AgentMessage]:
             log.append(AssistantMessage(content=[*content, *calls], timestamp=tick(),
                                         stop_reason=rng.choice(["toolUse"] * 8 + ["error", "aborted"]),
                                         usage=used()))
-            log += [ToolResultMessage(call.id, call.name, [TextContent("r" * rng.randint(0, 4000))],
+            log += [ToolResultMessage(call.id, call.name,
+                                      [TextContent(rng.choice(["r", "\U0001f600"]) * rng.randint(0, 4000))],
                                       timestamp=tick()) for call in calls]
         log.append(AssistantMessage(content=[TextContent("a" * rng.randint(1, 2000))],
                                     stop_reason="stop", timestamp=tick(), usage=used()))
