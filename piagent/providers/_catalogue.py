@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from json.decoder import scanstring  # type: ignore[attr-defined]
 import warnings
 from functools import lru_cache
 from importlib import resources
@@ -30,18 +31,63 @@ _SERVER_ADDRESSES: dict[str, str | None] = {
 default address where the server has one (Ollama's), else ``None``: a base URL must be given."""
 
 
+_PROVIDERS = '\n "providers": {\n'
+_UNSUPPORTED = '\n },\n "unsupported": {'
+
+
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
     text = resources.files("piagent.providers").joinpath("models.json").read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    # each model's entry kept as its JSON text, parsed when asked for: a dict of strings is
-    # not tracked by the garbage collector, and 1,362 parsed entries (about 3,700 dicts and
-    # lists) would be walked by every full collection of the process for as long as it lives
+    return read_catalogue(text)
+
+
+def read_catalogue(text: str) -> dict[str, Any]:
+    """``models.json`` with each model's entry kept as its JSON text, parsed when asked for:
+    a dict of strings is not tracked by the garbage collector, while 1,647 parsed entries
+    (about 4,000 dicts and lists) would be walked by every full collection for as long as
+    the process lives. The entries are cut from their lines (one a line, as
+    scripts/gen_catalogue.py writes them) without parsing them; text in another form is
+    parsed whole and each entry written back as JSON."""
+    split = _split_lines(text)
+    if split is not None:
+        rest, providers = split
+        data: dict[str, Any] = json.loads(rest)
+        data["providers"] = providers
+        return data
+    data = json.loads(text)
     data["providers"] = {
         provider: {model_id: json.dumps(entry, separators=(",", ":"))
                    for model_id, entry in models.items()}
         for provider, models in data["providers"].items()}
     return data
+
+
+def _split_lines(text: str) -> tuple[str, dict[str, dict[str, str]]] | None:
+    """(the file with an empty ``providers``, ``{provider: {model_id: entry text}}``), or
+    ``None`` when the providers' lines are not as the generator writes them."""
+    start = text.find(_PROVIDERS)
+    end = text.find(_UNSUPPORTED, start)
+    if start < 0 or end < 0:
+        return None
+    providers: dict[str, dict[str, str]] = {}
+    entries: dict[str, str] | None = None
+    try:
+        for line in text[start + len(_PROVIDERS):end].split("\n"):
+            if line.startswith('   "') and entries is not None:
+                model_id, at = scanstring(line, 4)
+                if not line.startswith(": {", at):
+                    return None
+                entries[model_id] = line[at + 2:-1] if line.endswith(",") else line[at + 2:]
+            elif line.startswith('  "') and line.endswith(": {"):
+                name, _ = scanstring(line, 3)
+                entries = providers[name] = {}
+            elif line in ("  }", "  },"):
+                entries = None
+            else:
+                return None
+    except ValueError:  # a key that is not a JSON string
+        return None
+    return text[:start] + '\n "providers": {' + text[end:], providers
 
 
 def _catalogue() -> dict[str, dict[str, str]]:

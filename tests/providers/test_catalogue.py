@@ -217,3 +217,24 @@ def test_one_hour_cache_writes_cost_twice_the_input_price():
     assert cost.total == pytest.approx(cost.input + cost.cache_write)
     assert calculate_cost(model, Usage(cache_write=3000)).cache_write == pytest.approx(
         3000 * 3.75 / 1e6)
+
+
+def test_the_catalogue_read_line_by_line_is_the_file_parsed_whole():
+    """models.json's entries are cut from their lines (kept as text, parsed when asked for);
+    the same file in another layout is parsed whole, with the same result."""
+    import json
+    from importlib import resources
+
+    from piagent.providers._catalogue import _split_lines, read_catalogue
+
+    text = resources.files("piagent.providers").joinpath("models.json").read_text(
+        encoding="utf-8")
+    whole = json.loads(text)
+    assert _split_lines(text) is not None  # the generator's layout: the fast path is taken
+    for layout in (text, json.dumps(whole, indent=2)):
+        data = read_catalogue(layout)
+        assert {p: {m: json.loads(e) for m, e in entries.items()}
+                for p, entries in data["providers"].items()} == whole["providers"]
+        assert {k: v for k, v in data.items() if k != "providers"} == {
+            k: v for k, v in whole.items() if k != "providers"}
+    assert _split_lines(json.dumps(whole, indent=2)) is None
