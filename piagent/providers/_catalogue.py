@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from json.decoder import scanstring  # type: ignore[attr-defined]
 import warnings
 from functools import lru_cache
 from importlib import resources
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from ..models import CostTier, Model, ModelCost
