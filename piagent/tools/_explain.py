@@ -14,7 +14,6 @@ import json
 import math
 import re
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 from ._coerce import is_number, js_number
@@ -101,6 +100,8 @@ def _deep_equal(a: Any, b: Any) -> bool:
 def _is_multiple(v: Any, d: Any) -> bool:
     if d == 0:
         return False
+    from fractions import Fraction  # on first use: import piagent does not load it
+
     try:
         return Fraction(str(v)) % Fraction(str(d)) == 0
     except (ValueError, ZeroDivisionError, OverflowError):
