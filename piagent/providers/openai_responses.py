@@ -7,7 +7,6 @@ retries and abort live in ``kit`` (``_call``, ``_start``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools, get_system_message_text
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
+from ._hash import short_hash
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._prompt_cache import (
     affinity_format,
@@ -183,24 +183,23 @@ def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
 def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]],
                      same_model: bool) -> None:
     """The Responses items of an assistant message; a tool call's ``namespace`` (a
-    dynamically loaded tool's) only back to the model that gave it."""
-    for k, block in enumerate(message.content):
+    dynamically loaded tool's) only back to the model that gave it. A text block without an
+    id gets pi's ``msg_pi_{n}[_{j}]`` (``n``: pi's message index)."""
+    texts = 0
+    for block in message.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
                 try:
                     items.append(json.loads(block.thinking_signature))  # the reasoning item
                 except ValueError:
-                    continue  # not ours (transform turns other models' thinking into text)
+                    continue  # not a Responses reasoning item
         elif isinstance(block, TextContent):
-            item_id, phase = f"msg_{n}_{k}", None
-            if block.text_signature:
-                try:
-                    sig = json.loads(block.text_signature)
-                    item_id, phase = sig.get("id") or item_id, sig.get("phase")
-                except (ValueError, AttributeError):
-                    pass
-            if len(item_id) > 64:
-                item_id = "msg_" + hashlib.sha1(item_id.encode()).hexdigest()
+            item_id, phase = _text_signature(block.text_signature)
+            if not item_id:  # pi's fallback: msg_pi_{n}, then msg_pi_{n}_{j} (text blocks)
+                item_id = f"msg_pi_{n}_{texts}" if texts else f"msg_pi_{n}"
+            elif len(item_id) > 64:
+                item_id = "msg_" + short_hash(item_id)
+            texts += 1
             item: dict[str, Any] = {
                 "type": "message", "role": "assistant", "id": item_id, "status": "completed",
                 "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
@@ -228,6 +227,23 @@ def _tool_output(message: ToolResultMessage, model: Model) -> dict[str, Any]:
         return {"type": "function_call_output", "call_id": call_id, "output": text}
     return {"type": "function_call_output", "call_id": call_id,
             "output": _user_parts(message.content, model)}
+
+
+def _text_signature(signature: str | None) -> tuple[str | None, str | None]:
+    """pi-ai's ``parseTextSignature``: ``(id, phase)`` of a text block's signature (the v1
+    JSON form, else the whole string as a legacy id)."""
+    if not signature:
+        return None, None
+    if signature.startswith("{"):
+        try:
+            parsed = json.loads(signature)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("id"), str) \
+                and type(parsed.get("v")) in (int, float) and parsed["v"] == 1:
+            phase = parsed.get("phase")
+            return parsed["id"], phase if phase in ("commentary", "final_answer") else None
+    return signature, None
 
 
 def _normalize_id(call_id: str) -> str:

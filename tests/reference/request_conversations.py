@@ -33,6 +33,7 @@ XPASS). None now: the in-place edits (issue 44 cause 1) reach every request.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
@@ -200,6 +201,16 @@ def conversations() -> list[dict[str, Any]]:
         _c("strict-tools-titled", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
            tools=["titled"], constrained={"type": "json_schema", "strict": "prefer"}),
         _c("long-retention-no-session", [_p("Hi")], [{"text": "1"}], retention="long"),
+        # replayed histories the capture server does not give (Responses item ids)
+        _c("replay-unsigned-text", [{"append": [
+            _u("Hi"), _a([{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}]),
+            _u("Again"), _a([{"type": "text", "text": "Three."}])]}, _p("More")],
+           [{"text": "Four."}], apis=_RESPONSES),
+        _c("replay-long-text-id", [_p("Hi"), {"append": [_a([
+            {"type": "text", "text": "Long.", "textSignature": json.dumps({"v": 1, "id": LONG_ID})},
+            {"type": "text", "text": "Legacy.", "textSignature": LONG_ID + "y"}],
+            model="gpt-4o-mini")]}, _p("More")],
+           [{"text": "1"}, {"text": "2"}], apis=_RESPONSES),
     ]
     return convs
 
