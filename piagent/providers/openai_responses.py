@@ -139,10 +139,10 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolCha
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            same = message.model == model.id and message.provider == model.provider \
-                and message.api == API
+            foreign = message.provider != model.provider or message.api != API
+            same = not foreign and message.model == model.id
             before = len(items)
-            _assistant_items(message, n, items, same)
+            _assistant_items(message, n, items, same, foreign)
             if update_effort is not None and same and len(items) > before \
                     and message.provider_thinking_level is not None:
                 items.insert(before, _configuration_update(message.provider_thinking_level))
@@ -181,10 +181,11 @@ def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
 
 
 def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]],
-                     same_model: bool) -> None:
+                     same_model: bool, foreign: bool) -> None:
     """The Responses items of an assistant message; a tool call's ``namespace`` (a
-    dynamically loaded tool's) only back to the model that gave it. A text block without an
-    id gets pi's ``msg_pi_{n}[_{j}]`` (``n``: pi's message index)."""
+    dynamically loaded tool's) only back to the model that gave it. ``foreign``: the message
+    is another provider's or API's; a text block without an id gets pi's ``msg_pi_{n}[_{j}]``
+    (``n``: pi's message index)."""
     texts = 0
     for block in message.content:
         if isinstance(block, ThinkingContent):
@@ -207,13 +208,17 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
                 item["phase"] = phase
             items.append(item)
         elif isinstance(block, ToolCall):
-            call_id, _, fc_id = block.id.partition("|")
+            call_id, pipe, fc_id = block.id.partition("|")
+            if pipe and "|" in fc_id:
+                fc_id = fc_id.partition("|")[0]  # pi's split("|"): the second part only
             # replayed as OpenAI returned it: "completed" (pi-ai 1.6; without it a resent
             # history no longer matches and the reasoning after the call is dropped)
             item = {"type": "function_call", "call_id": call_id, "name": block.name,
                     "status": "completed", "arguments": arguments_json(block.arguments)}
-            if fc_id:
-                item["id"] = fc_id
+            if pipe and foreign:  # another provider's or API's item id (kept raw by
+                fc_id = f"fc_{short_hash(fc_id)}"  # _normalize_id), as pi-ai 1.6.1 sends it
+            if fc_id.startswith("fc_") and (same_model or foreign):
+                item["id"] = fc_id  # none for another model of this API (pi's pairing rule)
             if same_model and block.namespace is not None:
                 item["namespace"] = block.namespace
             items.append(item)
@@ -246,10 +251,26 @@ def _text_signature(signature: str | None) -> tuple[str | None, str | None]:
     return signature, None
 
 
+def _id_part(part: str) -> str:
+    return _ID_CHARS.sub("_", part)[:64].rstrip("_")
+
+
 def _normalize_id(call_id: str) -> str:
-    """Another model's tool-call id as a Responses ``call_id`` (no item id: not ours)."""
-    call = call_id.partition("|")[0]
-    return _ID_CHARS.sub("_", call)[:64].rstrip("_") or "call"
+    """Another model's tool-call id for a provider that takes OpenAI's ``call|item`` ids
+    (pi-ai's ``OPENAI_TOOL_CALL_PROVIDERS``): the call id cleaned, the item id kept raw (the
+    wire step hashes another provider's, drops another model's of this provider)."""
+    call, pipe, item = call_id.partition("|")
+    if not pipe:
+        return _id_part(call_id) or "call"
+    return f"{_id_part(call) or 'call'}|{item.partition('|')[0]}"
+
+
+def _normalize_whole_id(call_id: str) -> str:
+    """Another model's tool-call id for any other provider: the whole id cleaned (pi-ai)."""
+    return _id_part(call_id) or "call"
+
+
+_PIPE_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 
 
 # --- the response -----------------------------------------------------------------------------
@@ -281,8 +302,9 @@ def _run(call: ProviderCall) -> Iterator[None]:
     headers.update(call.options.headers or {})
     # folded before the transform, as pi does (a system message between a tool call and its
     # result must not make the call an orphan)
-    messages = transform_messages(fold_system_messages(model, call.messages), model,
-                                  _normalize_id)
+    messages = transform_messages(
+        fold_system_messages(model, call.messages), model,
+        _normalize_id if model.provider in _PIPE_ID_PROVIDERS else _normalize_whole_id)
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)
     level = configuration_update_effort(model, call.options)

@@ -211,6 +211,15 @@ def conversations() -> list[dict[str, Any]]:
             {"type": "text", "text": "Legacy.", "textSignature": LONG_ID + "y"}],
             model="gpt-4o-mini")]}, _p("More")],
            [{"text": "1"}, {"text": "2"}], apis=_RESPONSES),
+        _c("replay-foreign-call", [{"append": [
+            _u("Weather?"), _a([{"type": "toolCall", "id": "call_abc|fc_" + "z" * 80,
+                                 "name": "weather", "arguments": {"city": "Oslo"}}],
+                               provider="openai-codex", api="openai-codex-responses",
+                               model="gpt-5.1-codex", stop="toolUse"),
+            _r("call_abc|fc_" + "z" * 80, "Sunny in Oslo"),
+            _a([{"type": "text", "text": "Sunny."}], provider="openai-codex",
+               api="openai-codex-responses", model="gpt-5.1-codex")]}, _p("And Rome?")],
+           [T], apis=_RESPONSES),
     ]
     return convs
 
