@@ -304,7 +304,8 @@ def _run(call: ProviderCall) -> Iterator[None]:
     # result must not make the call an orphan)
     messages = transform_messages(
         fold_system_messages(model, call.messages), model,
-        _normalize_id if model.provider in _PIPE_ID_PROVIDERS else _normalize_whole_id)
+        _normalize_id if model.provider in _PIPE_ID_PROVIDERS else _normalize_whole_id,
+        foreign_thinking_as_text=False)  # pi-ai 1.6.1 drops another model's thinking
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)
     level = configuration_update_effort(model, call.options)

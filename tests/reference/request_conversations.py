@@ -220,6 +220,12 @@ def conversations() -> list[dict[str, Any]]:
             _a([{"type": "text", "text": "Sunny."}], provider="openai-codex",
                api="openai-codex-responses", model="gpt-5.1-codex")]}, _p("And Rome?")],
            [T], apis=_RESPONSES),
+        _c("replay-foreign-thinking", [{"append": [
+            _u("Think"), _a([{"type": "thinking", "thinking": "Hmm, let me see."},
+                             {"type": "text", "text": "Yes."}],
+                            provider="anthropic", api="anthropic-messages",
+                            model="claude-sonnet-4-5")]}, _p("Again")],
+           [T], apis=_RESPONSES),
     ]
     return convs
 
