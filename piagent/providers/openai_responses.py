@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +48,7 @@ from ._responses_compat import (
     tool_changes,
     wire_tools,
 )
+from ._responses_ids import call_id_normalizer, text_signature
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -62,7 +62,6 @@ __all__ = ["build_responses_request", "stream_openai_responses"]
 
 API = "openai-responses"
 _CLIENT = HttpClient(API)
-_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _TIER_MULTIPLIER = {"flex": 0.5, "priority": 2.0}
 
 
@@ -195,7 +194,7 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
                 except ValueError:
                     continue  # not a Responses reasoning item
         elif isinstance(block, TextContent):
-            item_id, phase = _text_signature(block.text_signature)
+            item_id, phase = text_signature(block.text_signature)
             if not item_id:  # pi's fallback: msg_pi_{n}, then msg_pi_{n}_{j} (text blocks)
                 item_id = f"msg_pi_{n}_{texts}" if texts else f"msg_pi_{n}"
             elif len(item_id) > 64:
@@ -216,7 +215,7 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
             item = {"type": "function_call", "call_id": call_id, "name": block.name,
                     "status": "completed", "arguments": arguments_json(block.arguments)}
             if pipe and foreign:  # another provider's or API's item id (kept raw by
-                fc_id = f"fc_{short_hash(fc_id)}"  # _normalize_id), as pi-ai 1.6.1 sends it
+                fc_id = f"fc_{short_hash(fc_id)}"  # the normalizer), as pi-ai 1.6.1 sends it
             if fc_id.startswith("fc_") and (same_model or foreign):
                 item["id"] = fc_id  # none for another model of this API (pi's pairing rule)
             if same_model and block.namespace is not None:
@@ -232,45 +231,6 @@ def _tool_output(message: ToolResultMessage, model: Model) -> dict[str, Any]:
         return {"type": "function_call_output", "call_id": call_id, "output": text}
     return {"type": "function_call_output", "call_id": call_id,
             "output": _user_parts(message.content, model)}
-
-
-def _text_signature(signature: str | None) -> tuple[str | None, str | None]:
-    """pi-ai's ``parseTextSignature``: ``(id, phase)`` of a text block's signature (the v1
-    JSON form, else the whole string as a legacy id)."""
-    if not signature:
-        return None, None
-    if signature.startswith("{"):
-        try:
-            parsed = json.loads(signature)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("id"), str) \
-                and type(parsed.get("v")) in (int, float) and parsed["v"] == 1:
-            phase = parsed.get("phase")
-            return parsed["id"], phase if phase in ("commentary", "final_answer") else None
-    return signature, None
-
-
-def _id_part(part: str) -> str:
-    return _ID_CHARS.sub("_", part)[:64].rstrip("_")
-
-
-def _normalize_id(call_id: str) -> str:
-    """Another model's tool-call id for a provider that takes OpenAI's ``call|item`` ids
-    (pi-ai's ``OPENAI_TOOL_CALL_PROVIDERS``): the call id cleaned, the item id kept raw (the
-    wire step hashes another provider's, drops another model's of this provider)."""
-    call, pipe, item = call_id.partition("|")
-    if not pipe:
-        return _id_part(call_id) or "call"
-    return f"{_id_part(call) or 'call'}|{item.partition('|')[0]}"
-
-
-def _normalize_whole_id(call_id: str) -> str:
-    """Another model's tool-call id for any other provider: the whole id cleaned (pi-ai)."""
-    return _id_part(call_id) or "call"
-
-
-_PIPE_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 
 
 # --- the response -----------------------------------------------------------------------------
@@ -304,7 +264,7 @@ def _run(call: ProviderCall) -> Iterator[None]:
     # result must not make the call an orphan)
     messages = transform_messages(
         fold_system_messages(model, call.messages), model,
-        _normalize_id if model.provider in _PIPE_ID_PROVIDERS else _normalize_whole_id,
+        call_id_normalizer(model.provider),
         foreign_thinking_as_text=False)  # pi-ai 1.6.1 drops another model's thinking
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)

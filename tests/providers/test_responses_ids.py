@@ -18,12 +18,9 @@ from piagent.messages import (
 )
 from piagent.models import Model
 from piagent.providers._hash import short_hash
+from piagent.providers._responses_ids import call_id_normalizer
 from piagent.providers._transform import transform_messages
-from piagent.providers.openai_responses import (
-    _normalize_id,
-    _normalize_whole_id,
-    build_responses_request,
-)
+from piagent.providers.openai_responses import build_responses_request
 from piagent.stream import StreamOptions
 
 
@@ -54,8 +51,8 @@ def _answer(content: list[object], **kw: str) -> AssistantMessage:
 
 
 def _input(model: Model, *messages: object) -> list[dict[str, object]]:
-    normalize = _normalize_id if model.provider == "openai" else _normalize_whole_id
-    transformed = transform_messages(list(messages), model, normalize,  # type: ignore[arg-type]
+    transformed = transform_messages(list(messages), model,  # type: ignore[arg-type]
+                                     call_id_normalizer(model.provider),
                                      foreign_thinking_as_text=False)
     body = build_responses_request(model, transformed, StreamOptions())
     return body["input"]  # type: ignore[no-any-return]
