@@ -17,6 +17,7 @@ __all__ = ["PIPE_ID_PROVIDERS", "call_id_normalizer", "normalize_pipe_id", "norm
 PIPE_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 """pi-ai's ``OPENAI_TOOL_CALL_PROVIDERS``: the providers whose call ids are ``call|item``."""
 _ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_PHASES = frozenset({"commentary", "final_answer"})
 
 
 def call_id_normalizer(provider: str) -> Callable[[str], str]:
@@ -29,15 +30,16 @@ def text_signature(signature: str | None) -> tuple[str | None, str | None]:
     JSON form, else the whole string as a legacy id)."""
     if not signature:
         return None, None
-    if signature.startswith("{"):
+    if signature[0] == "{":
         try:
             parsed = json.loads(signature)
         except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("id"), str) \
-                and type(parsed.get("v")) in (int, float) and parsed["v"] == 1:
-            phase = parsed.get("phase")
-            return parsed["id"], phase if phase in ("commentary", "final_answer") else None
+            return signature, None
+        if type(parsed) is dict:
+            item_id, v = parsed.get("id"), parsed.get("v")
+            if type(item_id) is str and v == 1 and v is not True:  # JavaScript's v === 1
+                phase = parsed.get("phase")
+                return item_id, phase if type(phase) is str and phase in _PHASES else None
     return signature, None
 
 

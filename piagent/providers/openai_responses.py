@@ -208,7 +208,7 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
             items.append(item)
         elif isinstance(block, ToolCall):
             call_id, pipe, fc_id = block.id.partition("|")
-            if pipe and "|" in fc_id:
+            if "|" in fc_id:
                 fc_id = fc_id.partition("|")[0]  # pi's split("|"): the second part only
             # replayed as OpenAI returned it: "completed" (pi-ai 1.6; without it a resent
             # history no longer matches and the reasoning after the call is dropped)

@@ -70,12 +70,16 @@ def test_text_signatures_as_pi_parses_them() -> None:
     items = _input(_model(), UserMessage("Hi"), _answer([
         TextContent("a", '{"v":1,"id":"msg_a","phase":"other"}'),
         TextContent("b", legacy), TextContent("c", '{"v":2,"id":"msg_c"}'),
-        TextContent("d", '{"v":1,"id":""}')]))
+        TextContent("d", '{"v":1,"id":""}'),
+        TextContent("e", '{"v":1,"id":"msg_e","phase":["final_answer"]}'),
+        TextContent("f", '{"v":true,"id":"msg_f"}'),
+        TextContent("g", '{"v":1,"id":"msg_g","phase":"commentary"}')]))
     messages = [i for i in items if i.get("type") == "message"]
     assert [m["id"] for m in messages] == [
         "msg_a", "msg_" + short_hash(legacy), '{"v":2,"id":"msg_c"}',  # not v1: the whole string
-        "msg_pi_1_3"]
-    assert all("phase" not in m for m in messages)  # pi keeps commentary/final_answer only
+        "msg_pi_1_3", "msg_e", '{"v":true,"id":"msg_f"}', "msg_g"]
+    # pi keeps commentary/final_answer only
+    assert [m.get("phase") for m in messages] == [None] * 6 + ["commentary"]
 
 
 def test_call_item_ids() -> None:
