@@ -52,8 +52,8 @@ def is_same_model(message: AssistantMessage, model: Model) -> bool:
 
 
 def transform_messages(messages: Sequence[AgentMessage], model: Model,
-                       normalize_tool_call_id: Callable[[str], str] | None = None
-                       ) -> list[AgentMessage]:
+                       normalize_tool_call_id: Callable[[str], str] | None = None, *,
+                       foreign_thinking_as_text: bool = True) -> list[AgentMessage]:
     """The transcript as ``model`` can take it (new objects only where something changed).
 
     * errored or aborted assistant messages are dropped (replaying half a response breaks
@@ -62,7 +62,9 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
       end) gets a synthetic error result ``"No result provided"``;
     * from another model: thinking becomes plain text (redacted thinking is dropped),
       signatures are stripped and tool-call ids pass through ``normalize_tool_call_id``
-      (their results follow the rename); empty thinking is dropped;
+      (their results follow the rename); empty thinking is dropped; with
+      ``foreign_thinking_as_text=False`` another model's thinking is dropped (pi-ai 1.6.1's
+      Responses adapter);
     * images become a text placeholder when the model takes no image input.
     """
     images_ok = "image" in model.input
@@ -89,7 +91,8 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
             flush_orphans()
             if message.stop_reason in ("error", "aborted"):
                 continue
-            message = _transform_assistant(message, model, normalize_tool_call_id, renamed)
+            message = _transform_assistant(message, model, normalize_tool_call_id, renamed,
+                                           foreign_thinking_as_text)
             for block in message.content:
                 if isinstance(block, ToolCall):
                     pending.append(block)
@@ -120,7 +123,7 @@ def transform_messages(messages: Sequence[AgentMessage], model: Model,
 
 def _transform_assistant(message: AssistantMessage, model: Model,
                          normalize: Callable[[str], str] | None,
-                         renamed: dict[str, str]) -> AssistantMessage:
+                         renamed: dict[str, str], thinking_as_text: bool) -> AssistantMessage:
     if is_same_model(message, model):
         for b in message.content:  # the common case: nothing to drop, keep the object
             if isinstance(b, ThinkingContent) and not b.thinking and not b.thinking_signature:
@@ -133,7 +136,7 @@ def _transform_assistant(message: AssistantMessage, model: Model,
         content = []
         for block in message.content:
             if isinstance(block, ThinkingContent):
-                if block.redacted or not block.thinking.strip():
+                if block.redacted or not block.thinking.strip() or not thinking_as_text:
                     continue
                 content.append(TextContent(block.thinking))
             elif isinstance(block, TextContent):

@@ -7,10 +7,8 @@ retries and abort live in ``kit`` (``_call``, ``_start``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +32,7 @@ from ..stream import AssistantMessageEventStream, Context, StreamOptions
 from ..transcript import get_current_tools, get_system_message_text
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
+from ._hash import short_hash
 from ._keys import is_local_url, missing_key_message, provider_label, resolve_api_key
 from ._prompt_cache import (
     affinity_format,
@@ -49,6 +48,7 @@ from ._responses_compat import (
     tool_changes,
     wire_tools,
 )
+from ._responses_ids import call_id_normalizer, text_signature
 from ._transform import leading_system_text, system_update_text, transform_messages
 from .kit import (
     HttpClient,
@@ -62,7 +62,6 @@ __all__ = ["build_responses_request", "stream_openai_responses"]
 
 API = "openai-responses"
 _CLIENT = HttpClient(API)
-_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _TIER_MULTIPLIER = {"flex": 0.5, "priority": 2.0}
 
 
@@ -139,10 +138,10 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolCha
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            same = message.model == model.id and message.provider == model.provider \
-                and message.api == API
+            foreign = message.provider != model.provider or message.api != API
+            same = not foreign and message.model == model.id
             before = len(items)
-            _assistant_items(message, n, items, same)
+            _assistant_items(message, n, items, same, foreign)
             if update_effort is not None and same and len(items) > before \
                     and message.provider_thinking_level is not None:
                 items.insert(before, _configuration_update(message.provider_thinking_level))
@@ -181,26 +180,26 @@ def _user_parts(content: str | list[Any], model: Model) -> list[dict[str, Any]]:
 
 
 def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, Any]],
-                     same_model: bool) -> None:
+                     same_model: bool, foreign: bool) -> None:
     """The Responses items of an assistant message; a tool call's ``namespace`` (a
-    dynamically loaded tool's) only back to the model that gave it."""
-    for k, block in enumerate(message.content):
+    dynamically loaded tool's) only back to the model that gave it. ``foreign``: the message
+    is another provider's or API's; a text block without an id gets pi's ``msg_pi_{n}[_{j}]``
+    (``n``: pi's message index)."""
+    texts = 0
+    for block in message.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
                 try:
                     items.append(json.loads(block.thinking_signature))  # the reasoning item
                 except ValueError:
-                    continue  # not ours (transform turns other models' thinking into text)
+                    continue  # not a Responses reasoning item
         elif isinstance(block, TextContent):
-            item_id, phase = f"msg_{n}_{k}", None
-            if block.text_signature:
-                try:
-                    sig = json.loads(block.text_signature)
-                    item_id, phase = sig.get("id") or item_id, sig.get("phase")
-                except (ValueError, AttributeError):
-                    pass
-            if len(item_id) > 64:
-                item_id = "msg_" + hashlib.sha1(item_id.encode()).hexdigest()
+            item_id, phase = text_signature(block.text_signature)
+            if not item_id:  # pi's fallback: msg_pi_{n}, then msg_pi_{n}_{j} (text blocks)
+                item_id = f"msg_pi_{n}_{texts}" if texts else f"msg_pi_{n}"
+            elif len(item_id) > 64:
+                item_id = "msg_" + short_hash(item_id)
+            texts += 1
             item: dict[str, Any] = {
                 "type": "message", "role": "assistant", "id": item_id, "status": "completed",
                 "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
@@ -208,13 +207,17 @@ def _assistant_items(message: AssistantMessage, n: int, items: list[dict[str, An
                 item["phase"] = phase
             items.append(item)
         elif isinstance(block, ToolCall):
-            call_id, _, fc_id = block.id.partition("|")
+            call_id, pipe, fc_id = block.id.partition("|")
+            if "|" in fc_id:
+                fc_id = fc_id.partition("|")[0]  # pi's split("|"): the second part only
             # replayed as OpenAI returned it: "completed" (pi-ai 1.6; without it a resent
             # history no longer matches and the reasoning after the call is dropped)
             item = {"type": "function_call", "call_id": call_id, "name": block.name,
                     "status": "completed", "arguments": arguments_json(block.arguments)}
-            if fc_id:
-                item["id"] = fc_id
+            if pipe and foreign:  # another provider's or API's item id (kept raw by
+                fc_id = f"fc_{short_hash(fc_id)}"  # the normalizer), as pi-ai 1.6.1 sends it
+            if fc_id.startswith("fc_") and (same_model or foreign):
+                item["id"] = fc_id  # none for another model of this API (pi's pairing rule)
             if same_model and block.namespace is not None:
                 item["namespace"] = block.namespace
             items.append(item)
@@ -228,12 +231,6 @@ def _tool_output(message: ToolResultMessage, model: Model) -> dict[str, Any]:
         return {"type": "function_call_output", "call_id": call_id, "output": text}
     return {"type": "function_call_output", "call_id": call_id,
             "output": _user_parts(message.content, model)}
-
-
-def _normalize_id(call_id: str) -> str:
-    """Another model's tool-call id as a Responses ``call_id`` (no item id: not ours)."""
-    call = call_id.partition("|")[0]
-    return _ID_CHARS.sub("_", call)[:64].rstrip("_") or "call"
 
 
 # --- the response -----------------------------------------------------------------------------
@@ -265,8 +262,10 @@ def _run(call: ProviderCall) -> Iterator[None]:
     headers.update(call.options.headers or {})
     # folded before the transform, as pi does (a system message between a tool call and its
     # result must not make the call an orphan)
-    messages = transform_messages(fold_system_messages(model, call.messages), model,
-                                  _normalize_id)
+    messages = transform_messages(
+        fold_system_messages(model, call.messages), model,
+        call_id_normalizer(model.provider),
+        foreign_thinking_as_text=False)  # pi-ai 1.6.1 drops another model's thinking
     limit = clamp_max_tokens(model, call.messages, call.options.max_tokens or model.max_tokens)
     body = build_responses_request(model, messages, call.options, max_tokens=limit)
     level = configuration_update_effort(model, call.options)

@@ -179,6 +179,8 @@ async function run({ model: modelSpec, conversation: conv }) {
             agent.state.thinkingLevel = step.thinking;
         } else if (step.edit !== undefined) {
             editMessages(agent, step.edit);
+        } else if (step.append !== undefined) {
+            agent.state.messages.push(...structuredClone(step.append));
         } else throw new Error(`unknown step ${JSON.stringify(step)}`);
     }
     return { ok: true };

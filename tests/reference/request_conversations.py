@@ -23,7 +23,9 @@ capture server's replies, ``request_capture``) and ``steps``:
 * ``{"edit": kind}`` between prompts, on ``state.messages``: ``"mutate"`` (the first tool
   result's first block's text), ``"reassign"`` (its content list), ``"replace"`` (a new
   ``state.messages`` list with an edited copy), ``"delete"`` (the first user message deleted
-  in place, with the assistant reply after it).
+  in place, with the assistant reply after it);
+* ``{"append": [messages]}``: messages in pi's JSON form appended to ``state.messages`` (a
+  history from another model or with ids the capture server does not give).
 
 ``xfail``: the APIs on which a conversation is known to fail (strict, so a fix shows as
 XPASS). None now: the in-place edits (issue 44 cause 1) reach every request.
@@ -31,6 +33,7 @@ XPASS). None now: the in-place edits (issue 44 cause 1) reach every request.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
@@ -49,6 +52,30 @@ def _c(name: str, steps: list[Any], script: list[Any], **extra: Any) -> dict[str
 
 def _p(text: str, **extra: Any) -> dict[str, Any]:
     return {"prompt": text, **extra}
+
+
+def _a(content: list[Any], model: str = "gpt-4.1", provider: str = "openai",
+       api: str = "openai-responses", stop: str = "stop") -> dict[str, Any]:
+    """An assistant message in pi's JSON form (for an ``append`` step)."""
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    return {"role": "assistant", "content": content, "api": api, "provider": provider,
+            "model": model, "usage": {**zero, "totalTokens": 0, "cost": {**zero, "total": 0}},
+            "stopReason": stop, "timestamp": 1700000000000}
+
+
+def _u(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}],
+            "timestamp": 1700000000000}
+
+
+def _r(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "toolResult", "toolCallId": call_id, "toolName": "weather",
+            "content": [{"type": "text", "text": text}], "isError": False,
+            "timestamp": 1700000000000}
+
+
+LONG_ID = "msg_" + "x" * 70  # over the 64 characters an item id may have
+_RESPONSES = ["openai-responses"]
 
 
 def conversations() -> list[dict[str, Any]]:
@@ -174,6 +201,31 @@ def conversations() -> list[dict[str, Any]]:
         _c("strict-tools-titled", [_p("Go")], [{"calls": [["titled", {"x": 1}]]}, T],
            tools=["titled"], constrained={"type": "json_schema", "strict": "prefer"}),
         _c("long-retention-no-session", [_p("Hi")], [{"text": "1"}], retention="long"),
+        # replayed histories the capture server does not give (Responses item ids)
+        _c("replay-unsigned-text", [{"append": [
+            _u("Hi"), _a([{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}]),
+            _u("Again"), _a([{"type": "text", "text": "Three."}])]}, _p("More")],
+           [{"text": "Four."}], apis=_RESPONSES),
+        _c("replay-long-text-id", [_p("Hi"), {"append": [_a([
+            {"type": "text", "text": "Long.", "textSignature": json.dumps({"v": 1, "id": LONG_ID})},
+            {"type": "text", "text": "Legacy.", "textSignature": LONG_ID + "y"}],
+            model="gpt-4o-mini")]}, _p("More")],
+           [{"text": "1"}, {"text": "2"}], apis=_RESPONSES),
+        _c("replay-foreign-call", [{"append": [
+            _u("Weather?"), _a([{"type": "toolCall", "id": "call_abc|fc_" + "z" * 80,
+                                 "name": "weather", "arguments": {"city": "Oslo"}}],
+                               provider="openai-codex", api="openai-codex-responses",
+                               model="gpt-5.1-codex", stop="toolUse"),
+            _r("call_abc|fc_" + "z" * 80, "Sunny in Oslo"),
+            _a([{"type": "text", "text": "Sunny."}], provider="openai-codex",
+               api="openai-codex-responses", model="gpt-5.1-codex")]}, _p("And Rome?")],
+           [T], apis=_RESPONSES),
+        _c("replay-foreign-thinking", [{"append": [
+            _u("Think"), _a([{"type": "thinking", "thinking": "Hmm, let me see."},
+                             {"type": "text", "text": "Yes."}],
+                            provider="anthropic", api="anthropic-messages",
+                            model="claude-sonnet-4-5")]}, _p("Again")],
+           [T], apis=_RESPONSES),
     ]
     return convs
 

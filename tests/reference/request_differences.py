@@ -148,8 +148,11 @@ def _cache_key_mode(requests: Requests, conv: Conversation, api: str) -> Request
 
 
 def _replays_calls(conv: Conversation, api: str) -> bool:
-    return api == "openai-responses" and any(
+    appended = (block for step in conv["steps"] for message in step.get("append", ())
+                for block in message.get("content", ()) if message["role"] == "assistant")
+    return api == "openai-responses" and (any(
         isinstance(step, dict) and "calls" in step for step in conv["script"][:-1])
+        or any(block.get("type") == "toolCall" for block in appended))
 
 
 REQUEST_ROWS: dict[str, RequestRow] = {

@@ -23,6 +23,7 @@ from piagent import (
     TextContent,
     ToolResultMessage,
     UserMessage,
+    message_from_dict,
 )
 from piagent.models import Model
 from piagent.providers import get_model, stream_simple
@@ -189,5 +190,7 @@ def run(conv: dict[str, Any], spec: dict[str, str]) -> None:
             agent.state.thinking_level = step["thinking"]
         elif "edit" in step:
             _edit(agent, step["edit"])
+        elif "append" in step:
+            agent.state.messages.extend(message_from_dict(m) for m in step["append"])
         else:
             raise ValueError(f"unknown step {step}")
