@@ -35,9 +35,13 @@ from ..stream import AssistantMessageEventStream, Context, StreamFn, StreamOptio
 from ._budget import clamp_max_tokens
 from ._compat import fold_system_messages
 from ._keys import env_value, resolve_api_key
+from ._responses_ids import PIPE_ID_PROVIDERS, normalize_pipe_id, normalize_whole_id
 from ._transform import transform_messages
 from .kit import HttpClient, ProviderCall, start_stream
-from .openai_responses import _normalize_id, _StreamState, build_responses_request
+from .openai_responses import _StreamState, build_responses_request
+
+_AZURE_PIPE_ID_PROVIDERS = PIPE_ID_PROVIDERS | {"azure"}
+"""pi-ai's ``AZURE_TOOL_CALL_PROVIDERS``."""
 
 __all__ = ["azure_openai_responses", "entra_id_token_provider", "resolve_base_url",
            "stream_azure_openai_responses"]
@@ -126,8 +130,11 @@ class _Settings:
             headers["api-key"] = api_key
         headers.update(model.headers or {})
         headers.update(options.headers or {})
+        # pi-ai's AZURE_TOOL_CALL_PROVIDERS: Azure's own call ids are call|item too
+        normalize = normalize_pipe_id if model.provider in _AZURE_PIPE_ID_PROVIDERS \
+            else normalize_whole_id
         messages = transform_messages(fold_system_messages(model, call.messages), model,
-                                      _normalize_id)
+                                      normalize, foreign_thinking_as_text=False)
         limit = clamp_max_tokens(model, call.messages, options.max_tokens or model.max_tokens)
         # pi-ai's Azure tools take strict mode unless the compat says the server lacks it
         compat = model.compat or {}

@@ -270,7 +270,7 @@ def _run(call: ProviderCall) -> Iterator[None]:
     if _caching(options) and not any(k.lower() == "x-affinity" for k in headers):
         headers["x-affinity"] = options.session_id
     messages = transform_messages(fold_system_messages(model, call.messages), model,
-                                  _IdNormalizer())
+                                  _IdNormalizer(), foreign_thinking_as_text=False)
     limit = clamp_max_tokens(model, call.messages, options.max_tokens or model.max_tokens)
     body = build_mistral_request(model, messages, options, max_tokens=limit)
     url = model.base_url.rstrip("/") + "/v1/chat/completions"

@@ -138,7 +138,7 @@ def _wire_input(model: Model, messages: Sequence[AgentMessage], changes: ToolCha
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _user_parts(message.content, model)})
         elif isinstance(message, AssistantMessage):
-            foreign = message.provider != model.provider or message.api != API
+            foreign = message.provider != model.provider or message.api != model.api
             same = not foreign and message.model == model.id
             before = len(items)
             _assistant_items(message, n, items, same, foreign)

@@ -211,7 +211,7 @@ CASES: dict[str, Builder] = {
             stop_reason="toolUse", timestamp=1700000000002),
          ToolResultMessage(tool_call_id="toolu_01A|B+C", tool_name="weather",
                            content=[TextContent("Sunny")], timestamp=1700000000003)],
-        [{"text": "Sunny."}], request_rows=["wire-responses-replay-ids"]),
+        [{"text": "Sunny."}]),
     "constrained-tool": _case(
         [SystemMessage(content="Be exact.", tools_added=[ToolDeclaration(
             name="lookup", description="Look a number up", parameters={

@@ -188,7 +188,7 @@ CASES: dict[str, Callable[[str], Case]] = {
     "history-from-another-model": _case(
         [*TOOLS_ASKED, *_tool_history(("call_abc|fc_1", "toolu_01XYZ"), image=False,
                                       provider="openai", api="openai-responses", thinking=True)],
-        [{"text": "Both sunny."}], request_rows=["wire-foreign-thinking-as-text"]),
+        [{"text": "Both sunny."}]),
     "history-with-thinking": _case(
         [*TOOLS_ASKED, *_tool_history(("aB3dE5gH7", "Zz9Yy8Xx7"), image=False, thinking=True)],
         [{"text": "Both sunny."}]),

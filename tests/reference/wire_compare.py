@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -138,49 +137,9 @@ WIRE_ROWS: dict[str, Callable[[Any, Side], Any]] = {
 into piagent's that checks its claim on the way."""
 
 
-def foreign_thinking_as_text(pi: list[Any], ours: list[Any]) -> list[Any]:
-    """Another model's thinking in the history: pi-ai 1.6.1's ``transformMessages`` drops it;
-    piagent's sends it as plain text before the message's text, as pi-ai 1.4.0 did, on every
-    API (the shared transform; the reasoning the model is asked to continue from stays)."""
-    for request, mine in zip(pi, ours, strict=True):
-        for theirs, own in zip(request["body"]["messages"], mine["body"]["messages"],
-                               strict=True):
-            if theirs.get("role") != "assistant" or theirs == own:
-                continue
-            extra = len(own["content"]) - len(theirs.get("content", []))
-            assert extra > 0 and own["content"][extra:] == theirs.get("content", [])
-            assert all(part["type"] == "text" for part in own["content"][:extra])
-            theirs["content"] = own["content"]
-    return pi
-
-
-_PI_REPLAY_ID = re.compile(r"^(msg_pi_\d+(_\d+)?|fc_[0-9a-z]+)$")
-
-
-def responses_replay_ids(pi: list[Any], ours: list[Any]) -> list[Any]:
-    """The item ids of replayed Responses items pi-ai 1.6.1 makes up: a text without a
-    signature is ``msg_pi_<n>`` (piagent: ``msg_<n>_<k>``, as pi-ai 1.4.0), another
-    provider's tool call gets ``fc_<shortHash>`` (piagent sends it without an item id, as
-    pi-ai 1.4.0). piagent's shared ``openai-responses`` mapping, which the Azure adapter
-    uses, has not taken pi-ai 1.6's ids; both are ids the server accepts."""
-    for request, mine in zip(pi, ours, strict=True):
-        for theirs, own in zip(request["body"]["input"], mine["body"]["input"], strict=True):
-            if theirs == own or theirs.get("type") not in ("message", "function_call"):
-                continue
-            assert _PI_REPLAY_ID.match(theirs.get("id", "")), theirs
-            assert {k: v for k, v in theirs.items() if k != "id"} == \
-                {k: v for k, v in own.items() if k != "id"}
-            theirs.pop("id")
-            if "id" in own:
-                theirs["id"] = own["id"]
-    return pi
-
-
-REQUEST_ROWS: dict[str, Callable[[list[Any], list[Any]], list[Any]]] = {
-    "wire-foreign-thinking-as-text": foreign_thinking_as_text,
-    "wire-responses-replay-ids": responses_replay_ids,
-}
-"""The declared differences of the requests: transforms of pi's recorded requests."""
+REQUEST_ROWS: dict[str, Callable[[list[Any], list[Any]], list[Any]]] = {}
+"""The declared differences of the requests: transforms of pi's recorded requests (none
+since issue 46's Responses replay ids and foreign thinking were adopted)."""
 
 
 def assert_rows_documented(used: set[str]) -> None:
