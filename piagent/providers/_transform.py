@@ -53,18 +53,17 @@ def is_same_model(message: AssistantMessage, model: Model) -> bool:
 
 def transform_messages(messages: Sequence[AgentMessage], model: Model,
                        normalize_tool_call_id: Callable[[str], str] | None = None, *,
-                       foreign_thinking_as_text: bool = True) -> list[AgentMessage]:
+                       foreign_thinking_as_text: bool = False) -> list[AgentMessage]:
     """The transcript as ``model`` can take it (new objects only where something changed).
 
     * errored or aborted assistant messages are dropped (replaying half a response breaks
       most APIs; the model goes on from the last good state);
     * a tool call with no result before the next assistant, user or system message (or the
       end) gets a synthetic error result ``"No result provided"``;
-    * from another model: thinking becomes plain text (redacted thinking is dropped),
-      signatures are stripped and tool-call ids pass through ``normalize_tool_call_id``
-      (their results follow the rename); empty thinking is dropped; with
-      ``foreign_thinking_as_text=False`` another model's thinking is dropped (pi-ai 1.6.1's
-      Responses adapter);
+    * from another model: thinking is dropped, as pi-ai's ``transformMessages`` drops it
+      (``foreign_thinking_as_text=True`` keeps it as plain text, redacted and empty thinking
+      still dropped), signatures are stripped and tool-call ids pass through
+      ``normalize_tool_call_id`` (their results follow the rename);
     * images become a text placeholder when the model takes no image input.
     """
     images_ok = "image" in model.input

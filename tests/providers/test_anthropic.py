@@ -534,8 +534,8 @@ def test_request_replays_history(sse_server):
 
 
 def test_request_from_another_model_and_orphans():
-    """Other-model thinking becomes text, ids are sanitised, orphan calls get a result,
-    errored turns are skipped."""
+    """Other-model thinking is dropped (as pi-ai's transformMessages does), ids are
+    sanitised, orphan calls get a result, errored turns are skipped."""
     other = AssistantMessage(
         content=[ThinkingContent("reasoning", thinking_signature="gpt-sig"),
                  ToolCall("call|abc.def", "get_weather", {"city": "Rome"})],
@@ -549,7 +549,6 @@ def test_request_from_another_model_and_orphans():
     assert body["messages"] == [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [
-            {"type": "text", "text": "reasoning"},
             {"type": "tool_use", "id": "call_abc_def", "name": "get_weather",
              "input": {"city": "Rome"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_abc_def",

@@ -449,7 +449,8 @@ def test_unsigned_calls_for_gemini_3_carry_the_sentinel():
 
 
 def test_request_from_another_model_and_orphans():
-    """Other-model thinking becomes text without signatures; orphan calls get a result."""
+    """Other-model thinking is dropped (as pi-ai's transformMessages does), signatures
+    stripped; orphan calls get a result."""
     other = AssistantMessage(
         content=[ThinkingContent("hmm", thinking_signature="x"),
                  ToolCall("toolu_1", "get_weather", {"city": "Rome"}, thought_signature="QQ==")],
@@ -460,7 +461,6 @@ def test_request_from_another_model_and_orphans():
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "go"}]},
         {"role": "model", "parts": [
-            {"text": "hmm"},
             {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}}]},
         {"role": "user", "parts": [
             {"functionResponse": {"name": "get_weather",

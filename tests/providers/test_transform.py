@@ -63,17 +63,24 @@ def test_orphan_tool_calls_get_synthetic_results():
         True, "No result provided", "t")
 
 
-def test_other_model_thinking_becomes_text_and_ids_are_renamed():
+def test_other_model_thinking_is_dropped_and_ids_are_renamed():
+    """pi-ai's transformMessages (1.4.0 and 1.6.1 alike): another model's thinking is dropped
+    (its signatures are only valid for the model that made it, and readable thinking sent as
+    text reads as part of the reply); ``foreign_thinking_as_text=True`` keeps it as text."""
     other = _assistant(ThinkingContent("I think", "sig"), ThinkingContent("", "x", redacted=True),
                        ThinkingContent("  "), TextContent("Hi", text_signature="ts"),
                        ToolCall("call|item", "t", {"a": 1}, thought_signature="s"), model="other")
     messages = [other, _result("call|item")]
+    kept = transform_messages(messages, MODEL, lambda i: i.replace("|", "_"),
+                              foreign_thinking_as_text=True)[0]
+    assert [(type(b).__name__, getattr(b, "text", None)) for b in kept.content] == [
+        ("TextContent", "I think"), ("TextContent", "Hi"), ("ToolCall", None)]
     out = transform_messages(messages, MODEL, lambda i: i.replace("|", "_"))
     assistant, result = out
     assert [(type(b).__name__, getattr(b, "text", None)) for b in assistant.content] == [
-        ("TextContent", "I think"), ("TextContent", "Hi"), ("ToolCall", None)]
-    assert assistant.content[1].text_signature is None
-    call = assistant.content[2]
+        ("TextContent", "Hi"), ("ToolCall", None)]
+    assert assistant.content[0].text_signature is None
+    call = assistant.content[1]
     assert (call.id, call.thought_signature, call.arguments) == ("call_item", None, {"a": 1})
     assert result.tool_call_id == "call_item"
     assert other.content[4].id == "call|item"  # the caller's message is untouched
