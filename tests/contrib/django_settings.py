@@ -52,7 +52,8 @@ SECRET_KEY = "piagent-tests"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
 ROOT_URLCONF = None
-INSTALLED_APPS = ["piagent.contrib.django"]
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth",
+                  "piagent.contrib.django"]
 MIDDLEWARE: list[str] = []
 DATABASES = _databases()
 USE_TZ = True
