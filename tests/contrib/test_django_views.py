@@ -21,7 +21,7 @@ from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
 
-from ..conftest import WAIT, Gate, configure_django, serving_wsgi
+from ..conftest import WAIT, Gate, configure_django, serving_wsgi, unavailable
 from .conftest import VIEW_SETTINGS, sse_frames
 
 configure_django()
@@ -472,3 +472,46 @@ def test_check_deploy_and_makemigrations_find_nothing_the_app_adds(tmp_path: Pat
     assert not any(i.startswith("piagent") for i in with_app)
     checked = django("makemigrations", "--check", "--dry-run", "--settings=mysite.with_app")
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_no_view_runs_inside_atomic_requests(site: Site, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    from django.core.handlers.base import BaseHandler
+    from django.db import connections
+    from django.urls import resolve
+
+    site.use([assistant_text("hi")])
+    monkeypatch.setitem(connections["default"].settings_dict, "ATOMIC_REQUESTS", True)
+    for url in ("/agent/", "/agent/new/", "/agent/c/k/send/", "/agent/c/k/events/r/",
+                "/agent/c/k/approve/"):
+        view = resolve(url).func
+        assert BaseHandler().make_view_atomic(view) is view, url
+    browser = site.browser()
+    key = browser.new()
+    run_id = browser.send(key, "hello")
+    assert types(browser.events(key, run_id))[-1] == "agent_end"
+
+
+CELERY_APP: Any = None
+
+
+def test_the_celery_runner_is_built_from_the_settings(site: Site,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        import celery
+    except ImportError:
+        unavailable("Celery is not installed (pip install 'piagent[celery]')")
+    from piagent.celery import CeleryRunner
+
+    site.use([assistant_text("hi")])
+    monkeypatch.setattr(f"{__name__}.CELERY_APP", celery.Celery("piagent-site-test",
+                                                                 broker="memory://"))
+    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_LEASE_S=7,
+                           PIAGENT_CELERY_APP=f"{__name__}.CELERY_APP"):
+        built = _site.runner()
+        assert isinstance(built, CeleryRunner) and built.app is CELERY_APP
+        assert built.lease_s == 7
+        assert not [t for t in threading.enumerate() if t.name == "piagent-recovery"]
+    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_CELERY_APP=None), \
+            pytest.raises(ImproperlyConfigured, match="PIAGENT_CELERY_APP must be a dotted"):
+        _site.runner()

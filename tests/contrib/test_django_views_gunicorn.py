@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from ..conftest import SLOW_WAIT, WAIT, Gunicorn, gunicorn_server
 from .conftest import Database, _mariadb, _postgresql, sse_frames
-
-requests = pytest.importorskip("requests")
 
 WORKER = "X-Piagent-Worker"
 LEASE_S = 2.0

@@ -74,6 +74,7 @@ class _Built:
     agents: dict[str, Callable[[str], Agent]] | None = None
     store: SessionStore | None = None
     runner: Runner | None = None
+    hooked: bool = False  # the first request's hook tried to build the runner
 
 
 # guards _built: the process's agents, store, runner and ticker (any request thread, the
@@ -304,8 +305,10 @@ def _on_request_started(**kwargs: Any) -> None:
     """Build the runner at a process's first request, so its ticker runs in every worker
     that serves requests (a misconfiguration is logged here and raised by the views)."""
     with _lock:
-        if _current().runner is not None or getattr(settings, "PIAGENT_AGENTS", None) is None:
+        built = _current()
+        if built.hooked or getattr(settings, "PIAGENT_AGENTS", None) is None:
             return
+        built.hooked = True  # once: a misconfiguration is logged once per process
     try:
         runner()
     except Exception:
