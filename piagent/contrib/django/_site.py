@@ -315,5 +315,15 @@ def _on_request_started(**kwargs: Any) -> None:
         logger.exception("piagent: the site's runner could not be built")
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (a gunicorn worker of a ``--preload`` master) builds its own: the
+    parent's lock may have been held by a thread the child does not have."""
+    global _lock, _built
+    _lock = threading.RLock()
+    _built = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX (Windows does not fork)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 setting_changed.connect(_on_setting_changed, dispatch_uid="piagent-site-settings")
 request_started.connect(_on_request_started, dispatch_uid="piagent-site-request")
