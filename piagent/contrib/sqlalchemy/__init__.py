@@ -13,11 +13,11 @@ except ImportError as _missing:  # the extra is not installed
                       "pip install 'piagent[sqlalchemy]'") from _missing
 del _sqlalchemy
 
-from ...runs.backend import register_backend  # noqa: E402 - after the check above
+from ...runs import backend as _backend  # noqa: E402 - after the check above
 from ._runs import SQLAlchemyRunBackend  # noqa: E402
 from ._store import SQLAlchemyStore  # noqa: E402
 from ._tables import metadata  # noqa: E402
 
 __all__ = ["SQLAlchemyRunBackend", "SQLAlchemyStore", "metadata"]
 
-register_backend(SQLAlchemyStore, SQLAlchemyRunBackend)
+_backend.register_backend(SQLAlchemyStore, SQLAlchemyRunBackend)
