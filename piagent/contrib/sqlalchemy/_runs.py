@@ -45,7 +45,7 @@ from ._tables import MYSQL, RUN_CONTROL, RUN_EVENTS, RUNS
 __all__ = ["SQLAlchemyRunBackend"]
 
 POLL_S = 0.05  # how often a waiting reader asks the database whether its run changed
-CONTROL_POLL_S = 0.1  # how often an executing run looks at its inbox
+CONTROL_POLL_S = 0.05  # how often an executing run looks at its inbox (a steer, an abort)
 PURGE_BATCH = 500  # runs deleted per transaction by purge()
 EVENTS_PER_READ = 1000  # the most events one Watch.read returns
 _LIVE = ("queued", "running")
