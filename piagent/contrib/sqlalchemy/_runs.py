@@ -157,6 +157,7 @@ class SQLAlchemyRunBackend:
 
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
         def write(conn: Connection) -> None:
+            lost.clear()  # a retried attempt starts again
             self._store._reserve(conn, session_id, 0)  # the session's row lock, held to commit
             now = self._now()
             live = conn.execute(select(_R.run_id, _R.lease_expires_at < now).where(
