@@ -5,6 +5,7 @@
     python _sqlalchemy_runs_worker.py start URL SESSION LEASE_S SCENARIO  # the run id, then its state
     python _sqlalchemy_runs_worker.py steer URL SESSION TEXT
     python _sqlalchemy_runs_worker.py abort URL RUN_ID REASON
+    python _sqlalchemy_runs_worker.py sender URL   # steers read from stdin (_worker.py's sender)
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from sqlalchemy import create_engine
 from piagent import Agent, AgentBusyError
 from piagent.contrib.sqlalchemy import SQLAlchemyStore
 from piagent.runs import LocalRunner
-from tests.runs._worker import BOUND, make_factory, say
+from tests.runs._worker import BOUND, make_factory, say, serve_sender
 
 
 def main(argv: list[str]) -> None:
     mode, url = argv[0], argv[1]
     engine = create_engine(url)
     store = SQLAlchemyStore(engine)
-    if mode == "start":
+    if mode == "sender":
+        serve_sender(store)
+    elif mode == "start":
         session_id, lease_s, scenario = argv[2], float(argv[3]), argv[4]
         runner = LocalRunner(store, make_factory(scenario), lease_s=lease_s)
         try:
