@@ -122,6 +122,13 @@ def sqlalchemy_store(kind: str, tmp_path: Path) -> Iterator[Any]:
         unavailable(f"SQLAlchemy is not installed (pip install 'piagent[sqlalchemy]'): {exc}")
     for database in open_database(kind, tmp_path):
         engine = create_engine(database.url, pool_size=10, max_overflow=20)
+        if kind == "sqlite":  # as docs/sessions.md advises: SQLiteStore's speed
+            from sqlalchemy import event
+
+            @event.listens_for(engine, "connect")
+            def _fast(conn: Any, record: Any) -> None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
         try:
             yield SQLAlchemyStore(engine)
         finally:
