@@ -151,7 +151,8 @@ class SQLAlchemyRunBackend:
     @staticmethod
     def _drop_controls(conn: Connection, run_id: str) -> None:
         """What the run took or was sent dies with it (at most once: it may have been used)."""
-        conn.execute(delete(RUN_CONTROL).where(or_(_C.claimed_by == run_id, _C.run_id == run_id)))
+        conn.execute(delete(RUN_CONTROL).where(_C.claimed_by == run_id))  # each by its index
+        conn.execute(delete(RUN_CONTROL).where(_C.run_id == run_id))
 
     # --- runs ------------------------------------------------------------------------------
 
@@ -280,8 +281,8 @@ class SQLAlchemyRunBackend:
             ids = [str(run_id) for run_id in found]
             if ids:
                 conn.execute(delete(RUN_EVENTS).where(_E.run_id.in_(ids)))
-                conn.execute(delete(RUN_CONTROL).where(or_(_C.run_id.in_(ids),
-                                                           _C.claimed_by.in_(ids))))
+                conn.execute(delete(RUN_CONTROL).where(_C.run_id.in_(ids)))
+                conn.execute(delete(RUN_CONTROL).where(_C.claimed_by.in_(ids)))
                 conn.execute(delete(RUNS).where(_R.run_id.in_(ids)))
                 conn.execute(delete(RUN_TRACES).where(RUN_TRACES.c.run_id.in_(ids)))
             return len(found), ids

@@ -161,6 +161,10 @@ RUN_CONTROL = Table(
     Column("claimed_by", Key(_KEY_BYTES)),  # the run that took it, NULL while it waits
     Column("created_at", Double, nullable=False),
     Index("piagent_run_control_session", "session_id", "id"),
+    # what dies with a run (finish, a lost run, purge): found by index, so InnoDB locks
+    # those rows only, not every row it would scan
+    Index("piagent_run_control_run", "run_id"),
+    Index("piagent_run_control_claimed", "claimed_by"),
     **_TABLE_OPTIONS,
 )
 RUN_TRACES = Table(
