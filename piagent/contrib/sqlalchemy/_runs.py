@@ -52,7 +52,7 @@ _LIVE = ("queued", "running")
 _NOW_SQL = {
     "postgresql": "CAST(extract(epoch FROM clock_timestamp()) AS double precision)",
     # UTC_TIMESTAMP is the same in every session time zone; the difference is plain arithmetic
-    "mysql": "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000.0",
+    "mysql": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)",
 }
 _R, _E, _C = RUNS.c, RUN_EVENTS.c, RUN_CONTROL.c
 _INFO = (_R.run_id, _R.session_id, _R.state, _R.error_message, _R.created_at, _R.started_at,
