@@ -93,16 +93,39 @@ def _postgresql() -> Iterator[Database]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A database of the test's own, of each kind in turn."""
-    if request.param == "sqlite":
+def open_database(kind: str, tmp_path: Path) -> Iterator[Database]:
+    """A database of its own of ``kind`` (one of ``DATABASES``), dropped after it."""
+    if kind == "sqlite":
         path = tmp_path / "store.db"
         yield Database("sqlite", f"sqlite:///{path}", str(path))
-    elif request.param == "mariadb":
+    elif kind == "mariadb":
         yield from _mariadb()
     else:
         yield from _postgresql()
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database of the test's own, of each kind in turn."""
+    yield from open_database(request.param, tmp_path)
+
+
+def sqlalchemy_store(kind: str, tmp_path: Path) -> Iterator[Any]:
+    """A ``SQLAlchemyStore`` on a database of its own of ``kind`` (one of ``DATABASES``):
+    its engine disposed and the database dropped after it (``tests/runs``' store kinds
+    ``sqlalchemy-sqlite``, ``-postgresql``, ``-mariadb``)."""
+    try:
+        from sqlalchemy import create_engine
+
+        from piagent.contrib.sqlalchemy import SQLAlchemyStore
+    except ImportError as exc:
+        unavailable(f"SQLAlchemy is not installed (pip install 'piagent[sqlalchemy]'): {exc}")
+    for database in open_database(kind, tmp_path):
+        engine = create_engine(database.url, pool_size=10, max_overflow=20)
+        try:
+            yield SQLAlchemyStore(engine)
+        finally:
+            engine.dispose()
 
 
 def run_agent_twice(make_store: Callable[[], Any]) -> None:

@@ -1,7 +1,8 @@
 """What the runner tests share (``tests/runs/``). ``WAIT`` is the suite's (``tests/conftest.py``).
 
 * ``store_fixture(*kinds)``: a ``store`` fixture over the named kinds ("memory", "sqlite",
-  "postgres"); a test file picks the stores its runner supports:
+  "postgres", and ``SQLAlchemyStore`` on "sqlalchemy-sqlite", "sqlalchemy-postgresql",
+  "sqlalchemy-mariadb"); a test file picks the stores its runner supports:
   ``store = store_fixture("sqlite", "postgres")``.
 * ``echo``: a scripted response that answers ``echo <the last message's text>``.
 * ``collect(runner, run_id)``: every event of a run up to its end (each read bounded).
@@ -27,7 +28,10 @@ from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteSto
 from piagent.testing import assistant_text
 
 from ..conftest import WAIT
+from ..contrib.conftest import sqlalchemy_store
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+
+SQLALCHEMY = ("sqlalchemy-sqlite", "sqlalchemy-postgresql", "sqlalchemy-mariadb")
 
 
 def store_fixture(*kinds: str) -> Any:
@@ -38,6 +42,8 @@ def store_fixture(*kinds: str) -> Any:
     def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
         if request.param == "memory":
             yield MemoryStore()
+        elif request.param.startswith("sqlalchemy-"):  # on a database of its own
+            yield from sqlalchemy_store(request.param.removeprefix("sqlalchemy-"), tmp_path)
         elif request.param == "postgres":
             dsn = postgres_dsn()
             schema = unique_schema()
