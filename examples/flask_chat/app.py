@@ -86,7 +86,10 @@ class ChatService:
 
     def __init__(self, make_agent: Callable[[str], Agent], engine: sa.Engine) -> None:
         self.store = SQLAlchemyStore(engine)  # creates its tables if they are missing
-        tables.create_all(engine)
+        try:
+            tables.create_all(engine)
+        except sa.exc.DatabaseError:  # another worker created it at the same moment
+            tables.create_all(engine)
         self.runner = LocalRunner(self.store, make_agent)
 
     def _latest(self, session_id: str) -> tuple[RunInfo | None, int]:
@@ -103,6 +106,7 @@ class ChatService:
                 conn.execute(sa.insert(LATEST).values(session_id=session_id, **values))
 
     def status(self, run_id: str) -> RunInfo | None:
+        """The run, or ``None`` for an id the database does not have."""
         try:
             return self.runner.status(run_id)
         except RunNotFoundError:  # purged, or a new database
