@@ -1,6 +1,7 @@
 """A multi-user chat page on Flask: streamed text, tool progress, Stop, steering, Approve/Deny.
 
-Run it offline (a scripted model and a slow counting tool)::
+Run it offline (a scripted model and a slow counting tool; ``pip install
+'piagent[sqlalchemy]' flask``, and a driver for a database server: psycopg, PyMySQL)::
 
     python examples/flask_chat/app.py            # http://127.0.0.1:5000
     python examples/flask_chat/app.py --model openai/gpt-4o-mini   # needs OPENAI_API_KEY
