@@ -5,7 +5,8 @@ and the worker processes (to execute them). It reads its wiring from the environ
 ``tests/celery/conftest.py``:
 
 * ``PIAGENT_TEST_REDIS`` (the broker, a Redis URL with its own db number),
-  ``PIAGENT_TEST_POSTGRES`` and ``PIAGENT_TEST_SCHEMA`` (the store), ``PIAGENT_TEST_QUEUE``
+  ``PIAGENT_TEST_POSTGRES`` and ``PIAGENT_TEST_SCHEMA`` (the store; a ``SQLAlchemyStore``
+  on the URL ``PIAGENT_TEST_SQLALCHEMY`` instead, when that is set), ``PIAGENT_TEST_QUEUE``
   (a queue of this test run only), ``PIAGENT_TEST_DIR`` (files tools and workers leave for
   the test), ``PIAGENT_TEST_LEASE`` (the lease, short so a killed worker's run is recovered
   soon).
@@ -65,10 +66,18 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 
-store = PostgresStore(os.environ.get("PIAGENT_TEST_POSTGRES",
-                                     "postgresql://postgres@127.0.0.1:5432/test"),
-                      schema=os.environ.get("PIAGENT_TEST_SCHEMA", "piagent"),
-                      max_connections=8, timeout=5.0)
+store: Any
+if os.environ.get("PIAGENT_TEST_SQLALCHEMY"):  # a SQLAlchemyStore on this URL instead
+    from sqlalchemy import create_engine
+
+    from piagent.contrib.sqlalchemy import SQLAlchemyStore
+
+    store = SQLAlchemyStore(create_engine(os.environ["PIAGENT_TEST_SQLALCHEMY"]))
+else:
+    store = PostgresStore(os.environ.get("PIAGENT_TEST_POSTGRES",
+                                         "postgresql://postgres@127.0.0.1:5432/test"),
+                          schema=os.environ.get("PIAGENT_TEST_SCHEMA", "piagent"),
+                          max_connections=8, timeout=5.0)
 
 
 def _echo(context: Any, options: Any) -> Any:

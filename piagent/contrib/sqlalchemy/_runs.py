@@ -40,12 +40,12 @@ from ...runs.backend import (
     Wakers,
 )
 from ._store import SQLAlchemyStore
-from ._tables import MYSQL, RUN_CONTROL, RUN_EVENTS, RUNS
+from ._tables import MYSQL, RUN_CONTROL, RUN_EVENTS, RUN_TRACES, RUNS
 
 __all__ = ["SQLAlchemyRunBackend"]
 
 POLL_S = 0.05  # how often a waiting reader asks the database whether its run changed
-CONTROL_POLL_S = 0.1  # how often an executing run looks at its inbox
+CONTROL_POLL_S = 0.05  # how often an executing run looks at its inbox (a steer, an abort)
 PURGE_BATCH = 500  # runs deleted per transaction by purge()
 EVENTS_PER_READ = 1000  # the most events one Watch.read returns
 _LIVE = ("queued", "running")
@@ -157,6 +157,7 @@ class SQLAlchemyRunBackend:
 
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
         def write(conn: Connection) -> None:
+            lost.clear()  # a retried attempt starts again
             self._store._reserve(conn, session_id, 0)  # the session's row lock, held to commit
             now = self._now()
             live = conn.execute(select(_R.run_id, _R.lease_expires_at < now).where(
@@ -282,6 +283,7 @@ class SQLAlchemyRunBackend:
                 conn.execute(delete(RUN_CONTROL).where(or_(_C.run_id.in_(ids),
                                                            _C.claimed_by.in_(ids))))
                 conn.execute(delete(RUNS).where(_R.run_id.in_(ids)))
+                conn.execute(delete(RUN_TRACES).where(RUN_TRACES.c.run_id.in_(ids)))
             return len(found), ids
         removed: list[str] = []
         while True:  # each batch its own transaction: runs go on meanwhile
@@ -289,6 +291,21 @@ class SQLAlchemyRunBackend:
             removed += ids
             if found < PURGE_BATCH:
                 return removed
+
+    # --- the trace context kept beside a queued run (piagent/runs/_traces.py) ----------------
+
+    def keep_trace(self, run_id: str, carrier: str) -> None:
+        """Record ``carrier`` (JSON text) as the run's trace context, replacing any."""
+        def write(conn: Connection) -> None:
+            conn.execute(delete(RUN_TRACES).where(RUN_TRACES.c.run_id == run_id))
+            conn.execute(insert(RUN_TRACES).values(run_id=run_id, carrier=carrier))
+        self._write(write)
+
+    def kept_trace(self, run_id: str) -> str | None:
+        """The trace context recorded for the run (JSON text), or ``None``."""
+        found = self._read(lambda conn: conn.execute(select(RUN_TRACES.c.carrier).where(
+            RUN_TRACES.c.run_id == run_id)).scalar())
+        return None if found is None else str(found)
 
     # --- the control inbox -------------------------------------------------------------------
 

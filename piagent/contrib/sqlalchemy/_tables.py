@@ -29,8 +29,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "RUNS", "RUN_CONTROL", "RUN_EVENTS", "SCHEMA",
-           "SCHEMA_VERSION", "SESSIONS", "Key", "metadata"]
+__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "RUNS", "RUN_CONTROL", "RUN_EVENTS",
+           "RUN_TRACES", "SCHEMA", "SCHEMA_VERSION", "SESSIONS", "Key", "metadata"]
 
 MYSQL = ("mysql", "mariadb")
 _KEY_BYTES = 800  # 200 characters (the longest session id or budget key) of 4 bytes each
@@ -68,7 +68,7 @@ SCHEMA_VERSION = 1
 metadata = MetaData()
 """The store's tables (schema version 1): ``piagent_store_sessions``, ``_records``,
 ``_approvals``, ``_budgets`` and ``_schema``; the runs' (``piagent_runs``, ``_run_events``,
-``_run_control``: ``_runs.py``)."""
+``_run_control``, ``_run_traces``: ``_runs.py``)."""
 
 SCHEMA = Table(
     "piagent_store_schema", metadata,
@@ -161,5 +161,12 @@ RUN_CONTROL = Table(
     Column("claimed_by", Key(_KEY_BYTES)),  # the run that took it, NULL while it waits
     Column("created_at", Double, nullable=False),
     Index("piagent_run_control_session", "session_id", "id"),
+    **_TABLE_OPTIONS,
+)
+RUN_TRACES = Table(
+    "piagent_run_traces", metadata,
+    # a queued run's starting request's trace context (piagent/runs/_traces.py), JSON
+    Column("run_id", Key(_KEY_BYTES), primary_key=True),
+    Column("carrier", Text, nullable=False),
     **_TABLE_OPTIONS,
 )
