@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import unavailable
+from ..conftest import configure_django, unavailable
 
 MARIADB = os.environ.get("PIAGENT_TEST_MARIADB", "piagent:piagent@127.0.0.1:3306")
 POSTGRES = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -132,10 +132,7 @@ def run_agent_twice(make_store: Callable[[], Any]) -> None:
     assert make_store().started(sid) == set()
 
 
-# --- the Django databases of tests/contrib/django_settings.py ------------------------------
-
-_PREPARED: set[str] = set()  # the aliases created and migrated in this process (main thread)
-DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+# --- Django: the databases of django_settings.py -----------------------------------------
 
 
 def _create(alias: str) -> None:
@@ -171,10 +168,39 @@ def _create(alias: str) -> None:
                     f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
 
 
-def prepare_django_database(alias: str) -> None:
-    """Create and migrate the alias's database, once per process (Django configured)."""
-    from ..conftest import configure_django
+def _drop(alias: str) -> None:
+    from django.conf import settings
+    from django.db import connections
 
+    config = settings.DATABASES[alias]
+    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
+        return
+    with connections[alias].cursor() as cursor:
+        if alias == "mariadb":
+            cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
+        else:
+            name = config["OPTIONS"]["options"].split("=", 1)[1]
+            cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
+                ids=["sqlite", "postgresql", "mariadb"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of ``django_settings.py`` (Django configured), its database created
+    and the app's tables migrated; dropped at the end of the tests."""
+    name = request.param
+    prepare_django_database(name)  # once per process: other fixtures may use it too
+    yield name
+    drop_django_database(name)
+
+
+_PREPARED: set[str] = set()  # the aliases prepare_django_database made in this process
+DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+
+
+def prepare_django_database(alias: str) -> None:
+    """Configure Django, create and migrate the alias's database, once per process (the
+    ``alias`` fixture, tests/runs/conftest.py's Django stores)."""
     configure_django()
     if alias in _PREPARED:
         return
@@ -187,21 +213,12 @@ def prepare_django_database(alias: str) -> None:
 
 def drop_django_database(alias: str) -> None:
     """Drop what ``prepare_django_database`` made (the SQLite file goes at exit)."""
-    if alias not in _PREPARED:
-        return
-    from django.conf import settings
-    from django.db import connections
+    if alias in _PREPARED:
+        from django.db import connections
 
-    _PREPARED.discard(alias)
-    config = settings.DATABASES[alias]
-    if alias != "default":
-        with connections[alias].cursor() as cursor:
-            if alias == "mariadb":
-                cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
-            else:
-                name = config["OPTIONS"]["options"].split("=", 1)[1]
-                cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    connections[alias].close()
+        _PREPARED.discard(alias)
+        _drop(alias)
+        connections[alias].close()
 
 
 def clear_django_database(alias: str) -> None:
