@@ -1,0 +1,1 @@
+"""The app's management commands (``manage.py piagent_purge_runs``, ``piagent_recover_runs``)."""
