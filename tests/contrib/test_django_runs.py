@@ -24,7 +24,6 @@ from django.core.management.base import CommandError  # noqa: E402
 from django.db import transaction  # noqa: E402
 
 from piagent.contrib.django import DjangoRunBackend, DjangoStore  # noqa: E402
-from piagent.contrib.django import _runs  # noqa: E402
 
 
 def _backend(alias: str) -> DjangoRunBackend:
@@ -88,7 +87,7 @@ def test_purge_goes_in_batches_and_keeps_live_runs(alias: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     backend = _backend(alias)
     backend.purge(0)
-    monkeypatch.setattr(_runs, "PURGE_BATCH", 2)
+    monkeypatch.setattr(backend, "purge_batch", 2)
     ended = [_id() for _ in range(5)]
     for run_id in ended:
         backend.create_run(run_id, f"purge-{run_id}", "me", 60.0)

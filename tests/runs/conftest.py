@@ -36,7 +36,6 @@ from ..contrib.conftest import (
 )
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 
-
 DJANGO = ("django-sqlite", "django-postgresql", "django-mariadb")
 
 

@@ -50,6 +50,7 @@ class DjangoRunBackend:
 
     control_poll_s: float | None = CONTROL_POLL_S
     poll_s: float = POLL_S
+    purge_batch: int = PURGE_BATCH
 
     def __init__(self, store: DjangoStore) -> None:
         if not isinstance(store, DjangoStore):
@@ -257,7 +258,7 @@ class DjangoRunBackend:
 
         def write() -> list[str]:
             ids = list(self.runs().exclude(state__in=_LIVE).filter(ended_at__lt=cutoff)
-                       .values_list("run_id", flat=True)[:PURGE_BATCH])
+                       .values_list("run_id", flat=True)[:self.purge_batch])
             if ids:
                 self.events().filter(run_id__in=ids).delete()
                 self._drop_controls(ids)
@@ -267,7 +268,7 @@ class DjangoRunBackend:
         while True:
             ids: list[str] = self._write(write)
             removed += ids
-            if len(ids) < PURGE_BATCH:
+            if len(ids) < self.purge_batch:
                 return removed
 
     # --- the control inbox -----------------------------------------------------------------

@@ -8,19 +8,17 @@ another process (a worker, a Celery task) is noticed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db.models import OuterRef, Subquery
 
 from ...runs import RunInfo
 from ...runs.backend import LIVE_STATES
 from ._store import connected, from_column
-
-if TYPE_CHECKING:
-    from ._runs import DjangoRunBackend
 
 __all__ = ["INFO_FIELDS", "DjangoWatch", "run_info"]
 
@@ -41,10 +39,28 @@ INFO_FIELDS = ("run_id", "session_id", "state", "error_message", "created_at", "
                "ended_at", "lease_expires_at")
 
 
+class _Backend(Protocol):
+    """What a watch uses of its ``DjangoRunBackend`` (``_runs.py``)."""
+
+    using: str
+    poll_s: float
+    changes: threading.Condition
+
+    def version(self, run_id: str) -> int: ...
+
+    def enter(self, run_id: str) -> None: ...
+
+    def leave(self, run_id: str) -> None: ...
+
+    def runs(self) -> Any: ...
+
+    def events(self) -> Any: ...
+
+
 class DjangoWatch:
     """A reader of one run (owned by the reader's thread)."""
 
-    def __init__(self, backend: DjangoRunBackend, run_id: str) -> None:
+    def __init__(self, backend: _Backend, run_id: str) -> None:
         self._backend = backend
         self._run_id = run_id
         self._entered = False

@@ -30,7 +30,7 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]  # Django's classes are untyped
     help = ("Delete the piagent runs that ended more than --older-than ago (seconds, or 90s, "
             "30m, 12h, 7d, 2w), with their events and control entries; never a live run, "
             "never a conversation.")

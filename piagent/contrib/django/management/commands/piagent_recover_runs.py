@@ -12,6 +12,7 @@ are all gone, or for cron.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from typing import Any
@@ -23,15 +24,15 @@ __all__ = ["Command"]
 
 def _site_runner() -> Any:
     """The site's runner (``piagent.contrib.django._site.runner``), imported when needed."""
-    try:
-        from ..._site import runner
+    try:  # by name: the site's module is imported only when the command runs
+        site = importlib.import_module("piagent.contrib.django._site")
     except ImportError as exc:
         msg = f"piagent_recover_runs needs the site's runner (PIAGENT_AGENTS): {exc}"
         raise CommandError(msg) from exc
-    return runner()
+    return site.runner()
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]  # Django's classes are untyped
     help = ("Resume in this process the piagent runs whose lease ran out (their worker died), "
             "with the site's agents (PIAGENT_AGENTS), and wait until they are final.")
     # call_command("piagent_recover_runs", runner=...): a runner other than the site's
