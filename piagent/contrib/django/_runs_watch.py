@@ -2,7 +2,7 @@
 
 It reads through the reader's thread's Django connection. ``wait`` wakes at once when this
 process commits to the run (the backend's Condition), and otherwise polls the run's state
-and last event number every ``poll_s`` (one indexed query), which is how a change made by
+and last event number every ``poll_s`` (one indexed query, in plain SQL), which is how a change made by
 another process (a worker, a Celery task) is noticed.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
-from django.db.models import OuterRef, Subquery
+from django.db import connections
 
 from ...runs import RunInfo
 from ...runs.backend import LIVE_STATES
@@ -55,6 +55,8 @@ class _Backend(Protocol):
     def runs(self) -> Any: ...
 
     def events(self) -> Any: ...
+
+    def poll_sql(self) -> str: ...
 
 
 class DjangoWatch:
@@ -97,11 +99,9 @@ class DjangoWatch:
     def poll(self) -> tuple[str, int] | None:
         """The run's stored state and last event number (-1: none); ``None`` if it is gone."""
         backend = self._backend
-        last = backend.events().filter(run_id=OuterRef("run_id")).order_by("-seq").values(
-            "seq")[:1]
-        with connected(backend.using):
-            row: Any = backend.runs().filter(run_id=self._run_id).annotate(
-                last=Subquery(last)).values_list("state", "last").first()
+        with connected(backend.using), connections[backend.using].cursor() as cursor:
+            cursor.execute(backend.poll_sql(), [self._run_id])
+            row = cursor.fetchone()
         return None if row is None else (str(row[0]), -1 if row[1] is None else int(row[1]))
 
     def _news(self, polled: tuple[str, int] | None) -> bool:
