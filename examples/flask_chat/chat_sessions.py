@@ -1,4 +1,6 @@
-"""What both chat examples (Flask and Django) do per browser, with no web framework in it.
+"""What the Django chat example does per browser, with no web framework in it (the Flask
+example has its own, on ``SQLAlchemyStore``: ``app.py``; this file goes when the Django
+example moves onto ``piagent.contrib.django``).
 
 One session per browser (a random id in a cookie); transcripts and runs in one SQLite file
 (``SQLiteStore`` plus ``LocalRunner``), so every worker process of a gunicorn on this

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import unavailable
+from ..conftest import configure_django, unavailable
 
 MARIADB = os.environ.get("PIAGENT_TEST_MARIADB", "piagent:piagent@127.0.0.1:3306")
 POSTGRES = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -93,16 +93,46 @@ def _postgresql() -> Iterator[Database]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A database of the test's own, of each kind in turn."""
-    if request.param == "sqlite":
+def open_database(kind: str, tmp_path: Path) -> Iterator[Database]:
+    """A database of its own of ``kind`` (one of ``DATABASES``), dropped after it."""
+    if kind == "sqlite":
         path = tmp_path / "store.db"
         yield Database("sqlite", f"sqlite:///{path}", str(path))
-    elif request.param == "mariadb":
+    elif kind == "mariadb":
         yield from _mariadb()
     else:
         yield from _postgresql()
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database of the test's own, of each kind in turn."""
+    yield from open_database(request.param, tmp_path)
+
+
+def sqlalchemy_store(kind: str, tmp_path: Path) -> Iterator[Any]:
+    """A ``SQLAlchemyStore`` on a database of its own of ``kind`` (one of ``DATABASES``):
+    its engine disposed and the database dropped after it (``tests/runs``' store kinds
+    ``sqlalchemy-sqlite``, ``-postgresql``, ``-mariadb``)."""
+    try:
+        from sqlalchemy import create_engine
+
+        from piagent.contrib.sqlalchemy import SQLAlchemyStore
+    except ImportError as exc:
+        unavailable(f"SQLAlchemy is not installed (pip install 'piagent[sqlalchemy]'): {exc}")
+    for database in open_database(kind, tmp_path):
+        engine = create_engine(database.url, pool_size=10, max_overflow=20)
+        if kind == "sqlite":  # as docs/sessions.md advises: SQLiteStore's speed
+            from sqlalchemy import event
+
+            @event.listens_for(engine, "connect")
+            def _fast(conn: Any, record: Any) -> None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield SQLAlchemyStore(engine)
+        finally:
+            engine.dispose()
 
 
 def run_agent_twice(make_store: Callable[[], Any]) -> None:
@@ -130,6 +160,104 @@ def run_agent_twice(make_store: Callable[[], Any]) -> None:
     second.prompt("more")
     assert [m.role for m in make_store().load(sid)][-2:] == ["user", "assistant"]
     assert make_store().started(sid) == set()
+
+
+# --- Django: the databases of django_settings.py -----------------------------------------
+
+
+def _create(alias: str) -> None:
+    """The alias's database (MariaDB) or schema (PostgreSQL), made by a connection of its own."""
+    from django.conf import settings
+
+    config = settings.DATABASES[alias]
+    if alias == "default":
+        return  # SQLite makes its file
+    name = config["NAME"] if alias == "mariadb" else \
+        config["OPTIONS"]["options"].split("=", 1)[1]
+    try:
+        if alias == "mariadb":
+            import pymysql
+
+            with pymysql.connect(host=config["HOST"], port=int(config["PORT"]),
+                                 user=config["USER"], password=config["PASSWORD"],
+                                 connect_timeout=3, autocommit=True) as conn:
+                conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET "
+                                      "utf8mb4")
+        elif alias == "postgresql":
+            import psycopg
+
+            with psycopg.connect(dbname=config["NAME"], user=config["USER"],
+                                 password=config["PASSWORD"] or None, host=config["HOST"],
+                                 port=config["PORT"] or None, autocommit=True,
+                                 connect_timeout=3) as conn:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    except ImportError as exc:
+        unavailable(f"the driver for {alias} is not installed: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the server is not there
+        unavailable(f"{alias} at {config['HOST']}:{config['PORT']} is unreachable "
+                    f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
+
+
+def _drop(alias: str) -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    config = settings.DATABASES[alias]
+    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
+        return
+    with connections[alias].cursor() as cursor:
+        if alias == "mariadb":
+            cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
+        else:
+            name = config["OPTIONS"]["options"].split("=", 1)[1]
+            cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
+                ids=["sqlite", "postgresql", "mariadb"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of ``django_settings.py`` (Django configured), its database created
+    and the app's tables migrated; dropped at the end of the tests."""
+    name = request.param
+    prepare_django_database(name)  # once per process: other fixtures may use it too
+    yield name
+    drop_django_database(name)
+
+
+_PREPARED: set[str] = set()  # the aliases prepare_django_database made in this process
+DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+
+
+def prepare_django_database(alias: str) -> None:
+    """Configure Django, create and migrate the alias's database, once per process (the
+    ``alias`` fixture, tests/runs/conftest.py's Django stores)."""
+    configure_django()
+    if alias in _PREPARED:
+        return
+    from django.core.management import call_command
+
+    _create(alias)
+    call_command("migrate", database=alias, verbosity=0)
+    _PREPARED.add(alias)
+
+
+def drop_django_database(alias: str) -> None:
+    """Drop what ``prepare_django_database`` made (the SQLite file goes at exit)."""
+    if alias in _PREPARED:
+        from django.db import connections
+
+        _PREPARED.discard(alias)
+        _drop(alias)
+        connections[alias].close()
+
+
+def clear_django_database(alias: str) -> None:
+    """Delete every row of the app's tables (between tests that reuse session ids)."""
+    from piagent.contrib.django import models
+
+    for model in (models.RunEvent, models.RunControl, models.Run, models.Approval,
+                  models.Record, models.Budget, models.Conversation, models.Session):
+        model.objects.using(alias).all().delete()
 
 
 # --- the app's views (test_django_views*.py) ---------------------------------------------------

@@ -17,28 +17,26 @@ from typing import Any
 import pytest
 
 from piagent import Agent
+from piagent.contrib.django import DjangoStore, site as _site
 from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
 
 from ..conftest import WAIT, Gate, configure_django, serving_wsgi, unavailable
-from .conftest import VIEW_SETTINGS, sse_frames
+from .conftest import VIEW_SETTINGS, prepare_django_database, sse_frames
 
 configure_django()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
-
-from piagent.contrib.django import site as _site  # noqa: E402
 
 WORKER = "X-Piagent-Worker"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _migrated() -> None:
-    call_command("migrate", database="default", verbosity=0)
+    prepare_django_database("default")  # once per process, shared
 
 
 class Browser:
@@ -94,17 +92,19 @@ class Site:
         self.stack = stack
 
     def use(self, responses: Sequence[Any], tools: Sequence[AgentTool] = (), *,
-            chunk_delay: float = 0.0) -> ScriptedStreamFn:
-        """Serve an agent scripted with ``responses``, with ``tools``."""
+            chunk_delay: float = 0.0, sqlite_store: bool = False) -> ScriptedStreamFn:
+        """Serve an agent scripted with ``responses``, with ``tools``; the site's store a
+        ``DjangoStore`` on the default database, or (``sqlite_store``) an ``SQLiteStore``
+        named by ``PIAGENT_STORE``."""
         fn = ScriptedStreamFn(list(responses), chunk_delay=chunk_delay)
 
         def build(session_id: str) -> Agent:
             return Agent(model=fn.model, stream_fn=fn, tools=list(tools))
 
         path = self.tmp_path / "site.db"
+        store = {"PIAGENT_STORE": lambda: SQLiteStore(path)} if sqlite_store else {}
         self.stack.enter_context(override_settings(
-            **VIEW_SETTINGS, PIAGENT_AGENTS={"default": build},
-            PIAGENT_STORE=lambda: SQLiteStore(path)))
+            **VIEW_SETTINGS, PIAGENT_AGENTS={"default": build}, **store))
         return fn
 
     def browser(self) -> Browser:
@@ -360,7 +360,7 @@ def test_a_reload_resumes_the_stream_after_last_event_id(site: Site) -> None:
 
     gate = Gate()
     site.use([assistant_tool_calls(("gate", {}), text="Waiting. "), assistant_text("Through.")],
-             [gate.tool])
+             [gate.tool], sqlite_store=True)  # PIAGENT_STORE's store, streamed the same
     browser = site.browser()
     key = browser.new()
     run_id = browser.send(key, "through the gate")
@@ -422,13 +422,17 @@ def test_the_runner_is_one_per_process_and_its_ticker_stops_with_it(site: Site) 
     site.use([assistant_text("hi")])
     first = _site.runner()
     assert _site.runner() is first and _site.store() is first.store
-    assert isinstance(first, _site.SiteRunner)
+    assert isinstance(first, _site.SiteRunner) and isinstance(first.store, DjangoStore)
+    assert first.store.using == "default"
     tickers = [t for t in threading.enumerate() if t.name == "piagent-recovery"]
     assert len(tickers) == 1 and tickers[0].daemon
     _site.reset()
     tickers[0].join(WAIT)
     assert not tickers[0].is_alive()
     assert _site.runner() is not first
+    with override_settings(PIAGENT_STORE=lambda: SQLiteStore(site.tmp_path / "other.db")):
+        assert isinstance(_site.store(), SQLiteStore)
+        assert _site.runner().store is _site.store()
 
 
 # --- a new project that adds the app -----------------------------------------------------------
