@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from piagent import AbortSignal, Agent, otel, tool
 from piagent.celery import CeleryRunner
-from piagent.sessions import PostgresStore, SessionStore
+from piagent.sessions import PostgresStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 BROKER = os.environ.get("PIAGENT_TEST_REDIS", "redis://127.0.0.1:6379/0")

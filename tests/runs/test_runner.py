@@ -22,7 +22,15 @@ from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStor
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT
-from .conftest import DJANGO, SQLALCHEMY, WatchedAgent, charge_and_look, collect, echo, store_fixture
+from .conftest import (
+    DJANGO,
+    SQLALCHEMY,
+    WatchedAgent,
+    charge_and_look,
+    collect,
+    echo,
+    store_fixture,
+)
 
 store = store_fixture("memory", "sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
