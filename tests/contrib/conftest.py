@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,105 @@ def sse_frames(chunks: Any) -> Iterator[tuple[str | None, dict[str, Any] | None]
                 elif line.startswith("data: "):
                     data = json.loads(line[6:])
             yield event_id, data
+
+
+class Browser:
+    """A signed-in user's ``Client`` that enforces CSRF and sends the token as the page
+    does (``X-CSRFToken``)."""
+
+    def __init__(self, user: Any) -> None:
+        from django.test import Client
+
+        self.user = user
+        self.client = Client(enforce_csrf_checks=True)
+        self.client.force_login(user)
+        page = self.client.get("/agent/")
+        assert page.status_code == 200
+        self.token = page.cookies["csrftoken"].value
+
+    def post(self, url: str, body: dict[str, Any] | None = None) -> Any:
+        import json
+
+        return self.client.post(url, json.dumps(body or {}), content_type="application/json",
+                                headers={"X-CSRFToken": self.token})
+
+    def new(self) -> str:
+        """A new conversation; its key."""
+        response = self.client.post("/agent/new/", {"csrfmiddlewaretoken": self.token})
+        assert response.status_code == 303, response.content
+        return str(response["Location"].split("/")[-2])
+
+    def send(self, key: str, text: str) -> str:
+        response = self.post(f"/agent/c/{key}/send/", {"message": text})
+        assert response.status_code == 200, response.content
+        return str(response.json()["run_id"])
+
+    def events(self, key: str, run_id: str, last: str | None = None
+               ) -> list[tuple[str, dict[str, Any]]]:
+        headers = {"Last-Event-ID": last} if last else {}
+        response = self.client.get(f"/agent/c/{key}/events/{run_id}/", headers=headers)
+        assert response.status_code == 200, response.content
+        assert response.streaming and response["Content-Type"] == "text/event-stream"
+        try:
+            return [(i, e) for i, e in sse_frames(response.streaming_content)
+                    if i is not None and e is not None]
+        finally:
+            response.close()
+
+    def history(self, key: str) -> dict[str, Any]:
+        response = self.client.get(f"/agent/c/{key}/history/")
+        assert response.status_code == 200, response.content
+        return dict(response.json())
+
+
+class Site:
+    """The site's settings for one test (its agent scripted), and its browsers."""
+
+    def __init__(self, tmp_path: Path, stack: ExitStack) -> None:
+        self.tmp_path = tmp_path
+        self.stack = stack
+
+    def use(self, responses: Sequence[Any], tools: Sequence[Any] = (), *,
+            chunk_delay: float = 0.0, sqlite_store: bool = False) -> Any:
+        """Serve an agent scripted with ``responses``, with ``tools``; the site's store a
+        ``DjangoStore`` on the default database, or (``sqlite_store``) an ``SQLiteStore``
+        named by ``PIAGENT_STORE``."""
+        from django.test import override_settings
+
+        from piagent import Agent
+        from piagent.sessions import SQLiteStore
+        from piagent.testing import ScriptedStreamFn
+
+        fn = ScriptedStreamFn(list(responses), chunk_delay=chunk_delay)
+
+        def build(session_id: str) -> Agent:
+            return Agent(model=fn.model, stream_fn=fn, tools=list(tools))
+
+        path = self.tmp_path / "site.db"
+        store = {"PIAGENT_STORE": lambda: SQLiteStore(path)} if sqlite_store else {}
+        self.stack.enter_context(override_settings(
+            **VIEW_SETTINGS, PIAGENT_AGENTS={"default": build}, **store))
+        return fn
+
+    def browser(self) -> Browser:
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create_user(f"u{uuid.uuid4().hex[:12]}", password="x")
+        return Browser(user)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    """The site's settings for the test (``Site.use``), on the default database (migrated
+    once per process); the runs' threads joined after it."""
+    import threading
+
+    from ..conftest import WAIT
+
+    prepare_django_database("default")
+    with ExitStack() as stack:
+        yield Site(tmp_path, stack)
+    for thread in threading.enumerate():  # the runs' threads end with their runs
+        if thread.name in ("piagent-site-run", "piagent-recovery"):
+            thread.join(WAIT)
+            assert not thread.is_alive(), thread.name
