@@ -150,3 +150,21 @@ def test_the_celery_runner_is_built_from_the_settings(site: Site,
     with override_settings(PIAGENT_RUNNER="celery", PIAGENT_CELERY_APP=None), \
             pytest.raises(ImproperlyConfigured, match="PIAGENT_CELERY_APP must be a dotted"):
         _site.runner()
+
+
+def test_an_agent_that_cannot_be_built_ends_its_run_as_an_error(site: Site) -> None:
+    site.use([assistant_text("never")])
+
+    def broken(session_id: str) -> Any:
+        raise RuntimeError("no model key")
+
+    with override_settings(PIAGENT_AGENTS={"default": broken}):
+        browser = site.browser()
+        key = browser.new()
+        run_id = browser.send(key, "hello")
+        assert browser.events(key, run_id) == []  # no event: it never started
+        shown = browser.history(key)
+        assert shown["run"] == {"id": run_id, "state": "error"}
+        info = _site.runner().status(run_id)
+        assert "make_agent" in (info.error_message or "") and "no model key" in \
+            (info.error_message or "")
