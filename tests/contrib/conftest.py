@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import unavailable
+from ..conftest import configure_django, unavailable
 
 MARIADB = os.environ.get("PIAGENT_TEST_MARIADB", "piagent:piagent@127.0.0.1:3306")
 POSTGRES = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -130,3 +130,71 @@ def run_agent_twice(make_store: Callable[[], Any]) -> None:
     second.prompt("more")
     assert [m.role for m in make_store().load(sid)][-2:] == ["user", "assistant"]
     assert make_store().started(sid) == set()
+
+
+# --- Django: the databases of django_settings.py -----------------------------------------
+
+
+def _create(alias: str) -> None:
+    """The alias's database (MariaDB) or schema (PostgreSQL), made by a connection of its own."""
+    from django.conf import settings
+
+    config = settings.DATABASES[alias]
+    if alias == "default":
+        return  # SQLite makes its file
+    name = config["NAME"] if alias == "mariadb" else \
+        config["OPTIONS"]["options"].split("=", 1)[1]
+    try:
+        if alias == "mariadb":
+            import pymysql
+
+            with pymysql.connect(host=config["HOST"], port=int(config["PORT"]),
+                                 user=config["USER"], password=config["PASSWORD"],
+                                 connect_timeout=3, autocommit=True) as conn:
+                conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET "
+                                      "utf8mb4")
+        elif alias == "postgresql":
+            import psycopg
+
+            with psycopg.connect(dbname=config["NAME"], user=config["USER"],
+                                 password=config["PASSWORD"] or None, host=config["HOST"],
+                                 port=config["PORT"] or None, autocommit=True,
+                                 connect_timeout=3) as conn:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    except ImportError as exc:
+        unavailable(f"the driver for {alias} is not installed: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the server is not there
+        unavailable(f"{alias} at {config['HOST']}:{config['PORT']} is unreachable "
+                    f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
+
+
+def _drop(alias: str) -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    config = settings.DATABASES[alias]
+    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
+        return
+    with connections[alias].cursor() as cursor:
+        if alias == "mariadb":
+            cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
+        else:
+            name = config["OPTIONS"]["options"].split("=", 1)[1]
+            cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
+                ids=["sqlite", "postgresql", "mariadb"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of ``django_settings.py`` (Django configured), its database created
+    and the app's tables migrated; dropped at the end of the tests."""
+    configure_django()
+    from django.core.management import call_command
+    from django.db import connections
+
+    name = request.param
+    _create(name)
+    call_command("migrate", "piagent", database=name, verbosity=0)
+    yield name
+    _drop(name)
+    connections[name].close()
