@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from ._admin_approvals import decide, shown
@@ -33,12 +33,12 @@ __all__ = ["ApprovalAdmin", "BudgetAdmin", "ReadOnlyAdmin", "RunAdmin", "Session
 
 def database() -> str:
     """The alias of the app's database (``settings.PIAGENT_DATABASE``, ``_site.database``)."""
-    from ._site import database as alias
+    from django.conf import settings  # TEMPORARY until _site.py is merged
 
-    return alias()
+    return str(getattr(settings, "PIAGENT_DATABASE", "default"))
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django is untyped
+class ReadOnlyAdmin(admin.ModelAdmin):
     """An admin that shows rows and changes none (no add, change or delete), reading them
     in the app's database."""
 
@@ -55,9 +55,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django is untype
         return False
 
 
-def _session_link(session_pk: int | None, session_id: str) -> str:
+def _session_link(session_pk: int | None, session_id: str) -> SafeString:
     if session_pk is None:
-        return session_id
+        return escape(session_id)
     url = reverse("admin:piagent_session_change", args=[session_pk])
     return format_html('<a href="{}">{}</a>', url, session_id)
 
@@ -131,7 +131,7 @@ class SessionAdmin(ReadOnlyAdmin):
             "piagent/admin/transcript.html", {"items": items}))
 
 
-class _LiveFilter(admin.SimpleListFilter):  # type: ignore[misc]
+class _LiveFilter(admin.SimpleListFilter):
     """Runs by their state as the backends read it (a live run past its lease is lost)."""
 
     title = "state"
@@ -174,7 +174,7 @@ class RunAdmin(ReadOnlyAdmin):
             session_pk=Subquery(sessions.values("pk")[:1]))
 
     @admin.display(description="session")
-    def session_link(self, obj: Run) -> str:
+    def session_link(self, obj: Run) -> SafeString:
         return _session_link(getattr(obj, "session_pk", None), from_column(obj.session_id))
 
     @admin.display(description="state", ordering="state")
@@ -226,7 +226,7 @@ class BudgetAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
+class ApprovalAdmin(admin.ModelAdmin):
     """Tool calls waiting for approval (undecided), each decided on its page or with the
     changelist's actions, on the arguments shown: the form carries their digest."""
 
@@ -257,16 +257,16 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return shown(obj).tool_name
 
     @admin.display(description="session")
-    def session_link(self, obj: Approval) -> str:
+    def session_link(self, obj: Approval) -> SafeString:
         return _session_link(obj.session_id, from_column(obj.session.session_id))
 
     @admin.display(description="arguments")
-    def arguments(self, obj: Approval) -> str:
+    def arguments(self, obj: Approval) -> SafeString:
         return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>',
                            shown(obj).arguments)
 
     @admin.display(description="digest")
-    def digest(self, obj: Approval) -> str:
+    def digest(self, obj: Approval) -> SafeString:
         # the digest of the arguments in this row, posted with the changelist's actions
         seen = shown(obj)
         return format_html(
@@ -276,7 +276,7 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
             seen.digest, seen.digest[:12], obj.pk, seen.call, obj.pk, seen.digest)
 
     @admin.display(description="decide")
-    def decide_link(self, obj: Approval) -> str:
+    def decide_link(self, obj: Approval) -> SafeString:
         return format_html('<a href="{}">Approve or deny…</a>',
                            reverse("admin:piagent_approval_change", args=[obj.pk]))
 
