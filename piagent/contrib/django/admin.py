@@ -25,17 +25,11 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ._admin_approvals import decide, shown
 from ._admin_transcript import event_summary, run_state, transcript_items, when
+from ._site import database
 from ._store import from_column
 from .models import Approval, Budget, Conversation, Record, Run, RunEvent, Session
 
 __all__ = ["ApprovalAdmin", "BudgetAdmin", "ReadOnlyAdmin", "RunAdmin", "SessionAdmin"]
-
-
-def database() -> str:
-    """The alias of the app's database (``settings.PIAGENT_DATABASE``, ``_site.database``)."""
-    from django.conf import settings  # TEMPORARY until _site.py is merged
-
-    return str(getattr(settings, "PIAGENT_DATABASE", "default"))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
