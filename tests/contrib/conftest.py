@@ -188,13 +188,43 @@ def _drop(alias: str) -> None:
 def alias(request: pytest.FixtureRequest) -> Iterator[str]:
     """A database alias of ``django_settings.py`` (Django configured), its database created
     and the app's tables migrated; dropped at the end of the tests."""
-    configure_django()
-    from django.core.management import call_command
-    from django.db import connections
-
     name = request.param
-    _create(name)
-    call_command("migrate", "piagent", database=name, verbosity=0)
+    prepare_django_database(name)  # once per process: other fixtures may use it too
     yield name
-    _drop(name)
-    connections[name].close()
+    drop_django_database(name)
+
+
+_PREPARED: set[str] = set()  # the aliases prepare_django_database made in this process
+DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+
+
+def prepare_django_database(alias: str) -> None:
+    """Configure Django, create and migrate the alias's database, once per process (the
+    ``alias`` fixture, tests/runs/conftest.py's Django stores)."""
+    configure_django()
+    if alias in _PREPARED:
+        return
+    from django.core.management import call_command
+
+    _create(alias)
+    call_command("migrate", database=alias, verbosity=0)
+    _PREPARED.add(alias)
+
+
+def drop_django_database(alias: str) -> None:
+    """Drop what ``prepare_django_database`` made (the SQLite file goes at exit)."""
+    if alias in _PREPARED:
+        from django.db import connections
+
+        _PREPARED.discard(alias)
+        _drop(alias)
+        connections[alias].close()
+
+
+def clear_django_database(alias: str) -> None:
+    """Delete every row of the app's tables (between tests that reuse session ids)."""
+    from piagent.contrib.django import models
+
+    for model in (models.RunEvent, models.RunControl, models.Run, models.Approval,
+                  models.Record, models.Budget, models.Conversation, models.Session):
+        model.objects.using(alias).all().delete()

@@ -22,9 +22,9 @@ from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStor
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT
-from .conftest import WatchedAgent, charge_and_look, collect, echo, store_fixture
+from .conftest import DJANGO, WatchedAgent, charge_and_look, collect, echo, store_fixture
 
-store = store_fixture("memory", "sqlite", "postgres")
+store = store_fixture("memory", "sqlite", "postgres", *DJANGO)
 
 
 class Harness:
@@ -275,7 +275,7 @@ def test_bad_arguments_fail_at_once(store: SessionStore, tmp_path: Path) -> None
         LocalRunner(store, lambda sid: None).start("s1", "hi")  # type: ignore[arg-type, return-value]
     with pytest.raises(ValueError, match="lease_s must be a number of seconds > 0"):
         LocalRunner(store, lambda sid: Agent(), lease_s=0)
-    with pytest.raises(TypeError, match="JsonlStore has no runs backend"):
+    with pytest.raises(TypeError, match="registered runs backend.*JsonlStore has none"):
         LocalRunner(JsonlStore(tmp_path / "jsonl"), lambda sid: Agent())
 
 
