@@ -33,16 +33,18 @@ from piagent.messages import (
     UserMessage,
 )
 from piagent.policy import approval_digest
+from piagent.runs import LocalRunner
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import tool
 
 from ..conftest import WAIT, configure_django
+from .conftest import prepare_django_database
 
 configure_django()
 
+from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.auth.models import Permission  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 
 from piagent.contrib.django import DjangoStore  # noqa: E402
@@ -94,7 +96,7 @@ def build_agent(session_id: str) -> Agent:
 @pytest.fixture(scope="module")
 def site_tables() -> None:
     """Every app's tables in ``default``: users, sessions, the admin's log, the app's rows."""
-    call_command("migrate", database="default", verbosity=0)
+    prepare_django_database("default")
 
 
 def _site(alias: str) -> Any:
@@ -146,7 +148,11 @@ def _sid() -> str:
 
 
 def _messages(response: Any) -> list[str]:
-    return [str(m) for m in response.context["messages"]] if response.context else []
+    """The admin messages a followed response shows."""
+    assert response.status_code == 200, (response.redirect_chain, response.content[:300])
+    found = re.findall(r'<li class="(?:success|error|warning|info)">(.*?)</li>',
+                       response.content.decode(), re.DOTALL)
+    return [html.unescape(re.sub(r"<[^>]+>", "", m)) for m in found]
 
 
 # --- what the admin shows ----------------------------------------------------------------------
@@ -263,10 +269,14 @@ def test_a_run_shows_its_state_times_and_events_in_order(sqlite_site: str,
 
 # --- approvals -----------------------------------------------------------------------------------
 
+def runner() -> LocalRunner:
+    """A runner of another process, as it were: it starts the first run and waits for any
+    (the admin decides through the site's own)."""
+    return LocalRunner(DjangoStore(settings.PIAGENT_DATABASE), build_agent)
+
+
 def _waiting(site: str) -> tuple[str, Any]:
     """A session whose run ended waiting for approval of ``delete``: (its id, the row)."""
-    from piagent.contrib.django._site import runner
-
     sid = _sid()
     run_id = runner().start(sid, "go")
     assert runner().wait(run_id, WAIT)
@@ -288,8 +298,6 @@ def _runs(site: str, sid: str) -> list[str]:
 
 def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
         site: str, admin_client: Client) -> None:
-    from piagent.contrib.django._site import runner
-
     sid, row = _waiting(site)
     listing = admin_client.get(f"{ADMIN}/approval/").content.decode()
     assert f"{ADMIN}/approval/{row.pk}/change/" in listing
@@ -318,8 +326,6 @@ def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
 
 def test_a_stale_digest_is_refused_and_nothing_is_decided(sqlite_site: str,
                                                           admin_client: Client) -> None:
-    from piagent.contrib.django._site import runner
-
     sid, row = _waiting(sqlite_site)
     shown = _form(admin_client.get(f"{ADMIN}/approval/{row.pk}/change/").content.decode())
     stale = approval_digest("delete", {"name": "something else"})
@@ -349,8 +355,6 @@ def test_a_stale_digest_is_refused_and_nothing_is_decided(sqlite_site: str,
 
 def test_the_changelist_actions_carry_each_rows_digest(sqlite_site: str,
                                                        admin_client: Client) -> None:
-    from piagent.contrib.django._site import runner
-
     sid, row = _waiting(sqlite_site)
     listing = admin_client.get(f"{ADMIN}/approval/").content.decode()
     call = re.search(rf'name="piagent-call-{row.pk}" value="([^"]*)"', listing)
@@ -369,8 +373,6 @@ def test_the_changelist_actions_carry_each_rows_digest(sqlite_site: str,
 
 
 def test_only_staff_with_the_change_permission_decide(sqlite_site: str) -> None:
-    from piagent.contrib.django._site import runner
-
     sid, row = _waiting(sqlite_site)
     url = f"{ADMIN}/approval/{row.pk}/change/"
     form = {"tool_call_id": row.tool_call_id,
