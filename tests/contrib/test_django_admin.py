@@ -43,6 +43,7 @@ from .conftest import prepare_django_database
 configure_django()
 
 from django.conf import settings  # noqa: E402
+from django.contrib.admin.models import LogEntry  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.auth.models import Permission  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
@@ -56,7 +57,8 @@ from piagent.contrib.django.models import (  # noqa: E402
     Session,
 )
 
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNg"
+       "YGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")  # one pixel
 ADMIN = "/admin/piagent"
 
 # --- the site's agent: asks to delete something, then reports the results -------------------
@@ -301,6 +303,7 @@ def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
     sid, row = _waiting(site)
     listing = admin_client.get(f"{ADMIN}/approval/").content.decode()
     assert f"{ADMIN}/approval/{row.pk}/change/" in listing
+    assert "&lt;b&gt;report&lt;/b&gt;" in listing and "<b>report" not in listing
     page = admin_client.get(f"{ADMIN}/approval/{row.pk}/change/").content.decode()
     digest = approval_digest("delete", {"name": "<b>report</b>"})
     assert _form(page) == {"tool_call_id": runner().pending_approvals(sid)[0].call_key,
@@ -322,6 +325,11 @@ def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
     assert last.text == "results: delete=deleted <b>report</b>"
     assert not Approval.objects.using(site).filter(session__key=key_of(sid),
                                                    decision__isnull=True).exists()
+    assert row.pk not in [int(pk) for pk in re.findall(
+        r"/approval/(\d+)/change/", admin_client.get(f"{ADMIN}/approval/").content.decode())]
+    logged = LogEntry.objects.filter(object_id=str(row.pk),
+                                     content_type__model="approval").first()
+    assert logged is not None and "Approved delete (c-delete)" in logged.get_change_message()
 
 
 def test_a_stale_digest_is_refused_and_nothing_is_decided(sqlite_site: str,

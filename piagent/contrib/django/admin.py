@@ -279,8 +279,17 @@ class ApprovalAdmin(admin.ModelAdmin):
         if not self.has_change_permission(request):
             raise PermissionDenied
         for row in queryset:
-            decide(request, shown(row).session_id, request.POST.get(f"piagent-call-{row.pk}"),
-                   request.POST.get(f"piagent-digest-{row.pk}"), approved)
+            digest = request.POST.get(f"piagent-digest-{row.pk}")
+            if decide(request, shown(row).session_id, request.POST.get(f"piagent-call-{row.pk}"),
+                      digest, approved):
+                self._log(request, row, approved, digest)
+
+    def _log(self, request: HttpRequest, row: Approval, approved: bool, digest: Any) -> None:
+        """The decision in the admin's history (who decided what, on which digest)."""
+        seen = shown(row)
+        self.log_change(request, row, f"{'Approved' if approved else 'Denied'} "
+                                      f"{seen.tool_name} ({seen.tool_call_id}) of session "
+                                      f"{seen.session_id}, arguments digest {digest}")
 
     @admin.action(description="Approve the selected calls (with the arguments shown)")
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
@@ -308,8 +317,11 @@ class ApprovalAdmin(admin.ModelAdmin):
             if approved == ("deny" in request.POST):
                 messages.error(request, "Press Approve or Deny; nothing was decided.")
                 return HttpResponseRedirect(request.path)
+            digest = request.POST.get("digest")
             done = decide(request, shown(row).session_id, request.POST.get("tool_call_id"),
-                          request.POST.get("digest"), approved, request.POST.get("reason"))
+                          digest, approved, request.POST.get("reason"))
+            if done:
+                self._log(request, row, approved, digest)
             return HttpResponseRedirect(changelist if done else request.path)
         context = {
             **self.admin_site.each_context(request),
