@@ -52,6 +52,7 @@ from piagent.contrib.django import DjangoStore  # noqa: E402
 from piagent.contrib.django.models import (  # noqa: E402
     Approval,
     Conversation,
+    Record,
     Run,
     RunEvent,
     Session,
@@ -301,6 +302,9 @@ def _runs(site: str, sid: str) -> list[str]:
 def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
         site: str, admin_client: Client) -> None:
     sid, row = _waiting(site)
+    session_pk = Session.objects.using(site).get(key=key_of(sid)).pk
+    conversation = admin_client.get(f"{ADMIN}/session/{session_pk}/change/").content.decode()
+    assert f'<a href="{ADMIN}/approval/{row.pk}/change/">delete</a>' in conversation
     listing = admin_client.get(f"{ADMIN}/approval/").content.decode()
     assert f"{ADMIN}/approval/{row.pk}/change/" in listing
     assert "&lt;b&gt;report&lt;/b&gt;" in listing and "<b>report" not in listing
@@ -405,3 +409,32 @@ def test_only_staff_with_the_change_permission_decide(sqlite_site: str) -> None:
         200, 302, 403)
     assert [p.decision for p in runner().pending_approvals(sid)] == [None]
     assert len(_runs(sqlite_site, sid)) == 1
+
+
+def test_arguments_changed_in_the_transcript_are_refused(sqlite_site: str,
+                                                        admin_client: Client) -> None:
+    sid, row = _waiting(sqlite_site)
+    shown = _form(admin_client.get(f"{ADMIN}/approval/{row.pk}/change/").content.decode())
+    # the stored call now asks for something else than what the page showed
+    records = Record.objects.using(sqlite_site).filter(session__key=key_of(sid),
+                                                       kind="assistant")
+    record = records.get()
+    record.data = record.data.replace("<b>report</b>", "everything")
+    record.save(using=sqlite_site)
+    response = admin_client.post(f"{ADMIN}/approval/{row.pk}/change/",
+                                 {**shown, "approve": "Approve"}, follow=True)
+    said = " ".join(_messages(response))
+    assert "refused" in said and "arguments changed" in said, said
+    assert [p.decision for p in runner().pending_approvals(sid)] == [None]
+    assert len(_runs(sqlite_site, sid)) == 1
+    assert "everything" not in _deleted
+
+
+def test_a_long_transcript_shows_its_latest_messages(sqlite_site: str,
+                                                     admin_client: Client) -> None:
+    sid = _sid()
+    DjangoStore(sqlite_site).append(sid, [UserMessage(f"message {i}") for i in range(1003)])
+    pk = Session.objects.using(sqlite_site).get(key=key_of(sid)).pk
+    page = admin_client.get(f"{ADMIN}/session/{pk}/change/").content.decode()
+    assert "3 earlier messages not shown (the latest 1000 are)" in page
+    assert [int(n) for n in re.findall(r'id="record-(\d+)"', page)] == list(range(3, 1003))

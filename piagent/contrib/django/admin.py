@@ -32,6 +32,10 @@ from .models import Approval, Budget, Conversation, Record, Run, RunEvent, Sessi
 __all__ = ["ApprovalAdmin", "BudgetAdmin", "ReadOnlyAdmin", "RunAdmin", "SessionAdmin"]
 
 
+_RUNS_SHOWN = 20  # runs listed on a conversation's page, latest first
+_RECORDS_SHOWN = 1000  # a conversation's latest messages shown on its page
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """An admin that shows rows and changes none (no add, change or delete), reading them
     in the app's database."""
@@ -63,7 +67,7 @@ class SessionAdmin(ReadOnlyAdmin):
     list_display = ("shown_id", "owner", "title", "messages", "last_activity")
     search_fields = ("session_id",)
     fields = ("shown_id", "owner", "title", "agent", "messages", "last_activity", "runs",
-              "transcript")
+              "waiting", "transcript")
     readonly_fields = fields
     list_per_page = 50
 
@@ -73,6 +77,8 @@ class SessionAdmin(ReadOnlyAdmin):
             message_count=Count("records", filter=~Q(records__kind="started")),
             last_record=Max("records__created_at"),
             owner_id=Subquery(conversation.values("user_id")[:1]),
+            owner_name=Subquery(conversation.values(
+                f"user__{get_user_model().USERNAME_FIELD}")[:1]),
             conversation_title=Subquery(conversation.values("title")[:1]),
             conversation_agent=Subquery(conversation.values("agent")[:1]),
         ).order_by("-last_record", "-pk")
@@ -86,6 +92,8 @@ class SessionAdmin(ReadOnlyAdmin):
         owner_id = getattr(obj, "owner_id", None)
         if owner_id is None:
             return "-"
+        if getattr(obj, "owner_name", None) is not None:  # the users are in that database
+            return str(obj.owner_name)
         user = get_user_model()._default_manager.filter(pk=owner_id).first()
         return str(user.get_username()) if user is not None else f"user {owner_id}"
 
@@ -107,22 +115,39 @@ class SessionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="runs")
     def runs(self, obj: Session) -> SafeString:
-        rows = Run.objects.using(database()).filter(session_key=obj.key).order_by(
-            "-created_at").values_list("pk", "run_id", "state", "lease_expires_at")[:20]
+        runs = Run.objects.using(database()).filter(session_key=obj.key)
+        rows = runs.order_by("-created_at").values_list(
+            "pk", "run_id", "state", "lease_expires_at")[:_RUNS_SHOWN]
         links = [format_html('<a href="{}">{}</a> ({})',
                              reverse("admin:piagent_run_change", args=[pk]), run_id,
                              run_state(state, lease))
                  for pk, run_id, state, lease in rows]
+        if len(links) == _RUNS_SHOWN:
+            links.append(format_html('<a href="{}?session_key={}">all {} runs</a>',
+                                     reverse("admin:piagent_run_changelist"), obj.key,
+                                     runs.count()))
         return mark_safe("<br>".join(links) or "-")  # each part escaped above
+
+    @admin.display(description="waiting for approval")
+    def waiting(self, obj: Session) -> SafeString:
+        rows = Approval.objects.using(database()).filter(
+            session_id=obj.pk, kind="pending", decision__isnull=True).order_by("position")
+        links = [format_html('<a href="{}">{}</a>',
+                             reverse("admin:piagent_approval_change", args=[row.pk]),
+                             shown(row).tool_name) for row in rows.select_related("session")]
+        return mark_safe(", ".join(links) or "-")  # each part escaped above
 
     @admin.display(description="transcript")
     def transcript(self, obj: Session) -> SafeString:
-        rows = Record.objects.using(database()).filter(session_id=obj.pk).order_by(
-            "seq").values_list("seq", "kind", "data", "created_at")
-        items = transcript_items(from_column(obj.session_id), rows)
+        records = Record.objects.using(database()).filter(session_id=obj.pk).exclude(
+            kind="started")
+        total = records.count()
+        rows = records.order_by("-seq").values_list(
+            "seq", "kind", "data", "created_at")[:_RECORDS_SHOWN]
+        items = transcript_items(from_column(obj.session_id), list(rows)[::-1])
         # the template escapes every value it shows
-        return mark_safe(render_to_string(
-            "piagent/admin/transcript.html", {"items": items}))
+        return mark_safe(render_to_string("piagent/admin/transcript.html", {
+            "items": items, "earlier": max(0, total - _RECORDS_SHOWN)}))
 
 
 class _LiveFilter(admin.SimpleListFilter):
