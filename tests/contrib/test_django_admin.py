@@ -300,7 +300,9 @@ def _runs(site: str, sid: str) -> list[str]:
 
 
 def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
-        site: str, admin_client: Client) -> None:
+        site: str, superuser: Any) -> None:
+    admin_client = Client(enforce_csrf_checks=True)  # as a browser: the form's token
+    admin_client.force_login(superuser)
     sid, row = _waiting(site)
     session_pk = Session.objects.using(site).get(key=key_of(sid)).pk
     conversation = admin_client.get(f"{ADMIN}/session/{session_pk}/change/").content.decode()
@@ -314,9 +316,11 @@ def test_approve_on_the_digest_shown_decides_and_starts_the_continuation(
                            "digest": digest}
     assert "&quot;name&quot;: &quot;&lt;b&gt;report&lt;/b&gt;&quot;" in page
     assert "<b>report" not in page
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert token
     response = admin_client.post(f"{ADMIN}/approval/{row.pk}/change/",
-                                 {**_form(page), "approve": "Approve", "reason": "fine"},
-                                 follow=True)
+                                 {**_form(page), "approve": "Approve", "reason": "fine",
+                                  "csrfmiddlewaretoken": token.group(1)}, follow=True)
     said = " ".join(_messages(response))
     assert "approved" in said and "goes on" in said, said
     first, continuation = _runs(site, sid)
@@ -407,6 +411,11 @@ def test_only_staff_with_the_change_permission_decide(sqlite_site: str) -> None:
     assert staff.post(f"{ADMIN}/approval/", {
         "action": "approve_selected", "_selected_action": [str(row.pk)]}).status_code in (
         200, 302, 403)
+    # a superuser's form posted from elsewhere (no CSRF token) decides nothing
+    forged = Client(enforce_csrf_checks=True)
+    forged.force_login(get_user_model()._default_manager.create_superuser(
+        f"admin-{uuid.uuid4().hex[:12]}", password="x"))
+    assert forged.post(url, form).status_code == 403
     assert [p.decision for p in runner().pending_approvals(sid)] == [None]
     assert len(_runs(sqlite_site, sid)) == 1
 
