@@ -447,3 +447,17 @@ def test_a_long_transcript_shows_its_latest_messages(sqlite_site: str,
     page = admin_client.get(f"{ADMIN}/session/{pk}/change/").content.decode()
     assert "3 earlier messages not shown (the latest 1000 are)" in page
     assert [int(n) for n in re.findall(r'id="record-(\d+)"', page)] == list(range(3, 1003))
+
+
+def test_a_long_run_shows_its_first_events(sqlite_site: str, admin_client: Client) -> None:
+    sid, now = _sid(), time.time()
+    run = Run.objects.using(sqlite_site).create(
+        run_id=f"r-{uuid.uuid4().hex}", session_key=key_of(sid), session_id=sid, state="done",
+        owner="host:1:r", lease_expires_at=now, created_at=now, ended_at=now)
+    update = json.dumps({"type": "message_update", "assistantMessageEvent": {
+        "type": "text_delta", "delta": "<w>"}})
+    RunEvent.objects.using(sqlite_site).bulk_create(
+        [RunEvent(run_id=run.run_id, seq=i, data=update) for i in range(2003)])
+    page = admin_client.get(f"{ADMIN}/run/{run.pk}/change/").content.decode()
+    assert "3 later events not shown (the first 2000 are)" in page
+    assert page.count("text_delta &lt;w&gt;") == 2000 and "<w>" not in page

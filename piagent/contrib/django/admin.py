@@ -34,6 +34,7 @@ __all__ = ["ApprovalAdmin", "BudgetAdmin", "ReadOnlyAdmin", "RunAdmin", "Session
 
 _RUNS_SHOWN = 20  # runs listed on a conversation's page, latest first
 _RECORDS_SHOWN = 1000  # a conversation's latest messages shown on its page
+_EVENTS_SHOWN = 2000  # a run's first events shown on its page
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -218,11 +219,12 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="events")
     def event_list(self, obj: Run) -> SafeString:
-        rows = RunEvent.objects.using(database()).filter(run_id=obj.run_id).order_by(
-            "seq").values_list("seq", "data")
+        found = RunEvent.objects.using(database()).filter(run_id=obj.run_id)
+        rows = found.order_by("seq").values_list("seq", "data")[:_EVENTS_SHOWN]
         events = [(seq, *event_summary(data)) for seq, data in rows]
+        later = found.count() - len(events) if len(events) == _EVENTS_SHOWN else 0
         return mark_safe(render_to_string(  # the template escapes
-            "piagent/admin/run_events.html", {"events": events}))
+            "piagent/admin/run_events.html", {"events": events, "later": later}))
 
 
 @admin.register(Budget)
