@@ -352,11 +352,15 @@ def test_a_stale_digest_is_refused_and_nothing_is_decided(sqlite_site: str,
     assert "does not match" in said
     assert [p.decision for p in runner().pending_approvals(sid)] == [None]
     assert len(_runs(sqlite_site, sid)) == 1
-    # a form without the digest decides nothing either
+    # a form without the digest decides nothing either, nor one naming another call
     response = admin_client.post(f"{ADMIN}/approval/{row.pk}/change/",
                                  {"tool_call_id": shown["tool_call_id"], "deny": "Deny"},
                                  follow=True)
     assert "nothing was decided" in " ".join(_messages(response))
+    response = admin_client.post(f"{ADMIN}/approval/{row.pk}/change/",
+                                 {**shown, "tool_call_id": "c-delete-other", "deny": "Deny"},
+                                 follow=True)
+    assert "not '" in " ".join(_messages(response))
     assert [p.decision for p in runner().pending_approvals(sid)] == [None]
     # the page shows the digest it was shown with, and with it the call is denied
     response = admin_client.post(f"{ADMIN}/approval/{row.pk}/change/",

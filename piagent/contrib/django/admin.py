@@ -307,9 +307,19 @@ class ApprovalAdmin(admin.ModelAdmin):
             raise PermissionDenied
         for row in queryset:
             digest = request.POST.get(f"piagent-digest-{row.pk}")
-            if decide(request, shown(row).session_id, request.POST.get(f"piagent-call-{row.pk}"),
-                      digest, approved):
+            call = self._call(request, row, request.POST.get(f"piagent-call-{row.pk}"))
+            if call and decide(request, shown(row).session_id, call, digest, approved):
                 self._log(request, row, approved, digest)
+
+    def _call(self, request: HttpRequest, row: Approval, posted: object) -> str | None:
+        """The call a form names if it is the row's (what its page showed); else ``None``
+        and an error message."""
+        seen = shown(row)
+        if posted == seen.call:
+            return seen.call
+        messages.error(request, f"The form names the call {posted!r}, not {seen.call!r} "
+                                f"({seen.tool_name}) it was shown for; nothing was decided.")
+        return None
 
     def _log(self, request: HttpRequest, row: Approval, approved: bool, digest: Any) -> None:
         """The decision in the admin's history (who decided what, on which digest)."""
@@ -345,8 +355,9 @@ class ApprovalAdmin(admin.ModelAdmin):
                 messages.error(request, "Press Approve or Deny; nothing was decided.")
                 return HttpResponseRedirect(request.path)
             digest = request.POST.get("digest")
-            done = decide(request, shown(row).session_id, request.POST.get("tool_call_id"),
-                          digest, approved, request.POST.get("reason"))
+            call = self._call(request, row, request.POST.get("tool_call_id"))
+            done = bool(call) and decide(request, shown(row).session_id, call, digest,
+                                         approved, request.POST.get("reason"))
             if done:
                 self._log(request, row, approved, digest)
             return HttpResponseRedirect(changelist if done else request.path)
