@@ -12,7 +12,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from ..abort import AbortSignal
@@ -38,7 +39,6 @@ from ._call import (
 from ._config import AgentContext, AgentLoopConfig
 from ._emit import Emit, emit_messages, record_despite_failure
 from ._inbox import Done, Inbox, Update, refused as _refused
-from ._pool import RunPool
 from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
 from ._timeout import execute_timed
 from ._trace import UNTRACED, RunTrace
@@ -62,28 +62,25 @@ class ToolRunner:
                  trace: RunTrace = UNTRACED) -> None:
         self.signal, self.emit, self.trace = signal, emit, trace
         self.cap, self.executor = config.max_parallel_tools, config.tool_executor
-        self.own: RunPool | None = None  # runs execute/after_tool_call; close()
+        self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
         self.timeout = config.tool_timeout  # the calls' default limit (a tool's own wins)
         # the threads of timed calls on the run's own side (_timeout.py), which close()
         # joins, and those of calls that timed out, which nothing joins
         self.timed: list[threading.Thread] = []
         self.abandoned: set[threading.Thread] = set()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the caller's executor or the run's own pool (``RuntimeError``
-        when it refuses)."""
+    def pool(self) -> Executor:
         if self.executor is not None:
-            self.executor.submit(fn, *args)  # the caller's: it outlives the run
-            return
+            return self.executor  # the caller's: it outlives the run and caps nothing itself
         if self.own is None:
-            self.own = RunPool(self.cap or 1024)
-        self.own.post(fn, *args)
+            self.own = ThreadPoolExecutor(self.cap or 1024, thread_name_prefix="piagent-tool")
+        return self.own
 
     def close(self) -> None:
-        """Stop the run's own pool and wait for its threads (a caller's: untouched);
+        """Shut the run's own pool down and wait for its threads (a caller's: untouched);
         the threads of timed-out calls are left running (docs/threading.md)."""
         if self.own is not None:
-            self.own.close()
+            self.own.shutdown(wait=True)
             self.own = None
         if self.timed:
             for thread in self.timed:
@@ -218,7 +215,7 @@ class Batch:
             return execute_timed(self, prepared, ABORT_GRACE_S, _not_returned_text)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
-        submitted, finished = 0, 0
+        pool, submitted, finished = runner.pool(), 0, 0
         failure: BaseException | None = None  # the first listener or hook failure
         refusal: BaseException | None = None  # the executor refused a call
         noticed_at: float | None = None  # when the abort was seen; None again once named
@@ -227,8 +224,8 @@ class Batch:
             while finished < count:
                 while submitted < count and submitted - finished < ahead:
                     try:
-                        runner.submit(contextvars.copy_context().run, self.execute_one,
-                                      prepared[submitted], submitted, inbox)
+                        pool.submit(contextvars.copy_context().run, self.execute_one,
+                                    prepared[submitted], submitted, inbox)
                         submitted += 1
                     except RuntimeError as exc:
                         refusal = _refused(exc, prepared, submitted, inbox)
