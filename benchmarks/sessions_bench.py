@@ -191,7 +191,8 @@ def _contrib_stores(names: list[str], tmp: str) -> Iterator[dict[str, Callable[[
             from django.core.management import call_command
 
             pymysql.install_as_MySQLdb()
-            settings.configure(INSTALLED_APPS=["piagent.contrib.django"], DATABASES={
+            settings.configure(INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth",
+                                               "piagent.contrib.django"], DATABASES={
                 "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": f"{tmp}/dj.db",
                             "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL;"
                                                         "PRAGMA synchronous=NORMAL"}},
