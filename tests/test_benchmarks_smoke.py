@@ -39,6 +39,17 @@ def test_sessions_bench_runs_quick() -> None:
     assert "(12.0 per run)" in proc.stdout  # one append per message, none per delta
 
 
+@pytest.mark.timeout(120)
+def test_sessions_bench_runs_the_contrib_stores_on_sqlite() -> None:
+    """The ORM stores' rows (``--stores sa-sqlite,dj-sqlite``): the Django app's models
+    migrate in the benchmark's own settings."""
+    proc = subprocess.run([sys.executable, "benchmarks/sessions_bench.py", "--quick",
+                           "--stores", "sa-sqlite,dj-sqlite"], cwd=REPO,
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")]
+    assert {"sa-sqlite", "dj-sqlite"} <= set(rows), proc.stdout
+
 
 @pytest.mark.timeout(90)
 def test_runs_bench_runs_quick() -> None:
