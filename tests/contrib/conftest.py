@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,9 @@ def run_agent_twice(make_store: Callable[[], Any]) -> None:
     second.prompt("more")
     assert [m.role for m in make_store().load(sid)][-2:] == ["user", "assistant"]
     assert make_store().started(sid) == set()
+
+
+def fresh_database(kind: str) -> AbstractContextManager[Database]:
+    """A ``"mariadb"`` database or ``"postgresql"`` schema of its own (unreachable: skipped,
+    failed in CI), dropped when the ``with`` block ends."""
+    return contextmanager({"mariadb": _mariadb, "postgresql": _postgresql}[kind])()
