@@ -1,4 +1,4 @@
-"""The chat examples (Flask, then Django) under a real gunicorn with four worker processes
+"""The Flask chat example under a real gunicorn with four worker processes
 (docs/web.md).
 
 One browser's requests land on different workers (each response names its worker in
@@ -33,16 +33,14 @@ if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
 pytest.importorskip("flask")
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
-        "django": (ROOT / "examples" / "django_chat", "app:application")}
+# the Django example under gunicorn: tests/test_browser_django.py
+APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()")}
 WORKERS = 4
 
 
 @pytest.fixture(scope="module", params=sorted(APPS, reverse=True))
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn]:
-    if request.param == "django":
-        pytest.importorskip("django")
     example, app = APPS[request.param]
     db = tmp_path_factory.mktemp("gunicorn") / "chat.db"
     env = {"PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25"}
