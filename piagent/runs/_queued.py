@@ -67,7 +67,7 @@ class QueuedRunner(RunnerBase):
         backend = backend_for(store)
         if not hasattr(backend, "take_run"):
             msg = (f"{type(self).__name__} needs a store other processes reach (SQLiteStore, "
-                   f"PostgresStore), got {type(store).__name__}.")
+                   f"PostgresStore, piagent.contrib.django's DjangoStore), got {type(store).__name__}.")
             raise TypeError(msg)
         super().__init__(store, make_agent, lease_s)
         if not callable(submit):

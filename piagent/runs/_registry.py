@@ -47,8 +47,10 @@ def backend_for(store: object) -> RunBackend:
             factory = next((_FACTORIES[cls] for cls in type(store).__mro__
                             if cls in _FACTORIES), None)
             if factory is None:
-                msg = (f"a runner keeps its runs beside a MemoryStore, an SQLiteStore or a "
-                       f"PostgresStore; {type(store).__name__} has no runs backend.")
+                msg = (f"a runner keeps its runs beside a MemoryStore, an SQLiteStore, a "
+                       f"PostgresStore or a store with a registered runs backend "
+                       f"(piagent.runs.backend.register_backend; piagent.contrib.django's "
+                       f"DjangoStore has one); {type(store).__name__} has none.")
                 raise TypeError(msg)
             backend = _BACKENDS[store] = factory(store)
         return backend

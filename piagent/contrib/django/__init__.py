@@ -2,7 +2,8 @@
 label ``piagent``) whose models keep sessions, their start marks, approvals and budgets in the
 site's own database, and ``DjangoStore`` on them (docs/sessions.md, extra
 ``piagent[django]``). Importing this package imports no model: a store can be named in
-settings before the apps are loaded."""
+settings before the apps are loaded. ``DjangoRunBackend`` keeps the runs of a runner on a
+``DjangoStore`` (``LocalRunner``, ``QueuedRunner``, ``CeleryRunner``) in the same database."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ except ImportError as _missing:  # the extra is not installed
                       "pip install 'piagent[django]'") from _missing
 del _django
 
-from ._store import DjangoStore  # noqa: E402 - after the check above
+from ...runs.backend import register_backend  # noqa: E402 - after the check above
+from ._runs import DjangoRunBackend  # noqa: E402
+from ._store import DjangoStore  # noqa: E402
 
-__all__ = ["DjangoStore"]
+# a runner on a DjangoStore keeps its runs in the same database (no model imported here)
+register_backend(DjangoStore, DjangoRunBackend)
+
+__all__ = ["DjangoRunBackend", "DjangoStore"]

@@ -17,7 +17,8 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.db import IntegrityError, OperationalError, connections, transaction
@@ -76,27 +77,35 @@ class _ThreadConnections:
 _threads = threading.local()
 
 
+@contextmanager
+def connected(using: str) -> Iterator[None]:
+    """Around a call on database ``using``: a Django connection this thread opens is closed
+    when the thread ends, so a thread of piagent's own (an Agent's run, a runner's
+    supervisor) keeps one connection while it lives and leaves none behind (a request
+    thread's is also closed by Django at the end of the request, as always). A connection an
+    error made unusable is closed at once."""
+    conn = connections[using]
+    if conn.connection is None:
+        mine = getattr(_threads, "connections", None)
+        if mine is None:
+            mine = _threads.connections = _ThreadConnections()
+        mine.wrappers.add(conn)
+    try:
+        yield
+    except Exception:
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
+        raise
+
+
 def _connected(method: Callable[Concatenate[DjangoStore, _P], _T]
                ) -> Callable[Concatenate[DjangoStore, _P], _T]:
-    """A store method whose thread's connection is closed when the thread ends: a thread
-    of piagent's own (an Agent's run, a runner's supervisor) keeps one connection while it
-    lives and leaves none behind (a request thread's is also closed by Django at the end of
-    the request, as always). A connection an error made unusable is closed at once."""
+    """A store method run ``connected`` to the store's database."""
 
     @functools.wraps(method)
     def call(self: DjangoStore, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        conn = connections[self.using]
-        if conn.connection is None:
-            mine = getattr(_threads, "connections", None)
-            if mine is None:
-                mine = _threads.connections = _ThreadConnections()
-            mine.wrappers.add(conn)
-        try:
+        with connected(self.using):
             return method(self, *args, **kwargs)
-        except Exception:
-            if not conn.in_atomic_block:
-                conn.close_if_unusable_or_obsolete()
-            raise
     return cast("Callable[Concatenate[DjangoStore, _P], _T]", call)
 
 
