@@ -137,3 +137,84 @@ def fresh_database(kind: str) -> AbstractContextManager[Database]:
     """A ``"mariadb"`` database or ``"postgresql"`` schema of its own (unreachable: skipped,
     failed in CI), dropped when the ``with`` block ends."""
     return contextmanager({"mariadb": _mariadb, "postgresql": _postgresql}[kind])()
+
+
+# --- the Django databases of tests/contrib/django_settings.py ------------------------------
+
+_PREPARED: set[str] = set()  # the aliases created and migrated in this process (main thread)
+DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+
+
+def _create(alias: str) -> None:
+    """The alias's database (MariaDB) or schema (PostgreSQL), made by a connection of its own."""
+    from django.conf import settings
+
+    config = settings.DATABASES[alias]
+    if alias == "default":
+        return  # SQLite makes its file
+    name = config["NAME"] if alias == "mariadb" else \
+        config["OPTIONS"]["options"].split("=", 1)[1]
+    try:
+        if alias == "mariadb":
+            import pymysql
+
+            with pymysql.connect(host=config["HOST"], port=int(config["PORT"]),
+                                 user=config["USER"], password=config["PASSWORD"],
+                                 connect_timeout=3, autocommit=True) as conn:
+                conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET "
+                                      "utf8mb4")
+        elif alias == "postgresql":
+            import psycopg
+
+            with psycopg.connect(dbname=config["NAME"], user=config["USER"],
+                                 password=config["PASSWORD"] or None, host=config["HOST"],
+                                 port=config["PORT"] or None, autocommit=True,
+                                 connect_timeout=3) as conn:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    except ImportError as exc:
+        unavailable(f"the driver for {alias} is not installed: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the server is not there
+        unavailable(f"{alias} at {config['HOST']}:{config['PORT']} is unreachable "
+                    f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
+
+
+def prepare_django_database(alias: str) -> None:
+    """Create and migrate the alias's database, once per process (Django configured)."""
+    from ..conftest import configure_django
+
+    configure_django()
+    if alias in _PREPARED:
+        return
+    from django.core.management import call_command
+
+    _create(alias)
+    call_command("migrate", database=alias, verbosity=0)
+    _PREPARED.add(alias)
+
+
+def drop_django_database(alias: str) -> None:
+    """Drop what ``prepare_django_database`` made (the SQLite file goes at exit)."""
+    if alias not in _PREPARED:
+        return
+    from django.conf import settings
+    from django.db import connections
+
+    _PREPARED.discard(alias)
+    config = settings.DATABASES[alias]
+    if alias != "default":
+        with connections[alias].cursor() as cursor:
+            if alias == "mariadb":
+                cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
+            else:
+                name = config["OPTIONS"]["options"].split("=", 1)[1]
+                cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    connections[alias].close()
+
+
+def clear_django_database(alias: str) -> None:
+    """Delete every row of the app's tables (between tests that reuse session ids)."""
+    from piagent.contrib.django import models
+
+    for model in (models.RunEvent, models.RunControl, models.Run, models.Approval,
+                  models.Record, models.Budget, models.Conversation, models.Session):
+        model.objects.using(alias).all().delete()

@@ -16,7 +16,7 @@ import pytest
 from piagent.messages import ImageContent, TextContent, UserMessage
 from piagent.sessions import SessionCorruptError, SessionStore
 
-from ..conftest import WAIT, configure_django, unavailable
+from ..conftest import WAIT, configure_django
 from ..sessions.conformance import SessionStoreConformance, a_user, same
 
 # the approvals' and budgets' contracts, run here on this module's ``store`` fixture
@@ -29,60 +29,13 @@ from ..sessions.test_approval_store import (  # noqa: F401
     test_of_two_deciders_racing_exactly_one_completes_the_batch,
 )
 from ..test_policy import test_each_store_charges_in_its_own_method_and_no_charge_is_lost  # noqa: F401
-from .conftest import run_agent_twice
+from .conftest import drop_django_database, prepare_django_database, run_agent_twice
 
 configure_django()
 
-from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connections  # noqa: E402
 
 from piagent.contrib.django import DjangoStore  # noqa: E402
-
-
-def _create(alias: str) -> None:
-    """The alias's database (MariaDB) or schema (PostgreSQL), made by a connection of its own."""
-    config = settings.DATABASES[alias]
-    if alias == "default":
-        return  # SQLite makes its file
-    name = config["NAME"] if alias == "mariadb" else \
-        config["OPTIONS"]["options"].split("=", 1)[1]
-    try:
-        if alias == "mariadb":
-            import pymysql
-
-            with pymysql.connect(host=config["HOST"], port=int(config["PORT"]),
-                                 user=config["USER"], password=config["PASSWORD"],
-                                 connect_timeout=3, autocommit=True) as conn:
-                conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET "
-                                      "utf8mb4")
-        elif alias == "postgresql":
-            import psycopg
-
-            with psycopg.connect(dbname=config["NAME"], user=config["USER"],
-                                 password=config["PASSWORD"] or None, host=config["HOST"],
-                                 port=config["PORT"] or None, autocommit=True,
-                                 connect_timeout=3) as conn:
-                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
-    except ImportError as exc:
-        unavailable(f"the driver for {alias} is not installed: {exc}")
-    except Exception as exc:  # noqa: BLE001 - the server is not there
-        unavailable(f"{alias} at {config['HOST']}:{config['PORT']} is unreachable "
-                    f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
-
-
-def _drop(alias: str) -> None:
-    config = settings.DATABASES[alias]
-    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
-        return
-    with connections[alias].cursor() as cursor:
-        if alias == "mariadb":
-            cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
-        else:
-            name = config["OPTIONS"]["options"].split("=", 1)[1]
-            cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-
-
 
 
 @pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
@@ -90,11 +43,9 @@ def _drop(alias: str) -> None:
 def alias(request: pytest.FixtureRequest) -> Iterator[str]:
     """A database alias of the settings, its database created and migrated."""
     name = request.param
-    _create(name)
-    call_command("migrate", "piagent", database=name, verbosity=0)
+    prepare_django_database(name)
     yield name
-    _drop(name)
-    connections[name].close()
+    drop_django_database(name)
 
 
 @pytest.fixture

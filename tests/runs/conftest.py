@@ -1,8 +1,9 @@
 """What the runner tests share (``tests/runs/``). ``WAIT`` is the suite's (``tests/conftest.py``).
 
 * ``store_fixture(*kinds)``: a ``store`` fixture over the named kinds ("memory", "sqlite",
-  "postgres"); a test file picks the stores its runner supports:
-  ``store = store_fixture("sqlite", "postgres")``.
+  "postgres", and ``DJANGO``: "django-sqlite", "django-postgresql", "django-mariadb", a
+  ``DjangoStore`` on each database of tests/contrib/django_settings.py); a test file picks
+  the stores its runner supports: ``store = store_fixture("sqlite", "postgres", *DJANGO)``.
 * ``echo``: a scripted response that answers ``echo <the last message's text>``.
 * ``collect(runner, run_id)``: every event of a run up to its end (each read bounded).
 * ``charge_and_look(ran)``: a ``replay="never"`` tool ``charge`` and a ``replay="safe"``
@@ -27,7 +28,37 @@ from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteSto
 from piagent.testing import assistant_text
 
 from ..conftest import WAIT
+from ..contrib.conftest import (
+    DJANGO_ALIASES,
+    clear_django_database,
+    drop_django_database,
+    prepare_django_database,
+)
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
+
+
+DJANGO = ("django-sqlite", "django-postgresql", "django-mariadb")
+
+
+@pytest.fixture(scope="session")
+def django_databases() -> Iterator[list[str]]:
+    """The Django databases the tests of this session prepared, dropped at its end."""
+    prepared: list[str] = []
+    yield prepared
+    for alias in prepared:
+        drop_django_database(alias)
+
+
+def django_store(request: pytest.FixtureRequest, kind: str) -> Iterator[SessionStore]:
+    """A ``DjangoStore`` on the kind's database (created and migrated once), emptied after."""
+    alias = DJANGO_ALIASES[kind]
+    prepare_django_database(alias)
+    request.getfixturevalue("django_databases").append(alias)
+    from piagent.contrib.django import DjangoStore
+
+    clear_django_database(alias)
+    yield DjangoStore(alias)
+    clear_django_database(alias)
 
 
 def store_fixture(*kinds: str) -> Any:
@@ -38,6 +69,8 @@ def store_fixture(*kinds: str) -> Any:
     def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
         if request.param == "memory":
             yield MemoryStore()
+        elif request.param.startswith("django-"):
+            yield from django_store(request, request.param.removeprefix("django-"))
         elif request.param == "postgres":
             dsn = postgres_dsn()
             schema = unique_schema()

@@ -11,9 +11,9 @@ from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
 from ..conftest import WAIT
-from .conftest import store_fixture
+from .conftest import DJANGO, store_fixture
 
-store = store_fixture("memory", "sqlite")
+store = store_fixture("memory", "sqlite", *DJANGO)
 
 
 def test_an_id_the_run_never_stored_is_refused(store: SessionStore) -> None:
