@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import unavailable
+from ..conftest import configure_django, unavailable
 
 MARIADB = os.environ.get("PIAGENT_TEST_MARIADB", "piagent:piagent@127.0.0.1:3306")
 POSTGRES = os.environ.get("PIAGENT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -180,8 +180,6 @@ def _create(alias: str) -> None:
 
 def prepare_django_database(alias: str) -> None:
     """Create and migrate the alias's database, once per process (Django configured)."""
-    from ..conftest import configure_django
-
     configure_django()
     if alias in _PREPARED:
         return
@@ -218,3 +216,14 @@ def clear_django_database(alias: str) -> None:
     for model in (models.RunEvent, models.RunControl, models.Run, models.Approval,
                   models.Record, models.Budget, models.Conversation, models.Session):
         model.objects.using(alias).all().delete()
+
+
+@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
+                ids=["sqlite", "postgresql", "mariadb"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of ``django_settings.py`` (Django configured), its database created
+    and migrated; dropped at the end of the tests."""
+    name = request.param
+    prepare_django_database(name)
+    yield name
+    drop_django_database(name)

@@ -53,7 +53,17 @@ DEBUG = False
 ALLOWED_HOSTS = ["*"]
 ROOT_URLCONF = None
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth",
+                  "django.contrib.admin", "django.contrib.sessions", "django.contrib.messages",
                   "piagent.contrib.django"]
-MIDDLEWARE: list[str] = []
+# what the admin needs (tests/contrib/test_django_admin.py routes to it with ROOT_URLCONF
+# "tests.contrib.django_urls"); no view of the other tests reads a session or a user
+MIDDLEWARE = ["django.contrib.sessions.middleware.SessionMiddleware",
+              "django.contrib.auth.middleware.AuthenticationMiddleware",
+              "django.contrib.messages.middleware.MessageMiddleware"]
+TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
+              "OPTIONS": {"context_processors": [
+                  "django.template.context_processors.request",
+                  "django.contrib.auth.context_processors.auth",
+                  "django.contrib.messages.context_processors.messages"]}}]
 DATABASES = _databases()
 USE_TZ = True

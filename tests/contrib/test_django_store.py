@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,23 +28,13 @@ from ..sessions.test_approval_store import (  # noqa: F401
     test_of_two_deciders_racing_exactly_one_completes_the_batch,
 )
 from ..test_policy import test_each_store_charges_in_its_own_method_and_no_charge_is_lost  # noqa: F401
-from .conftest import drop_django_database, prepare_django_database, run_agent_twice
+from .conftest import run_agent_twice
 
 configure_django()
 
 from django.core.management import call_command  # noqa: E402
 
 from piagent.contrib.django import DjangoStore  # noqa: E402
-
-
-@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
-                ids=["sqlite", "postgresql", "mariadb"])
-def alias(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database alias of the settings, its database created and migrated."""
-    name = request.param
-    prepare_django_database(name)
-    yield name
-    drop_django_database(name)
 
 
 @pytest.fixture
