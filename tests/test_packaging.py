@@ -65,3 +65,14 @@ def test_sdist_holds_every_path_the_readme_names(dists: tuple[Path, Path]) -> No
         members = [m.split("/", 1)[1] for m in archive.getnames() if "/" in m]
     for path in named:
         assert any(m == path.rstrip("/") or m.startswith(path) for m in members), path
+
+
+def test_the_django_apps_templates_ship_in_both(dists: tuple[Path, Path]) -> None:
+    template = "piagent/contrib/django/templates/piagent/chat.html"
+    with zipfile.ZipFile(dists[0]) as archive:
+        assert template in archive.namelist()
+    with tarfile.open(dists[1]) as archive:
+        assert any(m.endswith("/" + template) for m in archive.getnames())
+    migrations = "piagent/contrib/django/migrations/0002_runs_conversations.py"
+    with zipfile.ZipFile(dists[0]) as archive:
+        assert migrations in archive.namelist()

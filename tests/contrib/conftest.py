@@ -227,3 +227,37 @@ def alias(request: pytest.FixtureRequest) -> Iterator[str]:
     prepare_django_database(name)
     yield name
     drop_django_database(name)
+
+
+# --- the app's views (test_django_views*.py) ---------------------------------------------------
+
+VIEW_SETTINGS: dict[str, Any] = {
+    "ROOT_URLCONF": "tests.contrib.django_urls",
+    "MIDDLEWARE": ["django.contrib.sessions.middleware.SessionMiddleware",
+                   "django.middleware.csrf.CsrfViewMiddleware",
+                   "django.contrib.auth.middleware.AuthenticationMiddleware"],
+    # sessions in a signed cookie: no sessions app, no table
+    "SESSION_ENGINE": "django.contrib.sessions.backends.signed_cookies",
+    "TEMPLATES": [{"BACKEND": "django.template.backends.django.DjangoTemplates",
+                   "APP_DIRS": True, "OPTIONS": {}}],
+    "LOGIN_URL": "/login/",
+}
+"""What the views need beside ``django_settings.py`` (``override_settings``)."""
+
+
+def sse_frames(chunks: Any) -> Iterator[tuple[str | None, dict[str, Any] | None]]:
+    """``(id, event)`` per SSE frame of ``chunks`` (bytes; a comment is ``(None, None)``)."""
+    import json
+
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        while b"\n\n" in buffer:
+            frame, buffer = buffer.split(b"\n\n", 1)
+            event_id, data = None, None
+            for line in frame.decode().split("\n"):
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+            yield event_id, data
