@@ -28,9 +28,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
+from selenium.common.exceptions import TimeoutException
 
 from tests.conftest import (
     DJANGO_EXAMPLE,
@@ -96,14 +98,13 @@ class Site:
         return self.server.url
 
     def owner_pid(self, run_id: str) -> int:
-        """The pid of the process whose lease holds the run (``Run.owner``: host:pid:...)."""
-        rows = self._query("SELECT owner FROM piagent_run WHERE run_id = %s", (run_id,))
+        """The pid of the process whose lease holds the run (``Run.owner``: [...:]host:pid:id)."""
+        rows = self.query("SELECT owner FROM piagent_run WHERE run_id = %s", (run_id,))
         assert rows, f"no run {run_id} in the database"
-        found = re.match(r"(?:recovering:)?[^:]*:(\d+):", rows[0][0])
-        assert found, rows[0][0]
-        return int(found.group(1))
+        return int(rows[0][0].rsplit(":", 2)[-2])  # a prefix may say it is queued, recovering
 
-    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of ``sql`` (``%s`` placeholders) in the site's database."""
         db = self.db
         if db.kind == "postgresql":
             import psycopg
@@ -209,7 +210,7 @@ def _sign_in(driver: Any, site: Site, user: str) -> None:
     driver.find_element(by.ID, "id_username").send_keys(user)
     driver.find_element(by.ID, "id_password").send_keys(PASSWORD)
     driver.find_element(by.CSS_SELECTOR, "input[type=submit]").click()
-    _wait(driver).until(lambda d: d.current_url.rstrip("/").endswith("/agent"))
+    _wait(driver).until(lambda d: urlsplit(d.current_url).path == "/agent/")
 
 
 def _new_conversation(driver: Any, site: Site, user: str = "ada") -> str:
@@ -369,7 +370,7 @@ def test_the_admin_shows_the_transcript_and_approves_a_call(site: Site, browser:
     wait.until(lambda d: d.find_elements(by.CSS_SELECTOR, "form.piagent-decide"))
     assert "groceries" in driver.find_element(by.CSS_SELECTOR, ".piagent-arguments").text
     driver.find_element(by.CSS_SELECTOR, "input[name=approve]").click()
-    wait.until(lambda d: d.current_url.rstrip("/").endswith("/admin/piagent/approval"))
+    wait.until(lambda d: urlsplit(d.current_url).path == "/admin/piagent/approval/")
     assert "groceries" not in driver.find_element(by.ID, "content").text
 
     # the chat page shows the call approved and run, and the model's answer
@@ -399,8 +400,15 @@ def test_a_worker_killed_mid_run_is_resumed_by_the_other(site: Site, browser: An
     killed_at = time.monotonic()
 
     # the page goes on to the model's final text within the lease + 10 s
-    _wait(driver, LEASE_S + 10).until(
-        lambda d: "Done: Counted to 15. Anything else?" in _texts(d, ".msg.assistant"))
+    try:
+        _wait(driver, LEASE_S + 10).until(
+            lambda d: "Done: Counted to 15. Anything else?" in _texts(d, ".msg.assistant"))
+    except TimeoutException:
+        row = site.query("SELECT owner, state, lease_expires_at FROM piagent_run "
+                         "WHERE run_id = %s", (run_id,))
+        pytest.fail(f"the page after {LEASE_S + 10:g} s: {_status(driver)}, "
+                    f"{driver.find_element(_by().ID, 'log').text!r}; the run: {row} at "
+                    f"{time.time():.1f}; gunicorn: " + "\n".join(site.server.log[-20:]))
     assert time.monotonic() - killed_at < LEASE_S + 10
     _wait(driver).until(lambda d: _status(d) == "done")
     assert "another one resumed it" in driver.find_element(_by().ID, "log").text

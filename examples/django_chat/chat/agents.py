@@ -18,7 +18,7 @@ def _result(text: str, is_error: bool = False) -> AgentToolResult:
     return AgentToolResult(content=[TextContent(text)], is_error=is_error)
 
 
-@tool
+@tool(replay='safe')  # counting again is harmless: a resumed run counts again
 def count_slowly(n: int, signal: AbortSignal, on_update) -> AgentToolResult:
     """Count from 1 to n slowly, reporting each number as progress.
 
