@@ -6,6 +6,7 @@ with the digest, a reload resuming after ``Last-Event-ID``, and the site's setti
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,7 @@ from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
 
-from ..conftest import WAIT, Gate, configure_django, serving_wsgi
+from ..conftest import WAIT, Gate, configure_django, serving_wsgi, unavailable
 from .conftest import VIEW_SETTINGS, sse_frames
 
 configure_django()
@@ -428,3 +429,89 @@ def test_the_runner_is_one_per_process_and_its_ticker_stops_with_it(site: Site) 
     tickers[0].join(WAIT)
     assert not tickers[0].is_alive()
     assert _site.runner() is not first
+
+
+# --- a new project that adds the app -----------------------------------------------------------
+
+
+def test_check_deploy_and_makemigrations_find_nothing_the_app_adds(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+
+    def django(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "django", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    assert django("startproject", "mysite", str(tmp_path)).returncode == 0
+    settings = (tmp_path / "mysite" / "settings.py").read_text(encoding="utf-8")
+    added = re.sub(r"(['\"]django\.contrib\.staticfiles['\"],)",
+                   r"\1\n    'piagent.contrib.django',", settings)
+    assert added != settings
+    added += '\nPIAGENT_AGENTS = {"default": "mysite.agents.build"}\n'
+    (tmp_path / "mysite" / "with_app.py").write_text(added, encoding="utf-8")
+    urls = tmp_path / "mysite" / "urls.py"
+    text = urls.read_text(encoding="utf-8").replace(
+        "from django.urls import path", "from django.urls import include, path")
+    text = re.sub(r"(\s+path\(.admin/., admin\.site\.urls\),)",
+                  r"\1\n    path('agent/', include('piagent.contrib.django.urls')),", text)
+    assert "piagent.contrib.django.urls" in text
+    urls.write_text(text, encoding="utf-8")
+
+    def ids(settings_module: str) -> set[str]:
+        done = django("check", "--deploy", f"--settings=mysite.{settings_module}")
+        assert "Traceback" not in done.stderr, done.stderr
+        return set(re.findall(r"\(([\w.]+\.[A-Z]\d+)\)", done.stdout + done.stderr))
+
+    without, with_app = ids("settings"), ids("with_app")
+    assert without, "startproject's settings are not ready to deploy: check --deploy says so"
+    assert with_app == without
+    assert not any(i.startswith("piagent") for i in with_app)
+    checked = django("makemigrations", "--check", "--dry-run", "--settings=mysite.with_app")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_no_view_runs_inside_atomic_requests(site: Site, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    from django.core.handlers.base import BaseHandler
+    from django.db import connections
+    from django.urls import resolve
+
+    site.use([assistant_text("hi")])
+    monkeypatch.setitem(connections["default"].settings_dict, "ATOMIC_REQUESTS", True)
+    for url in ("/agent/", "/agent/new/", "/agent/c/k/send/", "/agent/c/k/events/r/",
+                "/agent/c/k/approve/"):
+        view = resolve(url).func
+        assert BaseHandler().make_view_atomic(view) is view, url
+    browser = site.browser()
+    key = browser.new()
+    run_id = browser.send(key, "hello")
+    assert types(browser.events(key, run_id))[-1] == "agent_end"
+
+
+CELERY_APP: Any = None
+
+
+def test_the_celery_runner_is_built_from_the_settings(site: Site,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        import celery
+    except ImportError:
+        unavailable("Celery is not installed (pip install 'piagent[celery]')")
+    from piagent.celery import CeleryRunner
+
+    site.use([assistant_text("hi")])
+    monkeypatch.setattr(f"{__name__}.CELERY_APP", celery.Celery("piagent-site-test",
+                                                                 broker="memory://"))
+    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_LEASE_S=7,
+                           PIAGENT_CELERY_APP=f"{__name__}.CELERY_APP"):
+        built = _site.runner()
+        assert isinstance(built, CeleryRunner) and built.app is CELERY_APP
+        assert built.lease_s == 7
+        assert not [t for t in threading.enumerate() if t.name == "piagent-recovery"]
+    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_CELERY_APP=None), \
+            pytest.raises(ImproperlyConfigured, match="PIAGENT_CELERY_APP must be a dotted"):
+        _site.runner()

@@ -74,6 +74,7 @@ class _Built:
     agents: dict[str, Callable[[str], Agent]] | None = None
     store: SessionStore | None = None
     runner: Runner | None = None
+    hooked: bool = False  # the first request's hook tried to build the runner
 
 
 # guards _built: the process's agents, store, runner and ticker (any request thread, the
@@ -304,13 +305,25 @@ def _on_request_started(**kwargs: Any) -> None:
     """Build the runner at a process's first request, so its ticker runs in every worker
     that serves requests (a misconfiguration is logged here and raised by the views)."""
     with _lock:
-        if _current().runner is not None or getattr(settings, "PIAGENT_AGENTS", None) is None:
+        built = _current()
+        if built.hooked or getattr(settings, "PIAGENT_AGENTS", None) is None:
             return
+        built.hooked = True  # once: a misconfiguration is logged once per process
     try:
         runner()
     except Exception:
         logger.exception("piagent: the site's runner could not be built")
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (a gunicorn worker of a ``--preload`` master) builds its own: the
+    parent's lock may have been held by a thread the child does not have."""
+    global _lock, _built
+    _lock = threading.RLock()
+    _built = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX (Windows does not fork)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 setting_changed.connect(_on_setting_changed, dispatch_uid="piagent-site-settings")
 request_started.connect(_on_request_started, dispatch_uid="piagent-site-request")

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.defaults import page_not_found
@@ -58,6 +59,7 @@ def guarded(*methods: str) -> Callable[[View], View]:
     CSRF is checked here, inside, rather than by the site's middleware before the view (the
     view is exempt from the middleware's check, never from the check): so the refusal too
     carries the header, and a site without ``CsrfViewMiddleware`` is protected all the same.
+    No view runs in ``ATOMIC_REQUESTS``' transaction.
     """
 
     def decorate(view: View) -> View:
@@ -85,6 +87,10 @@ def guarded(*methods: str) -> Callable[[View], View]:
             response[WORKER_HEADER] = str(os.getpid())
             return response
 
+        # never inside ATOMIC_REQUESTS' transaction: a run is recorded in a transaction of
+        # its own, which other processes must see at once (and a stream outlives the view)
+        for alias in settings.DATABASES:
+            wrapped = transaction.non_atomic_requests(using=alias)(wrapped)
         return csrf_exempt(wrapped)  # type: ignore[no-any-return]
 
     return decorate
