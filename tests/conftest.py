@@ -483,6 +483,19 @@ def configure_django() -> None:
         django.setup()
 
 
+@pytest.fixture(scope="session")
+def django_databases() -> Iterator[list[str]]:
+    """The aliases of tests/contrib/django_settings.py's databases that tests prepared
+    (``tests.contrib.conftest.prepare_django_database``): each dropped at the session's end."""
+    prepared: list[str] = []
+    yield prepared
+    if prepared:
+        from tests.contrib.conftest import drop_django_database
+
+        for alias in prepared:
+            drop_django_database(alias)
+
+
 # Skips that stand for a missing component (node, a browser, a server) are fine on a
 # developer's machine but not in CI: ``.ci/run`` sets PIAGENT_REQUIRE_ALL=1, which turns
 # every skip into a failure except the documentation blocks marked ``<!-- no-run -->``.

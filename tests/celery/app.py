@@ -8,7 +8,8 @@ and the worker processes (to execute them). It reads its wiring from the environ
   ``PIAGENT_TEST_POSTGRES`` and ``PIAGENT_TEST_SCHEMA`` (the store), ``PIAGENT_TEST_QUEUE``
   (a queue of this test run only), ``PIAGENT_TEST_DIR`` (files tools and workers leave for
   the test), ``PIAGENT_TEST_LEASE`` (the lease, short so a killed worker's run is recovered
-  soon).
+  soon). With ``PIAGENT_TEST_DJANGO_ALIAS`` (and ``PIAGENT_TEST_DJANGO_DATABASES``, the test
+  process's ``settings.DATABASES`` as JSON) the store is a ``DjangoStore`` on that alias.
 
 The model is scripted by the session id's prefix: ``echo-*`` answers every user message with
 ``echo <text>``; ``block-*`` first calls ``block`` (which waits for its gate file or the
@@ -41,7 +42,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from piagent import AbortSignal, Agent, otel, tool
 from piagent.celery import CeleryRunner
-from piagent.sessions import PostgresStore
+from piagent.sessions import PostgresStore, SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 BROKER = os.environ.get("PIAGENT_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -65,10 +66,27 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 
-store = PostgresStore(os.environ.get("PIAGENT_TEST_POSTGRES",
-                                     "postgresql://postgres@127.0.0.1:5432/test"),
-                      schema=os.environ.get("PIAGENT_TEST_SCHEMA", "piagent"),
-                      max_connections=8, timeout=5.0)
+store: SessionStore
+if os.environ.get("PIAGENT_TEST_DJANGO_ALIAS"):  # tests/celery/test_django.py: a DjangoStore
+    import django
+    from django.conf import settings
+
+    if not settings.configured:  # a worker; the test process configured Django already
+        from tests.contrib import django_settings
+
+        settings.configure(**{**{k: v for k, v in vars(django_settings).items()
+                                 if k.isupper()},
+                              "DATABASES": json.loads(os.environ[
+                                  "PIAGENT_TEST_DJANGO_DATABASES"])})
+        django.setup()
+    from piagent.contrib.django import DjangoStore
+
+    store = DjangoStore(os.environ["PIAGENT_TEST_DJANGO_ALIAS"])
+else:
+    store = PostgresStore(os.environ.get("PIAGENT_TEST_POSTGRES",
+                                         "postgresql://postgres@127.0.0.1:5432/test"),
+                          schema=os.environ.get("PIAGENT_TEST_SCHEMA", "piagent"),
+                          max_connections=8, timeout=5.0)
 
 
 def _echo(context: Any, options: Any) -> Any:

@@ -5,6 +5,10 @@
     python _worker.py abort DB RUN_ID REASON
     python _worker.py sender DB            # DB: an SQLite path, or postgresql://...#SCHEMA
 
+DB may also be ``django:ALIAS``: a ``DjangoStore`` on that alias of the databases the
+environment's ``PIAGENT_TEST_DJANGO_DATABASES`` holds (the parent's ``settings.DATABASES``
+as JSON; tests/runs/test_django_processes.py).
+
 ``sender`` reads lines ``steer SESSION TEXT`` / ``follow_up SESSION TEXT`` from stdin and
 answers ``sent`` once ``runner.steer()`` / ``follow_up()`` has returned; it ends at EOF.
 
@@ -77,7 +81,22 @@ def make_factory(scenario: str) -> Callable[[str], Agent]:
     return make_agent
 
 
-def open_store(db: str) -> SQLiteStore | PostgresStore:
+def open_store(db: str) -> SessionStore:
+    if db.startswith("django:"):
+        import json
+
+        import django
+        from django.conf import settings
+
+        from tests.contrib import django_settings
+
+        config = {k: v for k, v in vars(django_settings).items() if k.isupper()}
+        config["DATABASES"] = json.loads(os.environ["PIAGENT_TEST_DJANGO_DATABASES"])
+        settings.configure(**config)
+        django.setup()
+        from piagent.contrib.django import DjangoStore
+
+        return DjangoStore(db.removeprefix("django:"))
     if db.startswith("postgresql://"):
         dsn, _, schema = db.partition("#")
         return PostgresStore(dsn, schema=schema, max_connections=2)
@@ -101,9 +120,8 @@ def main(argv: list[str]) -> None:
     store = open_store(db)
     if mode == "sender":
         serve_sender(store)
-        store.close()
+        getattr(store, "close", lambda: None)()
         return
-    assert isinstance(store, SQLiteStore)
     if mode == "start":
         session_id, lease_s, scenario = argv[2], float(argv[3]), argv[4]
         runner = LocalRunner(store, make_factory(scenario), lease_s=lease_s)
@@ -121,7 +139,7 @@ def main(argv: list[str]) -> None:
         LocalRunner(store, lambda sid: Agent()).abort(argv[2], argv[3])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
-    store.close()
+    getattr(store, "close", lambda: None)()
 
 
 if __name__ == "__main__":

@@ -31,22 +31,11 @@ from ..conftest import WAIT
 from ..contrib.conftest import (
     DJANGO_ALIASES,
     clear_django_database,
-    drop_django_database,
     prepare_django_database,
 )
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 
-
 DJANGO = ("django-sqlite", "django-postgresql", "django-mariadb")
-
-
-@pytest.fixture(scope="session")
-def django_databases() -> Iterator[list[str]]:
-    """The Django databases the tests of this session prepared, dropped at its end."""
-    prepared: list[str] = []
-    yield prepared
-    for alias in prepared:
-        drop_django_database(alias)
 
 
 def django_store(request: pytest.FixtureRequest, kind: str) -> Iterator[SessionStore]:

@@ -14,11 +14,11 @@ except ImportError as _missing:  # the extra is not installed
                       "pip install 'piagent[django]'") from _missing
 del _django
 
-from ...runs.backend import register_backend  # noqa: E402 - after the check above
+from ...runs.backend import register_backend as _register  # noqa: E402 - after the check
 from ._runs import DjangoRunBackend  # noqa: E402
 from ._store import DjangoStore  # noqa: E402
 
 # a runner on a DjangoStore keeps its runs in the same database (no model imported here)
-register_backend(DjangoStore, DjangoRunBackend)
+_register(DjangoStore, DjangoRunBackend)
 
 __all__ = ["DjangoRunBackend", "DjangoStore"]

@@ -50,6 +50,7 @@ class DjangoRunBackend:
 
     control_poll_s: float | None = CONTROL_POLL_S
     poll_s: float = POLL_S
+    purge_batch: int = PURGE_BATCH
 
     def __init__(self, store: DjangoStore) -> None:
         if not isinstance(store, DjangoStore):
@@ -67,6 +68,7 @@ class DjangoRunBackend:
         self.changes = threading.Condition()
         self._versions: dict[str, int] = {}
         self._watched: dict[str, int] = {}
+        self._poll_sql: str | None = None  # poll_sql(), made once (any thread: same text)
 
     def __repr__(self) -> str:
         return f"DjangoRunBackend({self._store!r})"
@@ -81,6 +83,20 @@ class DjangoRunBackend:
 
     def _controls(self) -> Any:
         return self._models.RunControl.objects.using(self.using).order_by()
+
+    def poll_sql(self) -> str:
+        """The readers' poll: a run's stored state and last event number, by its id. Plain
+        SQL (built once from the models' tables): it runs every ``poll_s`` per waiting
+        reader, and building it through the ORM each time costs ten times the query."""
+        if self._poll_sql is None:
+            quote = connections[self.using].ops.quote_name
+            run, event = self._models.Run._meta, self._models.RunEvent._meta
+            run_id, state = (quote(run.get_field(f).column) for f in ("run_id", "state"))
+            of, seq = (quote(event.get_field(f).column) for f in ("run", "seq"))
+            self._poll_sql = (f"SELECT r.{state}, (SELECT max(e.{seq}) FROM "
+                              f"{quote(event.db_table)} e WHERE e.{of} = r.{run_id}) FROM "
+                              f"{quote(run.db_table)} r WHERE r.{run_id} = %s")
+        return self._poll_sql
 
     def _write(self, work: Callable[[], Any]) -> Any:
         with connected(self.using):
@@ -257,7 +273,7 @@ class DjangoRunBackend:
 
         def write() -> list[str]:
             ids = list(self.runs().exclude(state__in=_LIVE).filter(ended_at__lt=cutoff)
-                       .values_list("run_id", flat=True)[:PURGE_BATCH])
+                       .values_list("run_id", flat=True)[:self.purge_batch])
             if ids:
                 self.events().filter(run_id__in=ids).delete()
                 self._drop_controls(ids)
@@ -267,7 +283,7 @@ class DjangoRunBackend:
         while True:
             ids: list[str] = self._write(write)
             removed += ids
-            if len(ids) < PURGE_BATCH:
+            if len(ids) < self.purge_batch:
                 return removed
 
     # --- the control inbox -----------------------------------------------------------------

@@ -2,25 +2,23 @@
 
 It reads through the reader's thread's Django connection. ``wait`` wakes at once when this
 process commits to the run (the backend's Condition), and otherwise polls the run's state
-and last event number every ``poll_s`` (one indexed query), which is how a change made by
+and last event number every ``poll_s`` (one indexed query, in plain SQL), which is how a change made by
 another process (a worker, a Celery task) is noticed.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from django.db.models import OuterRef, Subquery
+from django.db import connections
 
 from ...runs import RunInfo
 from ...runs.backend import LIVE_STATES
 from ._store import connected, from_column
-
-if TYPE_CHECKING:
-    from ._runs import DjangoRunBackend
 
 __all__ = ["INFO_FIELDS", "DjangoWatch", "run_info"]
 
@@ -41,10 +39,30 @@ INFO_FIELDS = ("run_id", "session_id", "state", "error_message", "created_at", "
                "ended_at", "lease_expires_at")
 
 
+class _Backend(Protocol):
+    """What a watch uses of its ``DjangoRunBackend`` (``_runs.py``)."""
+
+    using: str
+    poll_s: float
+    changes: threading.Condition
+
+    def version(self, run_id: str) -> int: ...
+
+    def enter(self, run_id: str) -> None: ...
+
+    def leave(self, run_id: str) -> None: ...
+
+    def runs(self) -> Any: ...
+
+    def events(self) -> Any: ...
+
+    def poll_sql(self) -> str: ...
+
+
 class DjangoWatch:
     """A reader of one run (owned by the reader's thread)."""
 
-    def __init__(self, backend: DjangoRunBackend, run_id: str) -> None:
+    def __init__(self, backend: _Backend, run_id: str) -> None:
         self._backend = backend
         self._run_id = run_id
         self._entered = False
@@ -81,11 +99,9 @@ class DjangoWatch:
     def poll(self) -> tuple[str, int] | None:
         """The run's stored state and last event number (-1: none); ``None`` if it is gone."""
         backend = self._backend
-        last = backend.events().filter(run_id=OuterRef("run_id")).order_by("-seq").values(
-            "seq")[:1]
-        with connected(backend.using):
-            row: Any = backend.runs().filter(run_id=self._run_id).annotate(
-                last=Subquery(last)).values_list("state", "last").first()
+        with connected(backend.using), connections[backend.using].cursor() as cursor:
+            cursor.execute(backend.poll_sql(), [self._run_id])
+            row = cursor.fetchone()
         return None if row is None else (str(row[0]), -1 if row[1] is None else int(row[1]))
 
     def _news(self, polled: tuple[str, int] | None) -> bool:
