@@ -56,7 +56,7 @@ INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth",
                   "django.contrib.admin", "django.contrib.sessions", "django.contrib.messages",
                   "piagent.contrib.django"]
 # what the admin needs (tests/contrib/test_django_admin.py routes to it with ROOT_URLCONF
-# "tests.contrib.django_urls"); no view of the other tests reads a session or a user
+# "tests.contrib.django_admin_urls"); no view of the other tests reads a session or a user
 MIDDLEWARE = ["django.contrib.sessions.middleware.SessionMiddleware",
               "django.contrib.auth.middleware.AuthenticationMiddleware",
               "django.contrib.messages.middleware.MessageMiddleware"]

@@ -20,25 +20,24 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from ._admin_approvals import decide, shown
 from ._admin_transcript import event_summary, run_state, transcript_items, when
+from ._site import database
 from ._store import from_column
 from .models import Approval, Budget, Conversation, Record, Run, RunEvent, Session
 
 __all__ = ["ApprovalAdmin", "BudgetAdmin", "ReadOnlyAdmin", "RunAdmin", "SessionAdmin"]
 
 
-def database() -> str:
-    """The alias of the app's database (``settings.PIAGENT_DATABASE``, ``_site.database``)."""
-    from ._site import database as alias
-
-    return alias()
+_RUNS_SHOWN = 20  # runs listed on a conversation's page, latest first
+_RECORDS_SHOWN = 1000  # a conversation's latest messages shown on its page
+_EVENTS_SHOWN = 2000  # a run's first events shown on its page
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django is untyped
+class ReadOnlyAdmin(admin.ModelAdmin):
     """An admin that shows rows and changes none (no add, change or delete), reading them
     in the app's database."""
 
@@ -55,9 +54,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django is untype
         return False
 
 
-def _session_link(session_pk: int | None, session_id: str) -> str:
+def _session_link(session_pk: int | None, session_id: str) -> SafeString:
     if session_pk is None:
-        return session_id
+        return escape(session_id)
     url = reverse("admin:piagent_session_change", args=[session_pk])
     return format_html('<a href="{}">{}</a>', url, session_id)
 
@@ -69,7 +68,7 @@ class SessionAdmin(ReadOnlyAdmin):
     list_display = ("shown_id", "owner", "title", "messages", "last_activity")
     search_fields = ("session_id",)
     fields = ("shown_id", "owner", "title", "agent", "messages", "last_activity", "runs",
-              "transcript")
+              "waiting", "transcript")
     readonly_fields = fields
     list_per_page = 50
 
@@ -79,6 +78,8 @@ class SessionAdmin(ReadOnlyAdmin):
             message_count=Count("records", filter=~Q(records__kind="started")),
             last_record=Max("records__created_at"),
             owner_id=Subquery(conversation.values("user_id")[:1]),
+            owner_name=Subquery(conversation.values(
+                f"user__{get_user_model().USERNAME_FIELD}")[:1]),
             conversation_title=Subquery(conversation.values("title")[:1]),
             conversation_agent=Subquery(conversation.values("agent")[:1]),
         ).order_by("-last_record", "-pk")
@@ -92,6 +93,8 @@ class SessionAdmin(ReadOnlyAdmin):
         owner_id = getattr(obj, "owner_id", None)
         if owner_id is None:
             return "-"
+        if getattr(obj, "owner_name", None) is not None:  # the users are in that database
+            return str(obj.owner_name)
         user = get_user_model()._default_manager.filter(pk=owner_id).first()
         return str(user.get_username()) if user is not None else f"user {owner_id}"
 
@@ -113,25 +116,42 @@ class SessionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="runs")
     def runs(self, obj: Session) -> SafeString:
-        rows = Run.objects.using(database()).filter(session_key=obj.key).order_by(
-            "-created_at").values_list("pk", "run_id", "state", "lease_expires_at")[:20]
+        runs = Run.objects.using(database()).filter(session_key=obj.key)
+        rows = runs.order_by("-created_at").values_list(
+            "pk", "run_id", "state", "lease_expires_at")[:_RUNS_SHOWN]
         links = [format_html('<a href="{}">{}</a> ({})',
                              reverse("admin:piagent_run_change", args=[pk]), run_id,
                              run_state(state, lease))
                  for pk, run_id, state, lease in rows]
+        if len(links) == _RUNS_SHOWN:
+            links.append(format_html('<a href="{}?session_key={}">all {} runs</a>',
+                                     reverse("admin:piagent_run_changelist"), obj.key,
+                                     runs.count()))
         return mark_safe("<br>".join(links) or "-")  # each part escaped above
+
+    @admin.display(description="waiting for approval")
+    def waiting(self, obj: Session) -> SafeString:
+        rows = Approval.objects.using(database()).filter(
+            session_id=obj.pk, kind="pending", decision__isnull=True).order_by("position")
+        links = [format_html('<a href="{}">{}</a>',
+                             reverse("admin:piagent_approval_change", args=[row.pk]),
+                             shown(row).tool_name) for row in rows.select_related("session")]
+        return mark_safe(", ".join(links) or "-")  # each part escaped above
 
     @admin.display(description="transcript")
     def transcript(self, obj: Session) -> SafeString:
-        rows = Record.objects.using(database()).filter(session_id=obj.pk).order_by(
-            "seq").values_list("seq", "kind", "data", "created_at")
-        items = transcript_items(from_column(obj.session_id), rows)
+        records = Record.objects.using(database()).filter(session_id=obj.pk).exclude(
+            kind="started")
+        total = records.count()
+        rows = records.order_by("-seq").values_list(
+            "seq", "kind", "data", "created_at")[:_RECORDS_SHOWN]
+        items = transcript_items(from_column(obj.session_id), list(rows)[::-1])
         # the template escapes every value it shows
-        return mark_safe(render_to_string(
-            "piagent/admin/transcript.html", {"items": items}))
+        return mark_safe(render_to_string("piagent/admin/transcript.html", {
+            "items": items, "earlier": max(0, total - _RECORDS_SHOWN)}))
 
 
-class _LiveFilter(admin.SimpleListFilter):  # type: ignore[misc]
+class _LiveFilter(admin.SimpleListFilter):
     """Runs by their state as the backends read it (a live run past its lease is lost)."""
 
     title = "state"
@@ -174,7 +194,7 @@ class RunAdmin(ReadOnlyAdmin):
             session_pk=Subquery(sessions.values("pk")[:1]))
 
     @admin.display(description="session")
-    def session_link(self, obj: Run) -> str:
+    def session_link(self, obj: Run) -> SafeString:
         return _session_link(getattr(obj, "session_pk", None), from_column(obj.session_id))
 
     @admin.display(description="state", ordering="state")
@@ -199,11 +219,12 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="events")
     def event_list(self, obj: Run) -> SafeString:
-        rows = RunEvent.objects.using(database()).filter(run_id=obj.run_id).order_by(
-            "seq").values_list("seq", "data")
+        found = RunEvent.objects.using(database()).filter(run_id=obj.run_id)
+        rows = found.order_by("seq").values_list("seq", "data")[:_EVENTS_SHOWN]
         events = [(seq, *event_summary(data)) for seq, data in rows]
+        later = found.count() - len(events) if len(events) == _EVENTS_SHOWN else 0
         return mark_safe(render_to_string(  # the template escapes
-            "piagent/admin/run_events.html", {"events": events}))
+            "piagent/admin/run_events.html", {"events": events, "later": later}))
 
 
 @admin.register(Budget)
@@ -226,7 +247,7 @@ class BudgetAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
+class ApprovalAdmin(admin.ModelAdmin):
     """Tool calls waiting for approval (undecided), each decided on its page or with the
     changelist's actions, on the arguments shown: the form carries their digest."""
 
@@ -257,16 +278,16 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return shown(obj).tool_name
 
     @admin.display(description="session")
-    def session_link(self, obj: Approval) -> str:
+    def session_link(self, obj: Approval) -> SafeString:
         return _session_link(obj.session_id, from_column(obj.session.session_id))
 
     @admin.display(description="arguments")
-    def arguments(self, obj: Approval) -> str:
+    def arguments(self, obj: Approval) -> SafeString:
         return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>',
                            shown(obj).arguments)
 
     @admin.display(description="digest")
-    def digest(self, obj: Approval) -> str:
+    def digest(self, obj: Approval) -> SafeString:
         # the digest of the arguments in this row, posted with the changelist's actions
         seen = shown(obj)
         return format_html(
@@ -276,7 +297,7 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
             seen.digest, seen.digest[:12], obj.pk, seen.call, obj.pk, seen.digest)
 
     @admin.display(description="decide")
-    def decide_link(self, obj: Approval) -> str:
+    def decide_link(self, obj: Approval) -> SafeString:
         return format_html('<a href="{}">Approve or deny…</a>',
                            reverse("admin:piagent_approval_change", args=[obj.pk]))
 
@@ -285,8 +306,27 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
         if not self.has_change_permission(request):
             raise PermissionDenied
         for row in queryset:
-            decide(request, shown(row).session_id, request.POST.get(f"piagent-call-{row.pk}"),
-                   request.POST.get(f"piagent-digest-{row.pk}"), approved)
+            digest = request.POST.get(f"piagent-digest-{row.pk}")
+            call = self._call(request, row, request.POST.get(f"piagent-call-{row.pk}"))
+            if call and decide(request, shown(row).session_id, call, digest, approved):
+                self._log(request, row, approved, digest)
+
+    def _call(self, request: HttpRequest, row: Approval, posted: object) -> str | None:
+        """The call a form names if it is the row's (what its page showed); else ``None``
+        and an error message."""
+        seen = shown(row)
+        if posted == seen.call:
+            return seen.call
+        messages.error(request, f"The form names the call {posted!r}, not {seen.call!r} "
+                                f"({seen.tool_name}) it was shown for; nothing was decided.")
+        return None
+
+    def _log(self, request: HttpRequest, row: Approval, approved: bool, digest: Any) -> None:
+        """The decision in the admin's history (who decided what, on which digest)."""
+        seen = shown(row)
+        self.log_change(request, row, f"{'Approved' if approved else 'Denied'} "
+                                      f"{seen.tool_name} ({seen.tool_call_id}) of session "
+                                      f"{seen.session_id}, arguments digest {digest}")
 
     @admin.action(description="Approve the selected calls (with the arguments shown)")
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
@@ -314,8 +354,12 @@ class ApprovalAdmin(admin.ModelAdmin):  # type: ignore[misc]
             if approved == ("deny" in request.POST):
                 messages.error(request, "Press Approve or Deny; nothing was decided.")
                 return HttpResponseRedirect(request.path)
-            done = decide(request, shown(row).session_id, request.POST.get("tool_call_id"),
-                          request.POST.get("digest"), approved, request.POST.get("reason"))
+            digest = request.POST.get("digest")
+            call = self._call(request, row, request.POST.get("tool_call_id"))
+            done = bool(call) and decide(request, shown(row).session_id, call, digest,
+                                         approved, request.POST.get("reason"))
+            if done:
+                self._log(request, row, approved, digest)
             return HttpResponseRedirect(changelist if done else request.path)
         context = {
             **self.admin_site.each_context(request),

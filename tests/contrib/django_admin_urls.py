@@ -1,0 +1,8 @@
+"""The admin's URLs for the tests (``tests/contrib/test_django_admin.py``)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]
