@@ -396,6 +396,8 @@ def test_a_worker_killed_mid_run_is_resumed_by_the_other(site: Site, browser: An
     run_id = _history(anyone, site, key)["run"]["id"]
     victim = site.owner_pid(run_id)
     assert victim in site.server.pids
+    assert site.query("SELECT state FROM piagent_run WHERE run_id = %s", (run_id,)) == [
+        ("running",)]  # killed mid-tool, not after
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
 
@@ -412,6 +414,6 @@ def test_a_worker_killed_mid_run_is_resumed_by_the_other(site: Site, browser: An
     assert time.monotonic() - killed_at < LEASE_S + 10
     _wait(driver).until(lambda d: _status(d) == "done")
     assert "another one resumed it" in driver.find_element(_by().ID, "log").text
-    assert site.owner_pid(run_id) != victim
+    assert site.owner_pid(run_id) != victim  # the survivor, or the worker started in its place
     _, survivor = site.pinned(_cookies(driver), {victim})
     assert _history(survivor, site, key)["run"] == {"id": run_id, "state": "done"}
