@@ -290,17 +290,19 @@ def test_chat_streams_and_stop_is_served_by_the_other_worker(site: Site, browser
 def test_a_reload_mid_run_resumes_the_stream(site: Site, browser: Any) -> None:
     driver = browser
     _new_conversation(driver, site)
-    _send(driver, "count to 12")
-    _counting(driver, 12)
+    _send(driver, "count to 20")
+    _counting(driver, 20)
     driver.refresh()
     wait = _wait(driver)
-    wait.until(lambda d: _status(d) in ("running", "done"))
+    # the reloaded page re-attached to the live run: its progress goes on
+    wait.until(lambda d: _status(d) == "running" and any(
+        re.fullmatch(r"Counted \d+ of 20", t) for t in _texts(d, ".tool .progress")))
     wait.until(lambda d: _status(d) == "done")
-    assert _texts(driver, ".msg.user") == ["count to 12"]
+    assert _texts(driver, ".msg.user") == ["count to 20"]  # each message once
     assert _texts(driver, ".msg.assistant") == [
-        "Sure! Counting to 12 slowly, watch the progress.",
-        "Done: Counted to 12. Anything else?"]
-    assert _texts(driver, ".tool .progress") == ["Counted to 12."]
+        "Sure! Counting to 20 slowly, watch the progress.",
+        "Done: Counted to 20. Anything else?"]
+    assert _texts(driver, ".tool .progress") == ["Counted to 20."]
 
 
 def test_approve_is_served_by_the_other_worker(site: Site, browser: Any) -> None:
