@@ -9,6 +9,7 @@ unreachable one skips, and fails in CI (``PIAGENT_REQUIRE_ALL=1``).
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -261,3 +262,114 @@ def sse_frames(chunks: Any) -> Iterator[tuple[str | None, dict[str, Any] | None]
                 elif line.startswith("data: "):
                     data = json.loads(line[6:])
             yield event_id, data
+
+
+# --- the admin (test_django_admin*.py) -----------------------------------------------------------
+# Users, sessions and the admin's history live in ``default`` (SQLite); the app's rows in
+# ``PIAGENT_DATABASE``, the database under test. The site's agent asks to ``delete`` a name
+# (a call that needs approval), then reports the results.
+
+ADMIN = "/admin/piagent"  # the app's admin pages under tests/contrib/django_admin_urls.py
+# guards ADMIN_DELETED: the names the admin tests' tool deleted (run threads append)
+_admin_lock = threading.Lock()
+ADMIN_DELETED: list[str] = []
+
+
+def _admin_answer(context: Any, options: Any) -> Any:
+    from piagent.messages import ToolResultMessage, UserMessage
+    from piagent.testing import assistant_text, assistant_tool_calls
+
+    last = context.messages[-1]
+    if isinstance(last, UserMessage):
+        return assistant_tool_calls(("delete", {"name": "<b>report</b>"}, "c-delete"))
+    results = [m for m in context.messages if isinstance(m, ToolResultMessage)]
+    return assistant_text("results: " + "; ".join(
+        f"{m.tool_name}={' '.join(getattr(c, 'text', '') for c in m.content)}"
+        for m in results))
+
+
+def admin_agent(session_id: str) -> Any:
+    """``PIAGENT_AGENTS["default"]`` of the admin tests: an ``Agent`` on a scripted model
+    with the tool ``delete`` (``needs_approval=True``)."""
+    from piagent import Agent
+    from piagent.testing import ScriptedStreamFn
+    from piagent.tools import tool
+
+    @tool(needs_approval=True)
+    def delete(name: str) -> str:
+        """Delete a thing."""
+        with _admin_lock:
+            ADMIN_DELETED.append(name)
+        return f"deleted {name}"
+
+    scripted = ScriptedStreamFn([_admin_answer] * 5)
+    return Agent(model=scripted.model, stream_fn=scripted, tools=[delete],
+                 system_prompt="admin tests")
+
+
+def _admin_settings(alias: str) -> Any:
+    from django.test import override_settings
+
+    return override_settings(ROOT_URLCONF="tests.contrib.django_admin_urls",
+                             PIAGENT_DATABASE=alias, PIAGENT_AGENTS={"default": admin_agent},
+                             PIAGENT_LEASE_S=30, PIAGENT_RECOVER_EVERY_S=60)
+
+
+@pytest.fixture
+def admin_tables() -> None:
+    """Every app's tables in ``default`` (once per process)."""
+    prepare_django_database("default")
+
+
+@pytest.fixture
+def admin_sqlite(admin_tables: None) -> Iterator[str]:
+    """The admin on SQLite (``default``): the alias."""
+    with _admin_settings("default"):
+        yield "default"
+
+
+@pytest.fixture
+def admin_db(admin_tables: None, alias: str) -> Iterator[str]:
+    """The admin on each database in turn: the alias."""
+    with _admin_settings(alias):
+        yield alias
+
+
+@pytest.fixture
+def superuser(admin_tables: None) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model()._default_manager.create_superuser(
+        f"admin-{uuid.uuid4().hex[:12]}", password="x")
+
+
+@pytest.fixture
+def admin_client(superuser: Any) -> Any:
+    """Django's test client, signed in as a superuser."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+def new_session_id() -> str:
+    return f"admin-{uuid.uuid4().hex}"
+
+
+def key_of(session_id: str) -> str:
+    """The app's lookup key of a session id (``Session.key``, ``Run.session_key``)."""
+    import hashlib
+
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+
+
+def admin_messages(response: Any) -> list[str]:
+    """The admin messages a followed response shows, as text."""
+    import html
+    import re
+
+    assert response.status_code == 200, (response.redirect_chain, response.content[:300])
+    found = re.findall(r'<li class="(?:success|error|warning|info)">(.*?)</li>',
+                       response.content.decode(), re.DOTALL)
+    return [html.unescape(re.sub(r"<[^>]+>", "", m)) for m in found]
