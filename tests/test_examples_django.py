@@ -5,6 +5,7 @@ workers on PostgreSQL and MariaDB: ``tests/test_browser_django.py``.)"""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from pathlib import Path
@@ -69,3 +70,45 @@ def test_makemigrations_finds_nothing_to_do(tmp_path: Path) -> None:
     done = manage(env, "makemigrations", "--check", "--dry-run")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No changes detected" in done.stdout
+
+
+CHAT = """
+import json
+from django.contrib.auth.models import User
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+setup_test_environment()
+User.objects.create_user('ada', password='pw')
+client = Client()
+assert client.login(username='ada', password='pw')
+key = client.post('/agent/new/', {}, content_type='application/json').json()['key']
+run_id = client.post(f'/agent/c/{key}/send/', {'message': 'count to 3'},
+                     content_type='application/json').json()['run_id']
+stream = client.get(f'/agent/c/{key}/events/{run_id}/')
+body = b''.join(stream.streaming_content).decode()
+events = [json.loads(line[6:]) for line in body.split('\\n') if line.startswith('data: ')]
+print(json.dumps({'worker': stream['X-Piagent-Worker'],
+                  'types': [e['type'] for e in events],
+                  'final': events[-1]['messages'][-1]['content'][0]['text']}))
+"""
+
+
+def test_the_project_chats_on_its_default_sqlite_database(tmp_path: Path) -> None:
+    """No DATABASE_URL: the project's SQLite file; migrate, then a signed-in user's message
+    runs the example's agent (the slow tool, then the answer), streamed by the app."""
+    env = {**django_example_env(tmp_path, ""), "CHAT_STEP_S": "0.01"}
+    del env["DATABASE_URL"]  # the settings' default: db.sqlite3 beside manage.py ...
+    (tmp_path / "test_settings.py").write_text(  # ... here kept in tmp_path
+        "from chatsite.settings import *  # noqa: F403\n"
+        f"DATABASES['default']['NAME'] = {str(tmp_path / 'db.sqlite3')!r}\n", encoding="utf-8")
+    migrated = manage(env, "migrate", "--noinput")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    assert "Applying piagent.0001_initial... OK" in migrated.stdout
+    done = manage(env, "shell", "-c", CHAT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["worker"].isdigit()
+    assert seen["types"][0] == "agent_start" and seen["types"][-1] == "agent_end"
+    assert seen["types"].count("tool_execution_update") == 3
+    assert seen["final"] == "Done: Counted to 3. Anything else?"
