@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..conftest import SLOW_WAIT, wait_until
-from ..runs.conftest import DJANGO_ALIASES
+from ..contrib.conftest import DJANGO_ALIASES, prepare_django_database
 from .conftest import Cluster, redis_base, run_change
 
 
@@ -26,7 +26,6 @@ class DjangoCluster(Cluster):
 @pytest.fixture(scope="module", params=sorted(DJANGO_ALIASES))
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
             django_databases: list[str]) -> Iterator[Cluster]:
-    from ..contrib.conftest import prepare_django_database
 
     base = redis_base()
     alias = DJANGO_ALIASES[request.param]
