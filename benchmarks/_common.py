@@ -125,12 +125,14 @@ def run_json_subprocess(args: list[str], timeout_s: float) -> dict[str, Any]:
 class ServerProcess:
     """``benchmarks._openai_server`` in its own process (so its CPU is not the client's)."""
 
-    def __init__(self, max_seconds: float = 1800.0) -> None:
+    def __init__(self, max_seconds: float = 1800.0, cpu: int | None = None) -> None:
+        # ``cpu``: the one CPU the server (every thread of it) runs on
+        pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks._openai_server", "--max-seconds",
              str(max_seconds)],
             cwd=REPO, env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True)
+            text=True, preexec_fn=pin)
         stdout: IO[str] | None = self._proc.stdout
         assert stdout is not None
         line = stdout.readline().strip()

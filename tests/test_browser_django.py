@@ -17,6 +17,7 @@ chromedriver, gunicorn or a database server.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -45,7 +46,7 @@ from tests.conftest import (
     manage,
     unavailable,
 )
-from tests.contrib.conftest import Database, fresh_database
+from tests.contrib.conftest import Database, open_database
 
 pytestmark = pytest.mark.browser
 
@@ -152,8 +153,10 @@ class Site:
 def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[Site]:
     _components()
-    with fresh_database(request.param) as db:
-        folder = tmp_path_factory.mktemp(f"django-{request.param}")
+    folder = tmp_path_factory.mktemp(f"django-{request.param}")
+    databases = open_database(request.param, folder)  # a database of its own, dropped after
+    with contextlib.closing(databases):
+        db = next(databases)
         env = django_example_env(folder, _database_url(db),
                                  f"PIAGENT_LEASE_S = {LEASE_S}\n"
                                  f"PIAGENT_RECOVER_EVERY_S = {RECOVER_EVERY_S}\n")

@@ -23,13 +23,12 @@ FLASK_RUN = r"""
 import sys
 sys.path.insert(0, "examples/flask_chat")
 import app as flask_chat
-application = flask_chat.create_app(flask_chat.agent_factory(step_s=0.0, chunk_delay=0.0),
-                                     db=flask_chat.db_path(None))
+application = flask_chat.create_app(flask_chat.agent_factory(step_s=0.0, chunk_delay=0.0))
 client = application.test_client()
 assert client.get("/").status_code == 200
 run_id = client.post("/chat", json={"message": "count to 3"}).get_json()["run_id"]
 assert b"agent_end" in client.get(f"/events/{run_id}").data
-print(application.config["CHAT"].path)
+print(application.config["CHAT"].store.engine.url.database)
 """
 
 

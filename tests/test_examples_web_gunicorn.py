@@ -1,16 +1,18 @@
 """The Flask chat example under a real gunicorn with four worker processes
-(docs/web.md).
+(docs/web.md), on SQLite, MariaDB and PostgreSQL (its ``$PIAGENT_CHAT_DB`` a
+URL, docs/flask.md).
 
 One browser's requests land on different workers (each response names its worker in
 ``X-Worker-Pid``, and the test holds a keep-alive connection to each worker): a run is
 started in one worker, streamed from a second, steered from a third; the stream is dropped
 mid-run and resumed with ``Last-Event-ID`` from a fourth, which gets every event exactly
 once; a second run is stopped from another worker than the one running it. The run itself
-executes on threads of the worker that started it; they meet in the SQLite file. Skips
+executes on threads of the worker that started it; they meet in the database. Skips
 when gunicorn is not installed (``pip install -e .[test]`` has it)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -25,6 +27,7 @@ import requests
 import sseclient
 
 from tests.conftest import CHAT_COOKIE, SLOW_WAIT, Gunicorn, gunicorn_server
+from tests.contrib.conftest import _mariadb, _postgresql
 
 if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
     pytest.skip("the gunicorn test needs gunicorn (pip install gunicorn; not on Windows)",
@@ -35,18 +38,26 @@ pytest.importorskip("flask")
 ROOT = Path(__file__).resolve().parent.parent
 # the Django example under gunicorn: tests/test_browser_django.py
 APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()")}
+SERVERS = [("flask", "sqlite"), ("flask", "mariadb"), ("flask", "postgresql")]
 WORKERS = 4
 
 
-@pytest.fixture(scope="module", params=sorted(APPS, reverse=True))
+@pytest.fixture(scope="module", params=SERVERS, ids=lambda p: "-".join(p))
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn]:
-    example, app = APPS[request.param]
-    db = tmp_path_factory.mktemp("gunicorn") / "chat.db"
-    env = {"PIAGENT_CHAT_DB": str(db), "PIAGENT_CHAT_STEP_S": "0.25"}
-    with gunicorn_server(example, app, env, workers=WORKERS,
-                         args=("--keep-alive", "60")) as started:
-        yield started
+    kind, database = request.param
+    example, app = APPS[kind]
+    with contextlib.ExitStack() as stack:
+        if database == "sqlite":
+            db = str(tmp_path_factory.mktemp("gunicorn") / "chat.db")
+        else:  # a database of this module's own, dropped after it
+            own = _mariadb() if database == "mariadb" else _postgresql()
+            db = next(own).url
+            stack.callback(own.close)
+        env = {"PIAGENT_CHAT_DB": db, "PIAGENT_CHAT_STEP_S": "0.25"}
+        with gunicorn_server(example, app, env, workers=WORKERS,
+                             args=("--keep-alive", "60")) as started:
+            yield started
 
 
 CONNECT_WITHIN_S = 60.0  # seconds: how long connect() tries to reach another worker

@@ -3,9 +3,10 @@ runs an execution of a batch (``Batch.execute``) in which some call has one. Pas
 limit a call gets an error result naming it, its own signal is aborted (a cooperative tool
 stops) and its thread is abandoned: Python cannot stop a thread, so it is left to finish on
 its own, reported once, and joined by nothing (docs/threading.md). So that a thread that
-never returns cannot hold the interpreter's exit (``ThreadPoolExecutor`` joins its workers
-then), a timed call on the run's side runs on a daemon thread of its own, not on the run's
-pool; on a caller's ``tool_executor`` it runs there, and that thread stays the caller's."""
+never returns cannot hold the interpreter's exit (the run's pool is joined then, as a
+``ThreadPoolExecutor`` is), a timed call on the run's side runs on a daemon thread of its
+own, not on the run's pool; on a caller's ``tool_executor`` it runs there, and that thread
+stays the caller's."""
 
 from __future__ import annotations
 
@@ -69,8 +70,7 @@ def execute_timed(batch: Any, prepared: list[Prepared], grace: float,
                 handed[index] = time.monotonic()
                 if limit is None:
                     try:
-                        runner.pool().submit(run, batch.execute_one, prepared[index], index,
-                                             inbox)
+                        runner.submit(run, batch.execute_one, prepared[index], index, inbox)
                     except RuntimeError as exc:
                         refusal, submitted = refused(exc, prepared, index, inbox), count
                     continue

@@ -12,8 +12,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..abort import AbortSignal
@@ -39,6 +38,7 @@ from ._call import (
 from ._config import AgentContext, AgentLoopConfig
 from ._emit import Emit, emit_messages, record_despite_failure
 from ._inbox import Done, Inbox, Update, refused as _refused
+from ._pool import RunPool
 from ._results import ABORTED_TEXT, error_result, exception_text, failure_text, truncated_result
 from ._timeout import execute_timed
 from ._trace import UNTRACED, RunTrace
@@ -62,25 +62,28 @@ class ToolRunner:
                  trace: RunTrace = UNTRACED) -> None:
         self.signal, self.emit, self.trace = signal, emit, trace
         self.cap, self.executor = config.max_parallel_tools, config.tool_executor
-        self.own: ThreadPoolExecutor | None = None  # runs execute/after_tool_call; close()
+        self.own: RunPool | None = None  # runs execute/after_tool_call; close()
         self.timeout = config.tool_timeout  # the calls' default limit (a tool's own wins)
         # the threads of timed calls on the run's own side (_timeout.py), which close()
         # joins, and those of calls that timed out, which nothing joins
         self.timed: list[threading.Thread] = []
         self.abandoned: set[threading.Thread] = set()
 
-    def pool(self) -> Executor:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the caller's executor or the run's own pool (``RuntimeError``
+        when it refuses)."""
         if self.executor is not None:
-            return self.executor  # the caller's: it outlives the run and caps nothing itself
+            self.executor.submit(fn, *args)  # the caller's: it outlives the run
+            return
         if self.own is None:
-            self.own = ThreadPoolExecutor(self.cap or 1024, thread_name_prefix="piagent-tool")
-        return self.own
+            self.own = RunPool(self.cap or 1024)
+        self.own.post(fn, *args)
 
     def close(self) -> None:
-        """Shut the run's own pool down and wait for its threads (a caller's: untouched);
+        """Stop the run's own pool and wait for its threads (a caller's: untouched);
         the threads of timed-out calls are left running (docs/threading.md)."""
         if self.own is not None:
-            self.own.shutdown(wait=True)
+            self.own.close()
             self.own = None
         if self.timed:
             for thread in self.timed:
@@ -215,7 +218,7 @@ class Batch:
             return execute_timed(self, prepared, ABORT_GRACE_S, _not_returned_text)
         ahead = count if not runner.cap or runner.executor is None else runner.cap
         results: list[Finalized | None] = [None] * count
-        pool, submitted, finished = runner.pool(), 0, 0
+        submitted, finished = 0, 0
         failure: BaseException | None = None  # the first listener or hook failure
         refusal: BaseException | None = None  # the executor refused a call
         noticed_at: float | None = None  # when the abort was seen; None again once named
@@ -224,8 +227,8 @@ class Batch:
             while finished < count:
                 while submitted < count and submitted - finished < ahead:
                     try:
-                        pool.submit(contextvars.copy_context().run, self.execute_one,
-                                    prepared[submitted], submitted, inbox)
+                        runner.submit(contextvars.copy_context().run, self.execute_one,
+                                      prepared[submitted], submitted, inbox)
                         submitted += 1
                     except RuntimeError as exc:
                         refusal = _refused(exc, prepared, submitted, inbox)

@@ -147,7 +147,13 @@ class QueuedRunner(RunnerBase):
             take = self._take(run_id, deadline)
         if take is None:
             return None
-        made = self.make_agent(session_id)
+        try:  # a make_agent that fails ends the run (else every recovery would fail again)
+            made = self.make_agent(session_id)
+        except Exception as exc:
+            self._backend.finish(run_id, self._owner, "error",
+                                 f"make_agent({session_id!r}) failed: {type(exc).__name__}: "
+                                 f"{exc}")
+            raise
         try:
             agent = self._check_agent(session_id, made)
         except TypeError as exc:

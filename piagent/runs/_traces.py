@@ -6,6 +6,8 @@ including one that recovers it from a payload that does not carry it, joins that
 One table per medium (``piagent_run_traces``; PostgreSQL ``run_traces``), created with the
 runs tables: additive, so the schema version is unchanged and an older piagent ignores it;
 ``purge`` deletes a run's row with the run. Written and read only while ``piagent.otel`` is on.
+A backend built outside the package keeps it through its own ``keep_trace(run_id, text)``
+and ``kept_trace(run_id) -> text | None`` (the JSON text), if it has them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def keep_trace(backend: object, run_id: str, carrier: dict[str, str]) -> None:
                                      "ON CONFLICT (run_id) DO UPDATE SET carrier = %s"),
                         (run_id, text, text))
         backend.transact(write)
+    elif callable(keep := getattr(backend, "keep_trace", None)):
+        keep(run_id, text)
 
 
 def kept_trace(backend: object, run_id: str) -> dict[str, str] | None:
@@ -47,6 +51,9 @@ def kept_trace(backend: object, run_id: str) -> dict[str, str] | None:
                         (run_id,))
             return cur.fetchone()
         row = backend.transact(read)
+    elif callable(kept := getattr(backend, "kept_trace", None)):
+        text = kept(run_id)
+        row = None if text is None else (text,)
     if row is None:
         return None
     carrier = json.loads(row[0])

@@ -5,7 +5,8 @@ and the worker processes (to execute them). It reads its wiring from the environ
 ``tests/celery/conftest.py``:
 
 * ``PIAGENT_TEST_REDIS`` (the broker, a Redis URL with its own db number),
-  ``PIAGENT_TEST_POSTGRES`` and ``PIAGENT_TEST_SCHEMA`` (the store), ``PIAGENT_TEST_QUEUE``
+  ``PIAGENT_TEST_POSTGRES`` and ``PIAGENT_TEST_SCHEMA`` (the store; a ``SQLAlchemyStore``
+  on the URL ``PIAGENT_TEST_SQLALCHEMY`` instead, when that is set), ``PIAGENT_TEST_QUEUE``
   (a queue of this test run only), ``PIAGENT_TEST_DIR`` (files tools and workers leave for
   the test), ``PIAGENT_TEST_LEASE`` (the lease, short so a killed worker's run is recovered
   soon). With ``PIAGENT_TEST_DJANGO_ALIAS`` (and ``PIAGENT_TEST_DJANGO_DATABASES``, the test
@@ -42,7 +43,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from piagent import AbortSignal, Agent, otel, tool
 from piagent.celery import CeleryRunner
-from piagent.sessions import PostgresStore, SessionStore
+from piagent.sessions import PostgresStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 BROKER = os.environ.get("PIAGENT_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -66,8 +67,14 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 
-store: SessionStore
-if os.environ.get("PIAGENT_TEST_DJANGO_ALIAS"):  # tests/celery/test_django.py: a DjangoStore
+store: Any
+if os.environ.get("PIAGENT_TEST_SQLALCHEMY"):  # a SQLAlchemyStore on this URL instead
+    from sqlalchemy import create_engine
+
+    from piagent.contrib.sqlalchemy import SQLAlchemyStore
+
+    store = SQLAlchemyStore(create_engine(os.environ["PIAGENT_TEST_SQLALCHEMY"]))
+elif os.environ.get("PIAGENT_TEST_DJANGO_ALIAS"):  # tests/celery/test_django.py: a DjangoStore
     import django
     from django.conf import settings
 

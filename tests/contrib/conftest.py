@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,16 +95,46 @@ def _postgresql() -> Iterator[Database]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A database of the test's own, of each kind in turn."""
-    if request.param == "sqlite":
+def open_database(kind: str, tmp_path: Path) -> Iterator[Database]:
+    """A database of its own of ``kind`` (one of ``DATABASES``), dropped after it."""
+    if kind == "sqlite":
         path = tmp_path / "store.db"
         yield Database("sqlite", f"sqlite:///{path}", str(path))
-    elif request.param == "mariadb":
+    elif kind == "mariadb":
         yield from _mariadb()
     else:
         yield from _postgresql()
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database of the test's own, of each kind in turn."""
+    yield from open_database(request.param, tmp_path)
+
+
+def sqlalchemy_store(kind: str, tmp_path: Path) -> Iterator[Any]:
+    """A ``SQLAlchemyStore`` on a database of its own of ``kind`` (one of ``DATABASES``):
+    its engine disposed and the database dropped after it (``tests/runs``' store kinds
+    ``sqlalchemy-sqlite``, ``-postgresql``, ``-mariadb``)."""
+    try:
+        from sqlalchemy import create_engine
+
+        from piagent.contrib.sqlalchemy import SQLAlchemyStore
+    except ImportError as exc:
+        unavailable(f"SQLAlchemy is not installed (pip install 'piagent[sqlalchemy]'): {exc}")
+    for database in open_database(kind, tmp_path):
+        engine = create_engine(database.url, pool_size=10, max_overflow=20)
+        if kind == "sqlite":  # as docs/sessions.md advises: SQLiteStore's speed
+            from sqlalchemy import event
+
+            @event.listens_for(engine, "connect")
+            def _fast(conn: Any, record: Any) -> None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield SQLAlchemyStore(engine)
+        finally:
+            engine.dispose()
 
 
 def run_agent_twice(make_store: Callable[[], Any]) -> None:
@@ -134,16 +164,7 @@ def run_agent_twice(make_store: Callable[[], Any]) -> None:
     assert make_store().started(sid) == set()
 
 
-def fresh_database(kind: str) -> AbstractContextManager[Database]:
-    """A ``"mariadb"`` database or ``"postgresql"`` schema of its own (unreachable: skipped,
-    failed in CI), dropped when the ``with`` block ends."""
-    return contextmanager({"mariadb": _mariadb, "postgresql": _postgresql}[kind])()
-
-
-# --- the Django databases of tests/contrib/django_settings.py ------------------------------
-
-_PREPARED: set[str] = set()  # the aliases created and migrated in this process (main thread)
-DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+# --- Django: the databases of django_settings.py -----------------------------------------
 
 
 def _create(alias: str) -> None:
@@ -179,8 +200,39 @@ def _create(alias: str) -> None:
                     f"(PIAGENT_TEST_{alias.upper()}; .ci/mariadb-setup.sh): {exc}")
 
 
+def _drop(alias: str) -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    config = settings.DATABASES[alias]
+    if alias == "default":  # the file goes with its directory at exit (django_settings.py)
+        return
+    with connections[alias].cursor() as cursor:
+        if alias == "mariadb":
+            cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
+        else:
+            name = config["OPTIONS"]["options"].split("=", 1)[1]
+            cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
+                ids=["sqlite", "postgresql", "mariadb"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of ``django_settings.py`` (Django configured), its database created
+    and the app's tables migrated; dropped at the end of the tests."""
+    name = request.param
+    prepare_django_database(name)  # once per process: other fixtures may use it too
+    yield name
+    drop_django_database(name)
+
+
+_PREPARED: set[str] = set()  # the aliases prepare_django_database made in this process
+DJANGO_ALIASES = {"sqlite": "default", "postgresql": "postgresql", "mariadb": "mariadb"}
+
+
 def prepare_django_database(alias: str) -> None:
-    """Create and migrate the alias's database, once per process (Django configured)."""
+    """Configure Django, create and migrate the alias's database, once per process (the
+    ``alias`` fixture, tests/runs/conftest.py's Django stores)."""
     configure_django()
     if alias in _PREPARED:
         return
@@ -193,21 +245,12 @@ def prepare_django_database(alias: str) -> None:
 
 def drop_django_database(alias: str) -> None:
     """Drop what ``prepare_django_database`` made (the SQLite file goes at exit)."""
-    if alias not in _PREPARED:
-        return
-    from django.conf import settings
-    from django.db import connections
+    if alias in _PREPARED:
+        from django.db import connections
 
-    _PREPARED.discard(alias)
-    config = settings.DATABASES[alias]
-    if alias != "default":
-        with connections[alias].cursor() as cursor:
-            if alias == "mariadb":
-                cursor.execute(f"DROP DATABASE IF EXISTS {config['NAME']}")
-            else:
-                name = config["OPTIONS"]["options"].split("=", 1)[1]
-                cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    connections[alias].close()
+        _PREPARED.discard(alias)
+        _drop(alias)
+        connections[alias].close()
 
 
 def clear_django_database(alias: str) -> None:
@@ -217,17 +260,6 @@ def clear_django_database(alias: str) -> None:
     for model in (models.RunEvent, models.RunControl, models.Run, models.Approval,
                   models.Record, models.Budget, models.Conversation, models.Session):
         model.objects.using(alias).all().delete()
-
-
-@pytest.fixture(scope="session", params=["default", "postgresql", "mariadb"],
-                ids=["sqlite", "postgresql", "mariadb"])
-def alias(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database alias of ``django_settings.py`` (Django configured), its database created
-    and migrated; dropped at the end of the tests."""
-    name = request.param
-    prepare_django_database(name)
-    yield name
-    drop_django_database(name)
 
 
 # --- the app's views (test_django_views*.py) ---------------------------------------------------
@@ -262,6 +294,108 @@ def sse_frames(chunks: Any) -> Iterator[tuple[str | None, dict[str, Any] | None]
                 elif line.startswith("data: "):
                     data = json.loads(line[6:])
             yield event_id, data
+
+
+class Browser:
+    """A signed-in user's ``Client`` that enforces CSRF and sends the token as the page
+    does (``X-CSRFToken``)."""
+
+    def __init__(self, user: Any) -> None:
+        from django.test import Client
+
+        self.user = user
+        self.client = Client(enforce_csrf_checks=True)
+        self.client.force_login(user)
+        page = self.client.get("/agent/")
+        assert page.status_code == 200
+        self.token = page.cookies["csrftoken"].value
+
+    def post(self, url: str, body: dict[str, Any] | None = None) -> Any:
+        import json
+
+        return self.client.post(url, json.dumps(body or {}), content_type="application/json",
+                                headers={"X-CSRFToken": self.token})
+
+    def new(self) -> str:
+        """A new conversation; its key."""
+        response = self.client.post("/agent/new/", {"csrfmiddlewaretoken": self.token})
+        assert response.status_code == 303, response.content
+        return str(response["Location"].split("/")[-2])
+
+    def send(self, key: str, text: str) -> str:
+        response = self.post(f"/agent/c/{key}/send/", {"message": text})
+        assert response.status_code == 200, response.content
+        return str(response.json()["run_id"])
+
+    def events(self, key: str, run_id: str, last: str | None = None
+               ) -> list[tuple[str, dict[str, Any]]]:
+        headers = {"Last-Event-ID": last} if last else {}
+        response = self.client.get(f"/agent/c/{key}/events/{run_id}/", headers=headers)
+        assert response.status_code == 200, response.content
+        assert response.streaming and response["Content-Type"] == "text/event-stream"
+        try:
+            return [(i, e) for i, e in sse_frames(response.streaming_content)
+                    if i is not None and e is not None]
+        finally:
+            response.close()
+
+    def history(self, key: str) -> dict[str, Any]:
+        response = self.client.get(f"/agent/c/{key}/history/")
+        assert response.status_code == 200, response.content
+        return dict(response.json())
+
+
+class Site:
+    """The site's settings for one test (its agent scripted), and its browsers."""
+
+    def __init__(self, tmp_path: Path, stack: ExitStack) -> None:
+        self.tmp_path = tmp_path
+        self.stack = stack
+
+    def use(self, responses: Sequence[Any], tools: Sequence[Any] = (), *,
+            chunk_delay: float = 0.0, sqlite_store: bool = False) -> Any:
+        """Serve an agent scripted with ``responses``, with ``tools``; the site's store a
+        ``DjangoStore`` on the default database, or (``sqlite_store``) an ``SQLiteStore``
+        named by ``PIAGENT_STORE``."""
+        from django.test import override_settings
+
+        from piagent import Agent
+        from piagent.sessions import SQLiteStore
+        from piagent.testing import ScriptedStreamFn
+
+        fn = ScriptedStreamFn(list(responses), chunk_delay=chunk_delay)
+
+        def build(session_id: str) -> Agent:
+            return Agent(model=fn.model, stream_fn=fn, tools=list(tools))
+
+        path = self.tmp_path / "site.db"
+        store = {"PIAGENT_STORE": lambda: SQLiteStore(path)} if sqlite_store else {}
+        self.stack.enter_context(override_settings(
+            **VIEW_SETTINGS, PIAGENT_AGENTS={"default": build}, **store))
+        return fn
+
+    def browser(self) -> Browser:
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create_user(f"u{uuid.uuid4().hex[:12]}", password="x")
+        return Browser(user)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    """The site's settings for the test (``Site.use``), on the default database (migrated
+    once per process); the runs' threads joined after it."""
+    import threading
+
+    from ..conftest import WAIT
+
+    prepare_django_database("default")
+    with ExitStack() as stack:
+        yield Site(tmp_path, stack)
+    for thread in threading.enumerate():  # the runs' threads end with their runs
+        if thread.name in ("piagent-site-run", "piagent-recovery"):
+            thread.join(WAIT)
+            assert not thread.is_alive(), thread.name
 
 
 # --- the admin (test_django_admin*.py) -----------------------------------------------------------

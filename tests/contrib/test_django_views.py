@@ -1,125 +1,28 @@
 """The app's views (``piagent.contrib.django.urls``) with Django's test ``Client`` and, for the
 stream, a real server: login, CSRF, a user's own conversations only (404 for another's, in
 every view), a scripted chat streaming text and tool events, stop, steer, approve and deny
-with the digest, a reload resuming after ``Last-Event-ID``, and the site's settings."""
+with the digest, a reload resuming after ``Last-Event-ID``. The site's settings:
+``test_django_site.py``."""
 
 from __future__ import annotations
 
 import json
-import os
-import threading
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from piagent import Agent
-from piagent.sessions import SQLiteStore
-from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+from piagent.testing import assistant_text, assistant_tool_calls
 from piagent.tools import AgentTool, AgentToolResult, ToolUpdateFn, tool
 
-from ..conftest import WAIT, Gate, configure_django, serving_wsgi, unavailable
-from .conftest import VIEW_SETTINGS, sse_frames
+from ..conftest import WAIT, Gate, configure_django, serving_wsgi
+from .conftest import Site, sse_frames
 
 configure_django()
 
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 
-from piagent.contrib.django import site as _site  # noqa: E402
-
 WORKER = "X-Piagent-Worker"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _migrated() -> None:
-    call_command("migrate", database="default", verbosity=0)
-
-
-class Browser:
-    """A signed-in user's ``Client`` that enforces CSRF and sends the token as the page
-    does (``X-CSRFToken``)."""
-
-    def __init__(self, user: Any) -> None:
-        self.user = user
-        self.client = Client(enforce_csrf_checks=True)
-        self.client.force_login(user)
-        page = self.client.get("/agent/")
-        assert page.status_code == 200
-        self.token = page.cookies["csrftoken"].value
-
-    def post(self, url: str, body: dict[str, Any] | None = None) -> Any:
-        return self.client.post(url, json.dumps(body or {}), content_type="application/json",
-                                headers={"X-CSRFToken": self.token})
-
-    def new(self) -> str:
-        """A new conversation; its key."""
-        response = self.client.post("/agent/new/", {"csrfmiddlewaretoken": self.token})
-        assert response.status_code == 303, response.content
-        return str(response["Location"].split("/")[-2])
-
-    def send(self, key: str, text: str) -> str:
-        response = self.post(f"/agent/c/{key}/send/", {"message": text})
-        assert response.status_code == 200, response.content
-        return str(response.json()["run_id"])
-
-    def events(self, key: str, run_id: str, last: str | None = None
-               ) -> list[tuple[str, dict[str, Any]]]:
-        headers = {"Last-Event-ID": last} if last else {}
-        response = self.client.get(f"/agent/c/{key}/events/{run_id}/", headers=headers)
-        assert response.status_code == 200, response.content
-        assert response.streaming and response["Content-Type"] == "text/event-stream"
-        try:
-            return [(i, e) for i, e in sse_frames(response.streaming_content)
-                    if i is not None and e is not None]
-        finally:
-            response.close()
-
-    def history(self, key: str) -> dict[str, Any]:
-        response = self.client.get(f"/agent/c/{key}/history/")
-        assert response.status_code == 200, response.content
-        return dict(response.json())
-
-
-class Site:
-    """The site's settings for one test (its agent scripted), and its browsers."""
-
-    def __init__(self, tmp_path: Path, stack: ExitStack) -> None:
-        self.tmp_path = tmp_path
-        self.stack = stack
-
-    def use(self, responses: Sequence[Any], tools: Sequence[AgentTool] = (), *,
-            chunk_delay: float = 0.0) -> ScriptedStreamFn:
-        """Serve an agent scripted with ``responses``, with ``tools``."""
-        fn = ScriptedStreamFn(list(responses), chunk_delay=chunk_delay)
-
-        def build(session_id: str) -> Agent:
-            return Agent(model=fn.model, stream_fn=fn, tools=list(tools))
-
-        path = self.tmp_path / "site.db"
-        self.stack.enter_context(override_settings(
-            **VIEW_SETTINGS, PIAGENT_AGENTS={"default": build},
-            PIAGENT_STORE=lambda: SQLiteStore(path)))
-        return fn
-
-    def browser(self) -> Browser:
-        user = get_user_model().objects.create_user(f"u{uuid.uuid4().hex[:12]}", password="x")
-        return Browser(user)
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    with ExitStack() as stack:
-        yield Site(tmp_path, stack)
-    for thread in threading.enumerate():  # the runs' threads end with their runs
-        if thread.name in ("piagent-site-run", "piagent-recovery"):
-            thread.join(WAIT)
-            assert not thread.is_alive(), thread.name
 
 
 def counting_tool() -> AgentTool:
@@ -360,7 +263,7 @@ def test_a_reload_resumes_the_stream_after_last_event_id(site: Site) -> None:
 
     gate = Gate()
     site.use([assistant_tool_calls(("gate", {}), text="Waiting. "), assistant_text("Through.")],
-             [gate.tool])
+             [gate.tool], sqlite_store=True)  # PIAGENT_STORE's store, streamed the same
     browser = site.browser()
     key = browser.new()
     run_id = browser.send(key, "through the gate")
@@ -388,130 +291,3 @@ def test_a_reload_resumes_the_stream_after_last_event_id(site: Site) -> None:
         assert types(browser.events(key, run_id)) == everything  # nothing lost, nothing twice
         bad = http.get(events_url, headers={"Last-Event-ID": "nonsense"}, timeout=WAIT)
         assert bad.status_code == 400
-
-
-# --- the site's settings -----------------------------------------------------------------------
-
-
-def test_wrong_settings_name_the_setting(tmp_path: Path) -> None:
-    cases: list[tuple[dict[str, Any], str]] = [
-        ({"PIAGENT_AGENTS": None}, "PIAGENT_AGENTS must be a dict"),
-        ({"PIAGENT_AGENTS": {"default": "nowhere"}}, "dotted path"),
-        ({"PIAGENT_AGENTS": {"default": "tests.nowhere.build"}}, "cannot be imported"),
-        ({"PIAGENT_AGENTS": {"default": "json.dumps"}, "PIAGENT_RUNNER": "fast"},
-         "PIAGENT_RUNNER must be 'local' or 'celery'"),
-        ({"PIAGENT_AGENTS": {"default": "json.dumps"}, "PIAGENT_LEASE_S": 0},
-         "PIAGENT_LEASE_S must be a number"),
-        ({"PIAGENT_AGENTS": {"default": "json.dumps"}, "PIAGENT_DATABASE": "nope"},
-         "PIAGENT_DATABASE must name a database"),
-        ({"PIAGENT_AGENTS": {"default": "json.dumps"}, "PIAGENT_STORE": "os.getcwd"},
-         "not a session store"),
-    ]
-    for overrides, message in cases:
-        with override_settings(**overrides), pytest.raises(ImproperlyConfigured, match=message):
-            _site.runner()
-    with override_settings(PIAGENT_AGENTS={"default": "json.dumps"}):
-        assert _site.agent_names() == ["default"]
-        with pytest.raises(ImproperlyConfigured, match="returned str; build"):
-            _site.build_agent("default", "s")
-        with pytest.raises(ImproperlyConfigured, match="no agent 'other'"):
-            _site.build_agent("other", "s")
-
-
-def test_the_runner_is_one_per_process_and_its_ticker_stops_with_it(site: Site) -> None:
-    site.use([assistant_text("hi")])
-    first = _site.runner()
-    assert _site.runner() is first and _site.store() is first.store
-    assert isinstance(first, _site.SiteRunner)
-    tickers = [t for t in threading.enumerate() if t.name == "piagent-recovery"]
-    assert len(tickers) == 1 and tickers[0].daemon
-    _site.reset()
-    tickers[0].join(WAIT)
-    assert not tickers[0].is_alive()
-    assert _site.runner() is not first
-
-
-# --- a new project that adds the app -----------------------------------------------------------
-
-
-def test_check_deploy_and_makemigrations_find_nothing_the_app_adds(tmp_path: Path) -> None:
-    import re
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
-
-    def django(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "django", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
-
-    assert django("startproject", "mysite", str(tmp_path)).returncode == 0
-    settings = (tmp_path / "mysite" / "settings.py").read_text(encoding="utf-8")
-    added = re.sub(r"(['\"]django\.contrib\.staticfiles['\"],)",
-                   r"\1\n    'piagent.contrib.django',", settings)
-    assert added != settings
-    added += '\nPIAGENT_AGENTS = {"default": "mysite.agents.build"}\n'
-    (tmp_path / "mysite" / "with_app.py").write_text(added, encoding="utf-8")
-    urls = tmp_path / "mysite" / "urls.py"
-    text = urls.read_text(encoding="utf-8").replace(
-        "from django.urls import path", "from django.urls import include, path")
-    text = re.sub(r"(\s+path\(.admin/., admin\.site\.urls\),)",
-                  r"\1\n    path('agent/', include('piagent.contrib.django.urls')),", text)
-    assert "piagent.contrib.django.urls" in text
-    urls.write_text(text, encoding="utf-8")
-
-    def ids(settings_module: str) -> set[str]:
-        done = django("check", "--deploy", f"--settings=mysite.{settings_module}")
-        assert "Traceback" not in done.stderr, done.stderr
-        return set(re.findall(r"\(([\w.]+\.[A-Z]\d+)\)", done.stdout + done.stderr))
-
-    without, with_app = ids("settings"), ids("with_app")
-    assert without, "startproject's settings are not ready to deploy: check --deploy says so"
-    assert with_app == without
-    assert not any(i.startswith("piagent") for i in with_app)
-    checked = django("makemigrations", "--check", "--dry-run", "--settings=mysite.with_app")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-def test_no_view_runs_inside_atomic_requests(site: Site, monkeypatch: pytest.MonkeyPatch
-                                             ) -> None:
-    from django.core.handlers.base import BaseHandler
-    from django.db import connections
-    from django.urls import resolve
-
-    site.use([assistant_text("hi")])
-    monkeypatch.setitem(connections["default"].settings_dict, "ATOMIC_REQUESTS", True)
-    for url in ("/agent/", "/agent/new/", "/agent/c/k/send/", "/agent/c/k/events/r/",
-                "/agent/c/k/approve/"):
-        view = resolve(url).func
-        assert BaseHandler().make_view_atomic(view) is view, url
-    browser = site.browser()
-    key = browser.new()
-    run_id = browser.send(key, "hello")
-    assert types(browser.events(key, run_id))[-1] == "agent_end"
-
-
-CELERY_APP: Any = None
-
-
-def test_the_celery_runner_is_built_from_the_settings(site: Site,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        import celery
-    except ImportError:
-        unavailable("Celery is not installed (pip install 'piagent[celery]')")
-    from piagent.celery import CeleryRunner
-
-    site.use([assistant_text("hi")])
-    monkeypatch.setattr(f"{__name__}.CELERY_APP", celery.Celery("piagent-site-test",
-                                                                 broker="memory://"))
-    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_LEASE_S=7,
-                           PIAGENT_CELERY_APP=f"{__name__}.CELERY_APP"):
-        built = _site.runner()
-        assert isinstance(built, CeleryRunner) and built.app is CELERY_APP
-        assert built.lease_s == 7
-        assert not [t for t in threading.enumerate() if t.name == "piagent-recovery"]
-    with override_settings(PIAGENT_RUNNER="celery", PIAGENT_CELERY_APP=None), \
-            pytest.raises(ImproperlyConfigured, match="PIAGENT_CELERY_APP must be a dotted"):
-        _site.runner()

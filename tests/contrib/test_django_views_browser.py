@@ -10,19 +10,17 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from piagent import Agent
 from piagent.messages import ToolResultMessage
-from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import AgentToolResult, tool
 
 from ..conftest import WAIT, configure_django, headless_chromium, serving_wsgi
-from .conftest import VIEW_SETTINGS
+from .conftest import VIEW_SETTINGS, prepare_django_database
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +33,6 @@ configure_django()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -81,16 +78,14 @@ def reply(context: Any, options: Any) -> Any:
 
 
 @pytest.fixture
-def page_url(tmp_path: Path) -> Iterator[str]:
-    call_command("migrate", database="default", verbosity=0)
+def page_url() -> Iterator[str]:
+    prepare_django_database("default")  # once per process, shared
     fn = ScriptedStreamFn([reply] * 20, chunk_delay=0.01)
 
     def build(session_id: str) -> Agent:
         return Agent(model=fn.model, stream_fn=fn, tools=[count_slowly, delete_note])
 
-    path = tmp_path / "site.db"
-    with override_settings(**VIEW_SETTINGS, PIAGENT_AGENTS={"default": build},
-                           PIAGENT_STORE=lambda: SQLiteStore(path)), \
+    with override_settings(**VIEW_SETTINGS, PIAGENT_AGENTS={"default": build}), \
             serving_wsgi(WSGIHandler(), "test-django-page") as url:
         yield url
     for thread in threading.enumerate():

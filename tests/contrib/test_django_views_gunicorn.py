@@ -1,7 +1,8 @@
-"""The app's views under a real gunicorn (two gthread workers) on PostgreSQL and MariaDB: a
-run started by one worker is streamed, stopped and approved from the other (each response's
-``X-Piagent-Worker`` says which served it), another user gets 404, and a worker killed with
-SIGKILL mid-run has its run resumed by a surviving worker within the lease + 10 s."""
+"""The app's views under a real gunicorn (two gthread workers) on PostgreSQL and MariaDB (the
+site's one database: its users, ``DjangoStore`` and the runs): a run started by one worker is
+streamed, stopped and approved from the other (each response's ``X-Piagent-Worker`` says
+which served it), another user gets 404, and a worker killed with SIGKILL mid-run has its
+run resumed by a surviving worker within the lease + 10 s."""
 
 from __future__ import annotations
 
@@ -47,8 +48,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES = {"default": json.loads(os.environ["PROJ_DATABASE"])}
 USE_TZ = True
 PIAGENT_AGENTS = {"default": "proj_agents.build"}
-if os.environ.get("PROJ_STORE"):
-    PIAGENT_STORE = "proj_agents.make_store"
 PIAGENT_LEASE_S = float(os.environ["PROJ_LEASE_S"])
 PIAGENT_RECOVER_EVERY_S = 0.5
 '''
@@ -76,12 +75,10 @@ urlpatterns = [path("login/", sign_in), path("agent/", include("piagent.contrib.
 AGENTS = '''
 """A scripted model: "count N" calls count_slowly(N) (one step per 50 ms, run again when a
 run is resumed), "delete X" calls delete_note(X), which needs approval."""
-import os
 import re
 
 from piagent import Agent
 from piagent.messages import ToolResultMessage
-from piagent.sessions import SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from piagent.tools import AgentToolResult, tool
 
@@ -125,10 +122,6 @@ def reply(context, options):
 def build(session_id):
     fn = ScriptedStreamFn([reply] * 10)
     return Agent(model=fn.model, stream_fn=fn, tools=[count_slowly, delete_note])
-
-
-def make_store():
-    return SQLiteStore(os.environ["PROJ_STORE"])
 '''
 
 WSGI = '''
@@ -173,7 +166,7 @@ def project(tmp_path: Path, server_database: Database) -> Iterator[Gunicorn]:
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
     root = Path(__file__).resolve().parents[2]
     env = {"PROJ_DATABASE": json.dumps(_django_database(server_database)),
-           "PROJ_STORE": str(tmp_path / "runs.db"), "PROJ_LEASE_S": str(LEASE_S),
+           "PROJ_LEASE_S": str(LEASE_S),
            "DJANGO_SETTINGS_MODULE": "proj_settings"}
     setup = subprocess.run([sys.executable, "-c", SETUP], cwd=tmp_path, capture_output=True,
                            text=True, timeout=120,

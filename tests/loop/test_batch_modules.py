@@ -74,4 +74,4 @@ def test_the_runner_keeps_no_state_of_a_batch() -> None:
                 for method in runner.body if isinstance(method, ast.FunctionDef)}
     assert assigned == {"__init__": ["abandoned", "cap", "emit", "executor", "own", "signal",
                                      "timed", "timeout", "trace"],
-                        "pool": ["own"], "close": ["own"], "run_batch": []}
+                        "submit": ["own"], "close": ["own"], "run_batch": []}

@@ -86,3 +86,67 @@ def test_a_callers_executor_takes_one_call_batches_too() -> None:
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="caller-pool") as executor:
         _run([1, 2], execute, tool_executor=executor)
     assert len(names) == 3 and all(name.startswith("caller-pool") for name in names)
+
+
+def test_the_runs_pool_takes_no_process_wide_lock() -> None:
+    """A run's pool does not go through ``concurrent.futures``' process-wide lock (which
+    every ``ThreadPoolExecutor.submit`` of the process takes, and holds while a new thread
+    starts): a batch runs while another thread holds that lock."""
+    from concurrent.futures import thread as cf_thread
+
+    barrier = threading.Barrier(2, timeout=WAIT)  # breaks unless both calls run at once
+
+    def execute(*args: Any) -> AgentToolResult:
+        barrier.wait()
+        return ok("both")
+
+    done = threading.Event()
+    rec = Recorder(on_event=lambda e: done.set() if e.type == "agent_end" else None)
+    with cf_thread._global_shutdown_lock:  # type: ignore[attr-defined]
+        runner = threading.Thread(target=_run, args=([2], execute, rec))
+        runner.start()
+        finished = done.wait(WAIT)  # bounded: a pool that takes the lock waits here
+    runner.join(WAIT)
+    assert finished, "the batch waited for concurrent.futures' process-wide lock"
+    assert [r.content[0].text for r in rec.results()] == ["both", "both"]
+
+
+_EXIT_SCRIPT = """
+import sys, threading
+from piagent import Agent, AgentToolResult, TextContent, tool
+from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
+
+started = threading.Event()
+release = threading.Event()
+
+@tool
+def slow() -> str:
+    "Waits, then writes its mark."
+    started.set()
+    release.wait(30)
+    sys.stdout.write("tool finished\\n")
+    sys.stdout.flush()
+    return "done"
+
+fn = ScriptedStreamFn([assistant_tool_calls(("slow", {})), assistant_text("end")])
+agent = Agent(model=fn.model, stream_fn=fn, tools=[slow])
+agent.prompt("go", block=False)
+assert started.wait(30)
+print("main ends", flush=True)
+threading.Timer(0.2, release.set).start()
+"""
+
+
+def test_the_interpreters_exit_waits_for_a_call_still_running() -> None:
+    """As with a ``ThreadPoolExecutor``: the main thread ends while a call of a run runs on
+    its pool; the process exits once the call has returned (its mark is written)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import finish_child
+
+    proc = subprocess.Popen([sys.executable, "-c", _EXIT_SCRIPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    out, err = finish_child(proc)
+    assert proc.returncode == 0, err
+    assert out.splitlines() == ["main ends", "tool finished"]

@@ -1,9 +1,11 @@
 """What the runner tests share (``tests/runs/``). ``WAIT`` is the suite's (``tests/conftest.py``).
 
 * ``store_fixture(*kinds)``: a ``store`` fixture over the named kinds ("memory", "sqlite",
-  "postgres", and ``DJANGO``: "django-sqlite", "django-postgresql", "django-mariadb", a
-  ``DjangoStore`` on each database of tests/contrib/django_settings.py); a test file picks
-  the stores its runner supports: ``store = store_fixture("sqlite", "postgres", *DJANGO)``.
+  "postgres", ``SQLAlchemyStore`` on "sqlalchemy-sqlite", "sqlalchemy-postgresql",
+  "sqlalchemy-mariadb", and ``DJANGO``: "django-sqlite", "django-postgresql",
+  "django-mariadb", a ``DjangoStore`` on each database of tests/contrib/django_settings.py);
+  a test file picks the stores its runner supports:
+  ``store = store_fixture("sqlite", "postgres", *SQLALCHEMY, *DJANGO)``.
 * ``echo``: a scripted response that answers ``echo <the last message's text>``.
 * ``collect(runner, run_id)``: every event of a run up to its end (each read bounded).
 * ``charge_and_look(ran)``: a ``replay="never"`` tool ``charge`` and a ``replay="safe"``
@@ -32,9 +34,11 @@ from ..contrib.conftest import (
     DJANGO_ALIASES,
     clear_django_database,
     prepare_django_database,
+    sqlalchemy_store,
 )
 from ..sessions.pg import drop_schema, postgres_dsn, unique_schema
 
+SQLALCHEMY = ("sqlalchemy-sqlite", "sqlalchemy-postgresql", "sqlalchemy-mariadb")
 DJANGO = ("django-sqlite", "django-postgresql", "django-mariadb")
 
 
@@ -58,6 +62,8 @@ def store_fixture(*kinds: str) -> Any:
     def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
         if request.param == "memory":
             yield MemoryStore()
+        elif request.param.startswith("sqlalchemy-"):  # on a database of its own
+            yield from sqlalchemy_store(request.param.removeprefix("sqlalchemy-"), tmp_path)
         elif request.param.startswith("django-"):
             yield from django_store(request, request.param.removeprefix("django-"))
         elif request.param == "postgres":

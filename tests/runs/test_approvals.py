@@ -28,10 +28,10 @@ from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT
-from .conftest import DJANGO, collect, store_fixture
+from .conftest import DJANGO, SQLALCHEMY, collect, store_fixture
 from .test_queued import Queue
 
-store = store_fixture("memory", "sqlite", "postgres", *DJANGO)
+store = store_fixture("memory", "sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
 
 def results_text(context: Any) -> str:
@@ -251,7 +251,7 @@ def test_decisions_raced_from_many_threads_start_one_run(store: SessionStore) ->
     assert model.requests == 2
 
 
-queued_store = store_fixture("sqlite", "postgres", *DJANGO)
+queued_store = store_fixture("sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
 
 def test_a_queued_runner_submits_the_run_that_goes_on(queued_store: SessionStore) -> None:

@@ -15,9 +15,9 @@ from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
 from ..conftest import WAIT, hold_new_threads
-from .conftest import DJANGO, store_fixture
+from .conftest import DJANGO, SQLALCHEMY, store_fixture
 
-store = store_fixture("memory", "sqlite", "postgres", *DJANGO)
+store = store_fixture("memory", "sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
 
 @pytest.fixture

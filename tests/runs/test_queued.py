@@ -23,9 +23,17 @@ from piagent.sessions import MemoryStore, SessionStore, SQLiteStore
 from piagent.testing import ScriptedStreamFn, assistant_tool_calls
 
 from ..conftest import WAIT, wait_until
-from .conftest import DJANGO, WatchedAgent, charge_and_look, collect, echo, store_fixture
+from .conftest import (
+    DJANGO,
+    SQLALCHEMY,
+    WatchedAgent,
+    charge_and_look,
+    collect,
+    echo,
+    store_fixture,
+)
 
-store = store_fixture("sqlite", "postgres", *DJANGO)
+store = store_fixture("sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
 
 class Queue:

@@ -16,9 +16,9 @@ from piagent.runs._traces import kept_trace
 from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
-from .conftest import store_fixture
+from .conftest import SQLALCHEMY, store_fixture
 
-store = store_fixture("sqlite", "postgres")
+store = store_fixture("sqlite", "postgres", *SQLALCHEMY)
 
 
 def _agent(session_id: str) -> Agent:

@@ -22,9 +22,17 @@ from piagent.sessions import JsonlStore, MemoryStore, PostgresStore, SessionStor
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 
 from ..conftest import WAIT
-from .conftest import DJANGO, WatchedAgent, charge_and_look, collect, echo, store_fixture
+from .conftest import (
+    DJANGO,
+    SQLALCHEMY,
+    WatchedAgent,
+    charge_and_look,
+    collect,
+    echo,
+    store_fixture,
+)
 
-store = store_fixture("memory", "sqlite", "postgres", *DJANGO)
+store = store_fixture("memory", "sqlite", "postgres", *SQLALCHEMY, *DJANGO)
 
 
 class Harness:

@@ -288,12 +288,8 @@ def reset() -> None:
     global _built
     with _lock:
         built, _built = _built, None
-    if built is not None and built.pid == os.getpid():
-        if isinstance(built.runner, SiteRunner):
-            built.runner.close()
-        close = getattr(built.store, "close", None)
-        if callable(close) and getattr(settings, "PIAGENT_STORE", None) is not None:
-            close()
+    if built is not None and built.pid == os.getpid() and isinstance(built.runner, SiteRunner):
+        built.runner.close()  # the store stays open for the runs that go on
 
 
 def _on_setting_changed(setting: str = "", **kwargs: Any) -> None:

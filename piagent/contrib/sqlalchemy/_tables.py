@@ -17,6 +17,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Double,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -28,7 +29,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "SCHEMA", "SCHEMA_VERSION", "SESSIONS", "Key", "metadata"]
+__all__ = ["APPROVALS", "BUDGETS", "RECORDS", "RUNS", "RUN_CONTROL", "RUN_EVENTS",
+           "RUN_TRACES", "SCHEMA", "SCHEMA_VERSION", "SESSIONS", "Key", "metadata"]
 
 MYSQL = ("mysql", "mariadb")
 _KEY_BYTES = 800  # 200 characters (the longest session id or budget key) of 4 bytes each
@@ -65,7 +67,8 @@ SCHEMA_VERSION = 1
 
 metadata = MetaData()
 """The store's tables (schema version 1): ``piagent_store_sessions``, ``_records``,
-``_approvals``, ``_budgets`` and ``_schema``."""
+``_approvals``, ``_budgets`` and ``_schema``; the runs' (``piagent_runs``, ``_run_events``,
+``_run_control``, ``_run_traces``: ``_runs.py``)."""
 
 SCHEMA = Table(
     "piagent_store_schema", metadata,
@@ -115,5 +118,59 @@ BUDGETS = Table(
     Column("tokens", BigInteger, nullable=False),
     Column("requests", BigInteger, nullable=False),
     Column("updated_at", Double, nullable=False),  # epoch seconds of the last charge
+    **_TABLE_OPTIONS,
+)
+
+# --- the runs (runs backend: _runs.py) -------------------------------------------------------
+
+RUNS = Table(
+    "piagent_runs", metadata,
+    Column("run_id", Key(_KEY_BYTES), primary_key=True),
+    Column("session_id", Key(_KEY_BYTES), nullable=False),
+    Column("state", String(16), nullable=False),  # queued running done error aborted lost waiting
+    Column("error_message", _JSON),
+    Column("owner", Key(), nullable=False),  # host:pid:runner of the process executing it
+    # epoch seconds by the database's clock (SQLite: the machine's); a live run past it is lost
+    Column("lease_expires_at", Double, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("started_at", Double),
+    Column("ended_at", Double),
+    # no partial unique index (MariaDB has none): create_run holds the session's row lock
+    # in piagent_store_sessions while it looks for a live run
+    Index("piagent_runs_session", "session_id", "state"),
+    Index("piagent_runs_state", "state", "lease_expires_at"),  # claim_lapsed
+    Index("piagent_runs_ended", "ended_at"),  # purge
+    **_TABLE_OPTIONS,
+)
+RUN_EVENTS = Table(
+    "piagent_run_events", metadata,
+    Column("run_id", Key(_KEY_BYTES), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # from 0
+    Column("data", _JSON, nullable=False),  # the event's pi-JSON
+    **_TABLE_OPTIONS,
+)
+RUN_CONTROL = Table(
+    "piagent_run_control", metadata,
+    # orders a session's entries (SQLite: its rowid, which INTEGER PRIMARY KEY must name)
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("session_id", Key(_KEY_BYTES), nullable=False),
+    Column("run_id", Key(_KEY_BYTES)),  # the run an abort is for, NULL for steer, follow_up
+    Column("kind", String(16), nullable=False),  # steer follow_up abort
+    Column("payload", _JSON),  # a message's pi-JSON, or the abort reason
+    Column("claimed_by", Key(_KEY_BYTES)),  # the run that took it, NULL while it waits
+    Column("created_at", Double, nullable=False),
+    Index("piagent_run_control_session", "session_id", "id"),
+    # what dies with a run (finish, a lost run, purge): found by index, so InnoDB locks
+    # those rows only, not every row it would scan
+    Index("piagent_run_control_run", "run_id"),
+    Index("piagent_run_control_claimed", "claimed_by"),
+    **_TABLE_OPTIONS,
+)
+RUN_TRACES = Table(
+    "piagent_run_traces", metadata,
+    # a queued run's starting request's trace context (piagent/runs/_traces.py), JSON
+    Column("run_id", Key(_KEY_BYTES), primary_key=True),
+    Column("carrier", Text, nullable=False),
     **_TABLE_OPTIONS,
 )
