@@ -601,7 +601,8 @@ def gunicorn_server(folder: Path, app: str, env: dict[str, str], *, workers: int
 
     root = Path(__file__).resolve().parent.parent
     full_env = {**os.environ, **env,
-                "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+                "PYTHONPATH": os.pathsep.join([str(root), env.get("PYTHONPATH", ""),
+                                               os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-k", "gthread",
                "--threads", "4", "--graceful-timeout", "5", "-b", "127.0.0.1:0", *args, app]
     process = subprocess.Popen(command, cwd=folder, env=full_env, stdout=subprocess.DEVNULL,
@@ -632,6 +633,30 @@ def gunicorn_server(folder: Path, app: str, env: dict[str, str], *, workers: int
         assert not reader.is_alive()
         assert process.stderr is not None
         process.stderr.close()
+
+
+# --- the Django example project (examples/django_chat) -------------------------------------
+
+DJANGO_EXAMPLE = EXAMPLES / "django_chat"
+
+
+def django_example_env(folder: Path, database_url: str, settings: str = "") -> dict[str, str]:
+    """The environment that runs ``examples/django_chat`` on ``database_url`` (its
+    ``DATABASE_URL``) with a settings module of the test's own: ``test_settings`` in
+    ``folder``, the project's settings followed by the Python lines ``settings``."""
+    (folder / "test_settings.py").write_text(
+        f"from chatsite.settings import *  # noqa: F403\n{settings}\n", encoding="utf-8")
+    root = Path(__file__).resolve().parent.parent
+    return {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "test_settings",
+            "PYTHONPATH": os.pathsep.join([str(folder), str(DJANGO_EXAMPLE), str(root)])}
+
+
+def manage(env: dict[str, str], *args: str, timeout: float = 120.0
+           ) -> subprocess.CompletedProcess[str]:
+    """``python manage.py ARGS`` of the Django example in a subprocess with ``env`` added."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=DJANGO_EXAMPLE,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 # --- lone surrogates (issue 43 part 4) --------------------------------------------------

@@ -1,4 +1,4 @@
-"""Approve / Deny in the chat examples (Flask, then Django), in headless Chromium, across two
+"""Approve / Deny in the Flask chat example, in headless Chromium, across two
 real gunicorn servers that share one SQLite file (docs/approvals.md).
 
 The run is started through one server: the scripted model calls ``delete_note``, which is
@@ -42,8 +42,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
-        "django": (ROOT / "examples" / "django_chat", "app:application")}
+# the Django example's approvals: tests/test_browser_django.py
+APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()")}
 PAGE_WAIT = 2 * WAIT
 ACCESS_FORMAT = "%(p)s %(m)s %(U)s %(s)s"  # <pid>, method, path, status
 
@@ -63,10 +63,8 @@ def _texts(driver: Any, selector: str) -> list[str]:
 
 
 def _app(kind: str, tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
-    """The example app ``kind`` (skipped without its framework): its folder, its gunicorn
+    """The example app ``kind``: its folder, its gunicorn
     app and the environment that keeps its chat in ``tmp_path``."""
-    if kind == "django":
-        pytest.importorskip("django")
     folder, app = APPS[kind]
     return folder, app, {"PIAGENT_CHAT_DB": str(tmp_path / "chat.db"),
                          "PIAGENT_CHAT_STEP_S": "0.05"}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CHAT_COOKIE, WAIT, configure_django, load_example
+from tests.conftest import CHAT_COOKIE, WAIT, load_example
 
 # every run a test starts has settled, and its threads are gone, when it ends
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
@@ -94,44 +94,6 @@ def test_flask_chat_bad_input_and_idle_controls(flask_chat, tmp_path):
     missing = client.get("/events/no-such-run")
     assert missing.status_code == 404
     assert missing.data == b"No run 'no-such-run' in this chat session."
-
-
-@pytest.fixture(scope="module")
-def django_chat() -> ModuleType:
-    configure_django()
-    return load_example("django_chat/app.py", "django_chat_app")
-
-
-def test_django_chat_streams_a_run(django_chat, tmp_path):
-    from django.test import Client, override_settings
-
-    factory = django_chat.agent_factory(step_s=0.0, chunk_delay=0.0)
-    service = django_chat.set_service(factory, tmp_path / "chat.db")
-    with override_settings(ROOT_URLCONF=django_chat):
-        client = Client()
-        page = client.get("/")
-        assert page.status_code == 200
-        assert b'id="stop"' in page.content
-        assert CHAT_COOKIE in client.cookies
-        started = client.post("/chat", data={"message": "count to 3"},
-                              content_type="application/json")
-        run_id = started.json()["run_id"]
-        response = client.get(f"/events/{run_id}")
-        assert response["Content-Type"] == "text/event-stream"
-        _check_run(_frames(b"".join(response.streaming_content)))
-        assert service.runner.wait(run_id, WAIT)
-        _check_history(client.get("/history").json(), run_id)
-        # resume after the fifth event: the rest, exactly
-        resumed = client.get(f"/events/{run_id}", HTTP_LAST_EVENT_ID="0000000004")
-        assert len(_frames(b"".join(resumed.streaming_content))) == \
-            len([e for e in service.runner.events(run_id) if e is not None]) - 5
-        assert Client().get(f"/events/{run_id}").status_code == 404  # another browser
-        assert client.post("/chat", data={}, content_type="application/json").status_code == 400
-        assert client.post("/steer", data={"text": "x"},
-                           content_type="application/json").status_code == 409
-        assert client.post("/stop").json() == {"ok": True, "settled": True}
-        assert client.get("/chat").status_code == 405
-    service.close()
 
 
 def test_flask_chat_a_long_chat_is_compacted_with_a_note(flask_chat, tmp_path):

@@ -1,5 +1,5 @@
-"""The chat examples (Flask, then Django) under a real gunicorn with four worker processes
-(docs/web.md); the Flask one also on MariaDB and PostgreSQL (its ``$PIAGENT_CHAT_DB`` a
+"""The Flask chat example under a real gunicorn with four worker processes
+(docs/web.md), on SQLite, MariaDB and PostgreSQL (its ``$PIAGENT_CHAT_DB`` a
 URL, docs/flask.md).
 
 One browser's requests land on different workers (each response names its worker in
@@ -36,11 +36,9 @@ if sys.platform == "win32" or importlib.util.find_spec("gunicorn") is None:
 pytest.importorskip("flask")
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()"),
-        "django": (ROOT / "examples" / "django_chat", "app:application")}
-# each app on its SQLite file; the Flask one on the database servers too
-SERVERS = [("flask", "sqlite"), ("flask", "mariadb"), ("flask", "postgresql"),
-           ("django", "sqlite")]
+# the Django example under gunicorn: tests/test_browser_django.py
+APPS = {"flask": (ROOT / "examples" / "flask_chat", "app:create_app()")}
+SERVERS = [("flask", "sqlite"), ("flask", "mariadb"), ("flask", "postgresql")]
 WORKERS = 4
 
 
@@ -48,8 +46,6 @@ WORKERS = 4
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn]:
     kind, database = request.param
-    if kind == "django":
-        pytest.importorskip("django")
     example, app = APPS[kind]
     with contextlib.ExitStack() as stack:
         if database == "sqlite":

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CHAT_COOKIE, WAIT, configure_django, load_example
+from tests.conftest import CHAT_COOKIE, WAIT, load_example
 
 pytestmark = pytest.mark.usefixtures("no_piagent_threads")
 
@@ -59,28 +59,3 @@ def test_flask_steer_and_stop_from_another_worker(tmp_path: Path) -> None:
     messages = elsewhere.get("/history").get_json()["messages"]
     users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
     assert users == ["count to 3", "count to 1", "only even numbers"]
-
-
-def test_django_steer_and_stop(tmp_path: Path) -> None:
-    configure_django()
-    from django.test import Client, override_settings
-
-    module = load_example("django_chat/app.py", "django_chat_app_stop")
-    service = module.set_service(module.agent_factory(step_s=5.0, chunk_delay=0.0),
-                                 tmp_path / "chat.db")
-    with override_settings(ROOT_URLCONF=module):
-        client = Client()
-        run_id = client.post("/chat", data={"message": "count to 3"},
-                             content_type="application/json").json()["run_id"]
-        session_id = client.cookies[CHAT_COOKIE].value
-        _wait_in_tool(service, run_id)
-        busy = client.post("/chat", data={"message": "again"}, content_type="application/json")
-        assert busy.status_code == 409
-        assert "already has a live run" in busy.json()["error"]
-        assert client.post("/steer", data={"text": "stop at 2"},
-                           content_type="application/json").status_code == 200
-        body = client.post("/stop").json()
-    assert body == {"ok": True, "settled": True}
-    _check_aborted(service, session_id, run_id)
-    assert service.runner.wait(run_id, WAIT)
-    service.close()

@@ -24,7 +24,7 @@ from ...errors import PiAgentError
 from ...policy import PendingApproval, approval_digest
 from ...sessions.records import pending_from_json
 from ._admin_transcript import json_text
-from ._store import from_column
+from ._store import from_column, key_of
 
 __all__ = ["Shown", "decide", "shown"]
 
@@ -57,7 +57,7 @@ def decide(request: HttpRequest, session_id: str, call: object, digest: object,
            approved: bool, reason: object = None) -> bool:
     """Approve (or deny) the call ``call`` of ``session_id`` if its arguments still have
     ``digest``; an admin message says what happened. True when it was decided."""
-    from ._site import runner
+    from ._site import runner, store
 
     verb = "Approve" if approved else "Deny"
     if not isinstance(call, str) or not call or not isinstance(digest, str) or not digest:
@@ -71,6 +71,7 @@ def decide(request: HttpRequest, session_id: str, call: object, digest: object,
         return False
     try:
         site_runner = runner()
+        before = len(store().load(session_id))  # what a chat page shows before the run
         method = site_runner.approve if approved else site_runner.deny
         run_id = method(session_id, call, digest=digest, reason=text or None)
     except (PiAgentError, ImproperlyConfigured, TypeError, ValueError) as exc:
@@ -81,9 +82,22 @@ def decide(request: HttpRequest, session_id: str, call: object, digest: object,
         messages.success(request, f"Tool call {call!r} of session {session_id!r} {done}; "
                                   "other calls of its batch still wait.")
     else:
+        _shown_on_the_chat_page(session_id, run_id, before)
         link = reverse("admin:piagent_run_changelist") + "?" + \
             f"run_id={run_id}"
         messages.success(request, format_html(
             'Tool call {} of session {} {}; the batch is complete and run <a href="{}">{}</a> '
             "goes on with it.", repr(call), repr(session_id), done, link, run_id))
     return True
+
+
+def _shown_on_the_chat_page(session_id: str, run_id: str, before: int) -> None:
+    """The conversation's latest run is the one the decision started (as when the chat
+    page decides): a page loaded now shows the first ``before`` messages, then streams it."""
+    from django.utils import timezone
+
+    from ._site import database
+    from .models import Conversation
+
+    Conversation.objects.using(database()).filter(key=key_of(session_id)).update(
+        last_run_id=run_id, messages_before=before, updated_at=timezone.now())
