@@ -7,7 +7,8 @@ files and functions that exist.
 The private-attribute check is read from the code (AST): ``other._x`` is a reach when
 ``other`` is not ``self``/``cls``/``super()`` and ``_x`` is not a private attribute of a
 class the same module defines (one it assigns as ``self._x``/``cls._x`` or defines in a class
-body; a ``Protocol``'s declarations own nothing). Only the stdlib's own underscore API is exempt (``STDLIB_UNDERSCORE``).
+body; a ``Protocol``'s declarations own nothing). Only the stdlib's own underscore API is exempt (``STDLIB_UNDERSCORE``),
+and Django's documented one (a model's ``_meta`` and ``_default_manager``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ MAX_LINES = 500
 # _replace/_asdict/_fields/_make/_field_defaults, os._exit, sys._getframe and
 # sys._current_frames, and the _thread module
 STDLIB_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults",
-                               "_exit", "_getframe", "_current_frames", "_thread"})
+                               "_exit", "_getframe", "_current_frames", "_thread",
+                               # Django's documented model API (docs: "Model _meta API")
+                               "_meta", "_default_manager"})
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
 

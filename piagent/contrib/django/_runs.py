@@ -35,7 +35,7 @@ from ...runs.backend import (
     Wakers,
 )
 from ._runs_watch import INFO_FIELDS, DjangoWatch, run_info
-from ._store import DjangoStore, connected, from_column, key_of, to_column
+from ._store import DjangoStore, connected, from_column, key_of, lock_session, to_column
 
 __all__ = ["CONTROL_POLL_S", "POLL_S", "PURGE_BATCH", "DjangoRunBackend"]
 
@@ -148,7 +148,7 @@ class DjangoRunBackend:
 
         def write() -> None:
             lost.clear()
-            self._store._reserve(session_id, 0)  # the session's row lock, for this block
+            lock_session(self._store, session_id)  # the session's row lock, for this block
             now = time.time()
             for live_id, lease in self.runs().filter(
                     session_key=key_of(session_id), state__in=_LIVE).values_list(

@@ -109,6 +109,12 @@ def _connected(method: Callable[Concatenate[DjangoStore, _P], _T]
     return cast("Callable[Concatenate[DjangoStore, _P], _T]", call)
 
 
+def lock_session(store: DjangoStore, session_id: str) -> None:
+    """Inside the caller's ``atomic`` block: lock the session's row (creating it) until the
+    block ends, as every write of the store does first (the runs backend's one live run)."""
+    store._reserve(session_id, 0)
+
+
 def key_of(text: str) -> str:
     """The lookup key of an id: the SHA-256 of its UTF-8, lower-case hex."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

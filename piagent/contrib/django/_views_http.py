@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import BadRequest, ImproperlyConfigured
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -27,10 +27,6 @@ WORKER_HEADER = "X-Piagent-Worker"
 """The header every response of the app carries: the pid of the process that served it."""
 
 View = Callable[..., HttpResponse]
-
-
-class BadRequest(Exception):
-    """A request body the view cannot use: answered 400 with ``{"error": <the message>}``."""
 
 
 def login_required_setting() -> bool:
@@ -52,8 +48,9 @@ def _anonymous(request: HttpRequest) -> HttpResponse:
 
 def guarded(*methods: str) -> Callable[[View], View]:
     """The app's view decorator: ``methods`` only (405 otherwise), a signed-in user, CSRF
-    checked on a POST (the token in the ``X-CSRFToken`` header, or a form's field), a
-    ``BadRequest`` answered 400 and an ``Http404`` the site's 404, and ``WORKER_HEADER`` on
+    checked on a POST (the token in the ``X-CSRFToken`` header, or a form's field),
+    Django's ``BadRequest`` (a request body the view cannot use) answered 400 with
+    ``{"error": <the message>}`` and an ``Http404`` the site's 404, and ``WORKER_HEADER`` on
     every response, these refusals included.
 
     CSRF is checked here, inside, rather than by the site's middleware before the view (the

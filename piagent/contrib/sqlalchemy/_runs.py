@@ -39,7 +39,7 @@ from ...runs.backend import (
     Take,
     Wakers,
 )
-from ._store import SQLAlchemyStore
+from ._store import SQLAlchemyStore, lock_session
 from ._tables import MYSQL, RUN_CONTROL, RUN_EVENTS, RUN_TRACES, RUNS
 
 __all__ = ["SQLAlchemyRunBackend"]
@@ -159,7 +159,7 @@ class SQLAlchemyRunBackend:
     def create_run(self, run_id: str, session_id: str, owner: str, lease_s: float) -> None:
         def write(conn: Connection) -> None:
             lost.clear()  # a retried attempt starts again
-            self._store._reserve(conn, session_id, 0)  # the session's row lock, held to commit
+            lock_session(self._store, conn, session_id)  # the session's row lock, held to commit
             now = self._now()
             live = conn.execute(select(_R.run_id, _R.lease_expires_at < now).where(
                 _R.session_id == session_id, _R.state.in_(_LIVE)).with_for_update()).all()

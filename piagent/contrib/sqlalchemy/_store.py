@@ -69,6 +69,12 @@ def _rows(messages: object) -> list[tuple[str, str | None, str]]:
              encode_message(m)) for m in check_messages(messages)]
 
 
+def lock_session(store: SQLAlchemyStore, conn: Connection, session_id: str) -> None:
+    """Inside ``conn``'s transaction: lock the session's row (creating it) until it ends, as
+    every write of the store does first (the runs backend's one live run)."""
+    store._reserve(conn, session_id, 0)
+
+
 class SQLAlchemyStore:
     """A ``SessionStore`` (and ``ApprovalStore``, ``BudgetStore``) on a SQLAlchemy
     ``Engine``: SQLite, PostgreSQL or MariaDB/MySQL (docs/sessions.md).
