@@ -7,6 +7,7 @@ with the digest, a reload resuming after ``Last-Event-ID``. The site's settings:
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -219,6 +220,36 @@ def test_an_anonymous_request_is_sent_to_login_or_refused(site: Site) -> None:
     with override_settings(PIAGENT_LOGIN_REQUIRED="yes"), \
             pytest.raises(ImproperlyConfigured, match="PIAGENT_LOGIN_REQUIRED"):
         anonymous.get("/agent/")
+
+
+def test_a_new_project_without_a_login_page_signs_in_on_the_apps_own(site: Site) -> None:
+    """``LOGIN_URL`` left at Django's default, which nothing of the site answers: an
+    anonymous visitor is sent to the app's sign-in page, which signs any active user in
+    (not only staff, as the admin's would) and goes on to the chat; a site's own
+    ``LOGIN_URL`` wins."""
+    from django.conf import global_settings
+    from django.contrib.auth import get_user_model
+
+    site.use([assistant_text("hi")])
+    get_user_model().objects.create_user("ada-" + uuid.uuid4().hex[:8], password="pw")
+    name = get_user_model().objects.latest("pk").get_username()
+    visitor = Client(enforce_csrf_checks=True)
+    with override_settings(LOGIN_URL=global_settings.LOGIN_URL):
+        response = visitor.get("/agent/c/abc/")
+        assert response.status_code == 302
+        assert response["Location"] == "/agent/login/?next=/agent/c/abc/"
+        page = visitor.get(response["Location"])
+        assert page.status_code == 200 and b'id="sign-in"' in page.content
+        token = page.cookies["csrftoken"].value
+        wrong = visitor.post("/agent/login/", {"username": name, "password": "no",
+                                               "next": "/agent/", "csrfmiddlewaretoken": token})
+        assert wrong.status_code == 200 and b'id="login-error"' in wrong.content
+        signed = visitor.post("/agent/login/", {"username": name, "password": "pw",
+                                                "next": "/agent/",
+                                                "csrfmiddlewaretoken": token})
+        assert signed.status_code == 302 and signed["Location"] == "/agent/"
+        assert visitor.get("/agent/").status_code == 200
+    assert Client().get("/agent/")["Location"] == "/login/?next=/agent/"  # the site's own
 
 
 def test_a_post_without_the_csrf_token_is_refused(site: Site) -> None:

@@ -10,17 +10,19 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
+from django.conf import global_settings, settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import BadRequest, ImproperlyConfigured
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.shortcuts import resolve_url
+from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.defaults import page_not_found
 
 from ._site import database
 
-__all__ = ["WORKER_HEADER", "BadRequest", "View", "conversation_of", "guarded", "json_body",
+__all__ = ["WORKER_HEADER", "login_url", "BadRequest", "View", "conversation_of", "guarded", "json_body",
            "login_required_setting", "text_field"]
 
 WORKER_HEADER = "X-Piagent-Worker"
@@ -39,9 +41,22 @@ def login_required_setting() -> bool:
     return value
 
 
+def login_url() -> str:
+    """Where an anonymous visitor is sent: the site's ``LOGIN_URL``, or, while that is
+    Django's default (``/accounts/login/``) and nothing of the site answers it (a new
+    project), the app's own sign-in page (``piagent:login``)."""
+    url = str(resolve_url(settings.LOGIN_URL))
+    if url == global_settings.LOGIN_URL:
+        try:
+            resolve(url)
+        except Resolver404:
+            return str(reverse("piagent:login"))
+    return url
+
+
 def _anonymous(request: HttpRequest) -> HttpResponse:
     if login_required_setting():
-        return redirect_to_login(request.get_full_path())
+        return redirect_to_login(request.get_full_path(), login_url())
     return JsonResponse({"error": "Sign in first: a conversation belongs to a user."},
                         status=403)
 

@@ -2,12 +2,16 @@
 
 ``index`` (the chat page), ``new`` (POST: a new conversation), ``conversation`` (its page),
 ``history``, ``send``, ``events`` (the run's SSE), ``steer``, ``stop``, ``approve``, ``deny``
-(docs/django.md, "The app's views"). A conversation is addressed by its ``key``.
+(docs/django.md, "The app's views"). A conversation is addressed by its ``key``. ``login``
+and ``logout``: the app's own sign-in page (Django's ``LoginView``), where an anonymous
+visitor is sent when the site has no login page of its own (``LOGIN_URL`` left at Django's
+default and not answered by the site).
 """
 
 from __future__ import annotations
 
-from django.urls import path
+from django.contrib.auth.views import LoginView, LogoutView
+from django.urls import path, reverse_lazy
 
 from . import views as _views
 
@@ -26,4 +30,9 @@ urlpatterns = [
     path("c/<slug:key>/stop/", _views.stop, name="stop"),
     path("c/<slug:key>/approve/", _views.approve, name="approve"),
     path("c/<slug:key>/deny/", _views.deny, name="deny"),
+    path("login/", LoginView.as_view(template_name="piagent/login.html",
+                                     next_page=reverse_lazy("piagent:index"),
+                                     redirect_authenticated_user=True), name="login"),
+    path("logout/", LogoutView.as_view(next_page=reverse_lazy("piagent:login")),
+         name="logout"),
 ]
