@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from piagent import Agent, AgentTool, tool
+from piagent import Agent, AgentBusyError, AgentTool, tool
 from piagent.messages import AgentMessage
-from piagent.runs import RunEvent
+from piagent.runs import LocalRunner, RunEvent
 from piagent.sessions import MemoryStore, PostgresStore, SessionStore, SQLiteStore
 from piagent.testing import assistant_text
 
-from ..conftest import WAIT
+from ..conftest import SLOW_WAIT, WAIT, finish_child, read_child_line
 from ..contrib.conftest import (
     DJANGO_ALIASES,
     clear_django_database,
@@ -134,3 +134,43 @@ class WatchedAgent(Agent):
         """Block until ``predicate(self)`` holds (True), or ``timeout`` seconds (False)."""
         with self._queued:
             return self._queued.wait_for(lambda: predicate(self), timeout)
+
+
+def steered_and_aborted_elsewhere(store: SessionStore, db: str,
+                                  spawn: Callable[..., Any], run_worker: Callable[..., None]
+                                  ) -> tuple[LocalRunner, str, list[RunEvent]]:
+    """``tests/runs/_worker.py`` starts a run of ``s1`` in a child process on ``db`` (its
+    name of the store); this process streams it by id while other children steer it, then
+    abort it. Checks what every store must show; the runner, the run's id and its events."""
+    proc = spawn("start", db, "s1", "30", "steer_abort")
+    try:
+        run_id = read_child_line(proc)
+        runner = LocalRunner(store, lambda sid: Agent())
+        with pytest.raises(AgentBusyError):  # the child holds the session
+            runner.start("s1", "me too")
+        events = []
+        for item in runner.events(run_id, timeout=SLOW_WAIT):
+            assert item is not None, f"no event for {SLOW_WAIT} s after {events[-1:]}"
+            events.append(item)
+            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_steer":
+                run_worker("steer", db, "s1", "steer from afar")
+            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_abort":
+                run_worker("abort", db, run_id, "stop from afar")
+        out, err = finish_child(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.splitlines()[-1] == "aborted", err
+    assert events[0].type == "agent_start" and events[-1].type == "agent_end"
+    assert [e.id for e in events] == [f"{i:010d}" for i in range(len(events))]
+    assert runner.wait(run_id, SLOW_WAIT)
+    info = runner.status(run_id)
+    assert info.state == "aborted" and info.session_id == "s1"
+    users = [m.text for m in store.load("s1") if m.role == "user"]  # type: ignore[union-attr]
+    assert users == ["go", "steer from afar"]
+    ends = [e.event["result"]["content"][0]["text"] for e in events
+            if e.type == "tool_execution_end"]
+    assert ends == ["steered", "aborted"]
+    # reconnecting mid-run: everything after an id, the same events
+    assert list(runner.events(run_id, after=events[5].id)) == events[6:]
+    return runner, run_id, events

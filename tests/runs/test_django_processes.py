@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from piagent import Agent, AgentBusyError, ToolResultMessage
+from piagent import Agent, ToolResultMessage
 from piagent.runs import LocalRunner
 from piagent.sessions import SessionStore
 from piagent.testing import ScriptedStreamFn, assistant_text
 
 from ..conftest import SLOW_WAIT, finish_child as finish, read_child_line, wait_until
 from ._worker import build_tools
-from .conftest import DJANGO, store_fixture
+from .conftest import DJANGO, steered_and_aborted_elsewhere, store_fixture
 
 WORKER = Path(__file__).with_name("_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -57,36 +57,7 @@ def run_worker(*args: str) -> None:
 
 def test_stream_steer_and_abort_a_run_in_another_process(store: SessionStore) -> None:
     db = f"django:{store.using}"  # type: ignore[attr-defined]
-    proc = spawn("start", db, "s1", "30", "steer_abort")
-    try:
-        run_id = read_child_line(proc)
-        runner = LocalRunner(store, lambda sid: Agent())
-        with pytest.raises(AgentBusyError):  # the child holds the session
-            runner.start("s1", "me too")
-        events = []
-        for item in runner.events(run_id, timeout=SLOW_WAIT):
-            assert item is not None, f"no event for {SLOW_WAIT} s after {events[-1:]}"
-            events.append(item)
-            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_steer":
-                run_worker("steer", db, "s1", "steer from afar")
-            if item.type == "tool_execution_start" and item.event["toolName"] == "wait_for_abort":
-                run_worker("abort", db, run_id, "stop from afar")
-        out, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert out.splitlines()[-1] == "aborted", err
-    assert events[0].type == "agent_start" and events[-1].type == "agent_end"
-    assert [e.id for e in events] == [f"{i:010d}" for i in range(len(events))]
-    assert runner.wait(run_id, SLOW_WAIT)
-    info = runner.status(run_id)
-    assert info.state == "aborted" and info.session_id == "s1"
-    assert [m.text for m in store.load("s1") if m.role == "user"] == [  # type: ignore[union-attr]
-        "go", "steer from afar"]
-    ends = [e.event["result"]["content"][0]["text"] for e in events
-            if e.type == "tool_execution_end"]
-    assert ends == ["steered", "aborted"]
-    assert list(runner.events(run_id, after=events[5].id)) == events[6:]
+    steered_and_aborted_elsewhere(store, db, spawn, run_worker)
 
 
 def test_a_killed_process_s_run_is_resumed_by_the_recover_command(store: SessionStore) -> None:
