@@ -35,7 +35,7 @@ from piagent.testing import ScriptedStreamFn, assistant_text
 
 from ..conftest import SLOW_WAIT, WAIT, finish_child, read_child_line
 from ..runs._worker import build_tools
-from ..runs.test_steer_at_poll_point import ThreeBatches, expected_transcript
+from ..runs.test_steer_at_poll_point import SenderProcess, ThreeBatches, expected_transcript
 from .conftest import DATABASES, Database, open_database
 
 WORKER = Path(__file__).with_name("_sqlalchemy_runs_worker.py")
@@ -357,43 +357,13 @@ def test_a_killed_process_loses_its_run_and_the_next_start_here_recovers_it(
     assert sorted(runner.purge(0)) == sorted([run_id, again])
 
 
-class Sender:
-    """``_sqlalchemy_runs_worker.py sender``: steers sent from another process, one a line."""
-
-    def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), "sender", url],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=ENV)
-        assert read_child_line(self.proc) == "ready"
-
-    def send(self, kind: str, session_id: str, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{kind} {session_id} {text}\n".encode())
-        self.proc.stdin.flush()
-        assert read_child_line(self.proc) == "sent"  # its steer() has returned
-
-    def close(self) -> None:
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        self.proc.stdin.close()  # EOF: the sender ends
-        try:
-            self.proc.wait(SLOW_WAIT)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(SLOW_WAIT)
-            err = self.proc.stderr.read().decode(errors="replace")
-            self.proc.stdout.close()
-            self.proc.stderr.close()
-        assert self.proc.returncode == 0, err
-
-
 @pytest.fixture(scope="module", params=DATABASES)
 def steered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[tuple[SQLAlchemyStore, Sender]]:
+            ) -> Iterator[tuple[SQLAlchemyStore, SenderProcess]]:
     for database in open_database(request.param, tmp_path_factory.mktemp("steer")):
         engine = sqlalchemy.create_engine(database.url)
         store = SQLAlchemyStore(engine)
-        sender = Sender(database.url)
+        sender = SenderProcess(database.url, worker=WORKER)
         try:
             yield store, sender
         finally:
@@ -404,6 +374,6 @@ def steered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 @pytest.mark.parametrize("attempt", range(10))
 def test_steers_from_another_process_reach_their_poll_point(
-        steered: tuple[SQLAlchemyStore, Sender], attempt: int) -> None:
+        steered: tuple[SQLAlchemyStore, SenderProcess], attempt: int) -> None:
     store, sender = steered
     assert ThreeBatches(store).run(f"s{attempt}", sender.send) == expected_transcript()

@@ -126,10 +126,11 @@ def sqlite_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SQ
 
 
 class SenderProcess:
-    """``_worker.py sender``: steers sent from another process, one line each."""
+    """``_worker.py sender`` (or another ``worker`` script's): steers sent from another
+    process, one line each."""
 
-    def __init__(self, target: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), "sender", target],
+    def __init__(self, target: str, worker: Path = WORKER) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(worker), "sender", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=ENV)
         assert read_child_line(self.proc) == "ready"
