@@ -5,9 +5,11 @@ own (``conftest.py``); and what MariaDB's defaults would otherwise get wrong."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy
@@ -16,7 +18,7 @@ from piagent.contrib.sqlalchemy import SQLAlchemyStore, metadata
 from piagent.messages import ImageContent, TextContent, UserMessage
 from piagent.sessions import SessionCorruptError, SessionStore
 
-from ..conftest import WAIT
+from ..conftest import SLOW_WAIT, WAIT
 from ..sessions.conformance import SessionStoreConformance, a_user, same
 
 # the approvals' and budgets' contracts, run here on this module's ``store`` fixture
@@ -135,6 +137,43 @@ def test_stores_on_two_engines_append_to_one_session(database: Database) -> None
     finally:
         for engine in engines:
             engine.dispose()
+
+
+def _create_tables_at_once(url: str, start: Any, outcomes: Any) -> None:
+    """One process of the test below: make a store (which creates the tables) once released."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        start.wait()
+        SQLAlchemyStore(engine).append("s", [a_user("x")])
+        outcomes.put("ok")
+    except BaseException as exc:  # noqa: BLE001 - reported to the test
+        outcomes.put(f"{type(exc).__name__}: {exc}")
+    finally:
+        engine.dispose()
+
+
+def test_processes_booting_at_once_all_create_the_tables(database: Database) -> None:
+    """Six processes (gunicorn's workers booting) make a store on one empty database at the
+    same moment: each one starts, none fails on a table another one had just made (MariaDB's
+    ``CREATE TABLE`` is not transactional; the lock of ``create_tables`` queues them)."""
+    context = multiprocessing.get_context("spawn")
+    start, outcomes = context.Barrier(6, timeout=SLOW_WAIT), context.Queue()
+    processes = [context.Process(target=_create_tables_at_once,
+                                 args=(database.url, start, outcomes)) for _ in range(6)]
+    for process in processes:
+        process.start()
+    try:
+        assert sorted(outcomes.get(timeout=SLOW_WAIT) for _ in processes) == ["ok"] * 6
+    finally:
+        for process in processes:
+            process.join(WAIT)
+            if process.is_alive():
+                process.kill()
+    engine = sqlalchemy.create_engine(database.url)
+    try:
+        assert len(SQLAlchemyStore(engine).load("s")) == 6
+    finally:
+        engine.dispose()
 
 
 def test_tables_can_be_left_to_migrations(database: Database) -> None:

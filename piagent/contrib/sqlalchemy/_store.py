@@ -13,10 +13,11 @@ lock timing out are retried from the start, a few times.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -112,14 +113,16 @@ class SQLAlchemyStore:
         """Create the store's tables that do not exist yet and record their version
         (idempotent; another process doing the same at the same moment is no error).
         ``RuntimeError`` if the database holds a newer version (an older piagent)."""
-        for attempt in range(3):
-            try:
-                metadata.create_all(self.engine)
-                break
-            except Exception as exc:  # a race on CREATE TABLE: look again
-                if attempt == 2 or "exist" not in str(exc).lower():
-                    raise
-        with self.engine.connect() as conn:
+        with self.engine.connect() as conn, _schema_lock(conn):
+            for attempt in range(_ATTEMPTS):
+                try:
+                    metadata.create_all(conn)
+                    conn.commit()
+                    break
+                except Exception as exc:  # SQLite, which has no lock to queue on: look again
+                    conn.rollback()
+                    if attempt + 1 == _ATTEMPTS or "exist" not in str(exc).lower():
+                        raise
             version = conn.execute(select(SCHEMA.c.version).where(
                 SCHEMA.c.component == "sessions")).scalar()
             if version is None:
@@ -382,3 +385,43 @@ class SQLAlchemyStore:
         total = self._write(write)
         return BudgetSpend(float(total[0]), int(total[1]), int(total[2]))
 
+
+
+_SCHEMA_LOCK = "piagent_store_schema"  # the name of the lock create_tables queues on
+_SCHEMA_LOCK_S = 60  # seconds: how long create_tables waits for another process's
+
+
+@contextmanager
+def _schema_lock(conn: Connection) -> Iterator[None]:
+    """Queue the processes that create the tables at the same moment (four gunicorn workers
+    booting) on a lock of the database server: MariaDB/MySQL's ``GET_LOCK``, PostgreSQL's
+    advisory lock. ``CREATE TABLE`` is not transactional on MariaDB, so without it each
+    process could fail on a different table another one had just made. SQLite has no such
+    lock: ``create_tables`` looks again when a table appeared under it."""
+    dialect = conn.dialect.name
+    if dialect in ("mysql", "mariadb"):
+        got = conn.execute(text("SELECT GET_LOCK(:name, :wait)"),
+                           {"name": _SCHEMA_LOCK, "wait": _SCHEMA_LOCK_S}).scalar()
+        conn.commit()
+        if got != 1:
+            msg = (f"creating the store's tables: another process held the lock "
+                   f"{_SCHEMA_LOCK!r} for {_SCHEMA_LOCK_S} s")
+            raise TimeoutError(msg)
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": _SCHEMA_LOCK})
+            conn.commit()
+    elif dialect == "postgresql":
+        conn.execute(text("SELECT pg_advisory_lock(hashtext(:name))"), {"name": _SCHEMA_LOCK})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.execute(text("SELECT pg_advisory_unlock(hashtext(:name))"),
+                         {"name": _SCHEMA_LOCK})
+            conn.commit()
+    else:
+        yield
