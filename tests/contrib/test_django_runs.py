@@ -6,7 +6,10 @@ a run refused inside a transaction, purge in batches, ``manage.py piagent_purge_
 from __future__ import annotations
 
 import io
+import sqlite3
+import threading
 import uuid
+from typing import Any
 
 import pytest
 
@@ -16,12 +19,13 @@ from piagent.runs.backend import SessionBusy, backend_for
 from piagent.testing import ScriptedStreamFn, assistant_text
 
 from ..conftest import WAIT, configure_django
+from .conftest import prepare_django_database
 
 configure_django()
 
 from django.core.management import call_command  # noqa: E402
 from django.core.management.base import CommandError  # noqa: E402
-from django.db import transaction  # noqa: E402
+from django.db import OperationalError, transaction  # noqa: E402
 
 from piagent.contrib.django import DjangoRunBackend, DjangoStore  # noqa: E402
 
@@ -138,3 +142,59 @@ def test_the_commands_refuse_bad_options() -> None:
         call_command("piagent_recover_runs", timeout=0)
     with pytest.raises(CommandError, match="needs a runner on a store other processes reach"):
         call_command("piagent_recover_runs", runner=object())
+
+
+REFUSALS = 25  # more than the tries of a write that meets another conflict (_store._ATTEMPTS)
+
+
+def test_on_sqlite_a_write_waits_for_another_writer_to_finish() -> None:
+    """SQLite refuses at once ("database is locked", no busy timeout) a transaction that
+    read before it writes while another connection holds the write lock: a run claiming its
+    steering while a purge's batch is being written. The claim tries again after a pause
+    until the other writer is done (for seconds: more tries than the 20 of other conflicts),
+    instead of failing the run's supervisor."""
+    from django.db import connections
+
+    prepare_django_database("default")
+    backend = _backend("default")
+    session, run = f"locked-{_id()}", _id()
+    backend.create_run(run, session, "me", 60.0)
+    backend.send_control(session, run, "steer", "hello")
+    refused = threading.Event()  # the claim met the lock REFUSALS times
+    refusals: list[int] = []
+    outcome: list[object] = []
+
+    def note_refusals(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except OperationalError as exc:
+            if "locked" in str(exc):
+                refusals.append(1)
+                if len(refusals) == REFUSALS:
+                    refused.set()
+            raise
+
+    def claim() -> None:
+        try:
+            with connections["default"].execute_wrapper(note_refusals):
+                outcome.append(backend.claim_controls(session, run))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome.append(exc)
+        finally:
+            connections["default"].close()
+
+    other = sqlite3.connect(connections["default"].settings_dict["NAME"], timeout=WAIT)
+    other.isolation_level = None
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    claimer = threading.Thread(target=claim)
+    claimer.start()
+    try:
+        assert refused.wait(WAIT), outcome
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        claimer.join(WAIT)
+    assert not claimer.is_alive()
+    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
+    assert [(c.kind, c.payload) for c in outcome[0]] == [("steer", "hello")]  # type: ignore[attr-defined]
+    backend.finish(run, "me", "done", None)

@@ -4,8 +4,9 @@ configured (SQLite, PostgreSQL, MariaDB/MySQL).
 Every write is one ``transaction.atomic`` block whose first statement updates (or creates)
 the session's ``Session`` row: that row lock queues the writers of one session on every
 worker and machine (SQLite locks the file at that first write), and ``next_seq`` hands out
-the records' sequence numbers. Two writers creating the same new row at once, a deadlock the
-database broke, or SQLite's lock timing out are retried from the start, a few times (inside
+the records' sequence numbers. Two writers creating the same new row at once and a deadlock
+the database broke are retried from the start, a few times; SQLite's "database is locked", after
+a pause (1 ms doubling up to 50 ms), for up to 10 s (inside
 an outer ``atomic`` block, only as far as the database lets a savepoint go back).
 """
 
@@ -49,6 +50,9 @@ from ...sessions.records import (
 __all__ = ["DjangoStore"]
 
 _ATTEMPTS = 20  # tries of one write when it is retried (see the module's docstring)
+# SQLite's "database is locked": tried again after a pause doubling from the first to the
+# last, for at most _LOCKED_FOR_S seconds in all
+_FIRST_PAUSE_S, _LAST_PAUSE_S, _LOCKED_FOR_S = 0.001, 0.05, 10.0
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
@@ -170,19 +174,29 @@ class DjangoStore:
 
     def _write(self, work: Callable[[], _T]) -> _T:
         """``work()`` in one atomic block, retried as the module's docstring says."""
-        for attempt in range(_ATTEMPTS):
+        pause, deadline, attempt = _FIRST_PAUSE_S, time.monotonic() + _LOCKED_FOR_S, 0
+        while True:
             try:
                 with transaction.atomic(using=self.using):
                     return work()
             except IntegrityError:
-                if attempt + 1 == _ATTEMPTS:
+                attempt += 1
+                if attempt == _ATTEMPTS:
                     raise
             except OperationalError as exc:
                 text = str(exc).lower()
-                if attempt + 1 == _ATTEMPTS or not any(
-                        w in text for w in ("deadlock", "locked", "busy", "1213")):
+                if "locked" in text or "busy" in text:
+                    # SQLite refuses at once a transaction that read before it writes while
+                    # another one holds the write lock (its busy timeout does not apply):
+                    # wait for that one to end (a purge's batch), up to _LOCKED_FOR_S
+                    if time.monotonic() + pause > deadline:
+                        raise
+                    time.sleep(pause)
+                    pause = min(pause * 2, _LAST_PAUSE_S)
+                    continue
+                attempt += 1
+                if attempt == _ATTEMPTS or not any(w in text for w in ("deadlock", "1213")):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _sessions(self) -> Any:
         return self._models.Session.objects.using(self.using)
