@@ -28,7 +28,7 @@ from ..transcript import (
     get_system_message_text,
     render_system_message_update,
 )
-from ._keep import ByOwner, cache_mode, check_same
+from ._keep import ByOwner, cache_mode, caching, check_same
 from ._snapshot import Snapshot
 from ._wire import shared_prefix
 
@@ -289,12 +289,12 @@ class SegmentCache:
         ``convert(part)`` converts whole segments; ``renames(part)`` says whether a part
         renames tool-call ids (another model's calls), which later results follow: after
         such a part, and for a tool result whose call came earlier, the transcript is
-        converted whole. ``convert_new`` (default ``convert``) converts the segments after
-        a reused prefix: the new messages of a conversation whose conversion is kept here,
-        so it need not keep per-message conversions for a later miss (``WireCache``).
+        converted whole. ``convert_new`` (default ``convert``) converts the segments this
+        cache keeps: their conversion is kept here, so it need not keep per-message ones
+        (``WireCache``) too; ``convert`` is for what is converted whole.
         """
         mode = cache_mode()
-        if mode == "off":
+        if not caching(mode, len(messages)):  # off, or a short transcript (_keep.py)
             return (convert_new or convert)(messages)
         messages = tuple(messages)
         starts: list[int] = [0]  # segment starts converted so far (the last: where to go on)
@@ -305,10 +305,9 @@ class SegmentCache:
         base = self._best_prefix(messages, rest, variant)
         if base is not None:
             starts, ends, flags, out, snapshot = base
-            convert_segment = convert if convert_new is None else convert_new
         else:
             snapshot = Snapshot()
-            convert_segment = convert
+        convert_segment = convert if convert_new is None else convert_new
         # the new messages' snapshot before they are converted (an edit racing the
         # conversion then shows as a change next time)
         snapshot.extend(messages[len(snapshot):])

@@ -20,7 +20,7 @@ from ..errors import ProviderResponseError
 from ..messages import sanitize_surrogates
 from ..stream import ProviderResponse
 from ._errors import clip
-from ._keep import ByOwner, cache_mode, check_same
+from ._keep import ByOwner, cache_mode, caching, check_same
 
 __all__ = ["DEFAULT_TIMEOUT", "ChunkSource", "PrefixEncoder", "SSEEvent", "SSERequest",
            "arguments_json", "json_dumps", "parse_event_json", "shared_prefix"]
@@ -180,7 +180,7 @@ class PrefixEncoder:
         """``json_dumps(body)``, byte for byte; ``body[field]`` must be a list. ``owner``:
         what the conversation's entry is kept by (see the class)."""
         mode = cache_mode()
-        if field not in body or mode == "off":
+        if field not in body or not caching(mode, len(body[field])):  # off, or short
             return json_dumps(body)
         if mode == "check":
             encoded = self._encode(body, field, owner)

@@ -264,8 +264,7 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
         # the compat on)
         return convert(messages)
     variant = (model.provider, model.api, model.id, tuple(model.input), allow_empty)
-    # the new messages after a kept conversion skip the per-message cache (as in
-    # openai_completions)
+    # what the segment cache keeps skips the per-message cache (as in openai_completions)
     return _SEGMENTS.convert(
         messages, variant, convert,
         lambda part: renames_tool_call_ids(part, model, _normalize_tool_call_id),

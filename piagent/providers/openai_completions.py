@@ -246,8 +246,8 @@ def _convert(model: Model, messages: Sequence[AgentMessage],
     if _tool_additions(compat) and any(isinstance(m, SystemMessage) for m in messages[1:]):
         return convert(messages)  # where the tools fold depends on every system message
     variant = (model.provider, model.api, model.id, tuple(model.input), compat)
-    # the new messages after a kept conversion skip the per-message cache: the segment
-    # cache holds their conversion (a later miss converts them again, once, and keeps them)
+    # what the segment cache keeps skips the per-message cache (it holds the conversion);
+    # a transcript converted whole keeps its assistant messages' there
     return _SEGMENTS.convert(messages, variant, convert,
                              lambda part: renames_tool_call_ids(part, model, normalize),
                              lambda part: convert(part, False))

@@ -4,6 +4,7 @@ exactly the wire messages of converting it whole, for any transcript."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from piagent.messages import (
 )
 from piagent.models import Model
 from piagent.providers._compat import fold_system_messages
+from piagent.providers._keep import SHORT_TRANSCRIPT
 from piagent.providers._transform import transform_messages
 from piagent.providers.openai_completions import (
     _convert,
@@ -139,11 +141,13 @@ def test_new_messages_after_a_kept_conversion_skip_the_per_message_cache() -> No
     converted = _convert(MODEL, history, compat)
     assert oc._ASSISTANT_WIRE._entries.get(reply) is None  # the kept conversion holds it
     assert converted == whole(MODEL, history)  # (which converts through the cache)
-    # another conversation with the same messages after a new first one: no kept prefix,
-    # converted whole, and its assistant messages are kept one by one for the next miss
-    again = [SystemMessage("another", timestamp=0), *history[1:]]
-    assert _convert(MODEL, again, compat) == whole(MODEL, again)
-    assert oc._ASSISTANT_WIRE._entries.get(reply) is not None
+    # another conversation (a new first message, a new reply): no kept prefix; the segment
+    # cache keeps its conversion, so nothing is kept message by message either
+    other = dataclasses.replace(reply)
+    again = [SystemMessage("another", timestamp=0), history[1], other, history[3]]
+    converted = _convert(MODEL, again, compat)
+    assert oc._ASSISTANT_WIRE._entries.get(other) is None
+    assert converted == whole(MODEL, again)
     history.append(UserMessage("more"))
     assert _convert(MODEL, history, compat) == whole(MODEL, history)
 
@@ -205,9 +209,12 @@ def test_a_conversation_is_reused_while_other_conversations_are_converted() -> N
     compat = get_compat(MODEL)
 
     def transcript(tag: str) -> list[Any]:
-        out: list[Any] = [SystemMessage(f"sys {tag}", timestamp=0), UserMessage(f"q {tag}")]
-        out.append(AssistantMessage([TextContent("a")], api=MODEL.api, provider=MODEL.provider,
-                                    model=MODEL.id, stop_reason="stop"))
+        out: list[Any] = [SystemMessage(f"sys {tag}", timestamp=0)]
+        while len(out) < SHORT_TRANSCRIPT:  # long enough to be cached (_keep.py)
+            out.append(UserMessage(f"q {tag}"))
+            out.append(AssistantMessage([TextContent("a")], api=MODEL.api,
+                                        provider=MODEL.provider, model=MODEL.id,
+                                        stop_reason="stop"))
         return out
 
     mine = transcript("mine")
@@ -299,3 +306,42 @@ def test_conversations_converted_at_once_on_many_threads_each_get_their_own() ->
         thread.join(60)
     assert not any(thread.is_alive() for thread in threads)
     assert wrong == []
+
+
+@pytest.mark.usefixtures("caches_on")
+def test_a_short_transcript_is_converted_afresh_and_kept_from_its_20th_message() -> None:
+    """Under ``SHORT_TRANSCRIPT`` messages a request is converted and encoded without the
+    caches and leaves nothing in them (cheaper than checking and keeping); from then on the
+    conversation is kept, and its next request converts only what is new."""
+    import piagent.providers.openai_completions as oc
+
+    compat = get_compat(MODEL)
+    conversation: list[Any] = [SystemMessage("sys", timestamp=0)]
+    kept_before = len(oc._SEGMENTS._kept), len(oc._BODIES._kept)
+    converted: list[int] = []
+    original = oc.transform_messages
+
+    def counting(part: Any, *args: Any) -> Any:
+        converted.append(len(part))
+        return original(part, *args)
+
+    oc.transform_messages = counting  # type: ignore[assignment]
+    try:
+        while len(conversation) < SHORT_TRANSCRIPT + 2:
+            conversation.append(UserMessage(f"q{len(conversation)}"))
+            converted.clear()
+            wire = _convert(MODEL, conversation, compat)
+            body = oc._BODIES.encode({"model": MODEL.id, "messages": wire}, "messages",
+                                     conversation[0])
+            assert wire == whole(MODEL, conversation)
+            assert json.loads(body)["messages"] == wire
+            kept = len(oc._SEGMENTS._kept) - kept_before[0], len(oc._BODIES._kept) - kept_before[1]
+            if len(conversation) < SHORT_TRANSCRIPT:
+                assert kept == (0, 0)
+                assert sum(converted) == len(conversation)  # all of it, every time
+            else:
+                assert kept == (1, 1)
+                if len(conversation) > SHORT_TRANSCRIPT:
+                    assert converted == [1]  # only the new message
+    finally:
+        oc.transform_messages = original  # type: ignore[assignment]
