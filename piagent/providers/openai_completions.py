@@ -393,9 +393,12 @@ def _run(call: ProviderCall) -> Iterator[None]:
     state = CompletionsStreamState(call.out, call.label, openrouter=model.provider == "openrouter"
                                    or "openrouter.ai" in model.base_url)
     parse = call.event_parser()  # parse_event_json unless on_provider_stream_event is set
-    # _BODIES: the old messages' JSON reused
+    request = call.request(url, body, headers, encoder=_BODIES)  # old messages' JSON reused
+    # the wire dicts go now, not when the stream ends: with many runs in flight, each one's
+    # would outlive a garbage collection or two and make the next full one come sooner
+    del body
     try:
-        with call.open_sse(call.request(url, body, headers, encoder=_BODIES)) as sse:
+        with call.open_sse(request) as sse:
             for event in sse.events():
                 if event.data.strip() == "[DONE]":
                     state.done = True
