@@ -3,8 +3,10 @@ exactly the wire messages of converting it whole, for any transcript."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -80,6 +82,26 @@ transcripts = st.lists(messages, max_size=14).map(
     lambda rest: [SystemMessage("You are a test.", timestamp=0), *rest])
 
 
+@contextlib.contextmanager
+def counted_conversions() -> Iterator[list[int]]:
+    """The length of every part the Chat Completions adapter transforms (so converts) while
+    the block runs, in order."""
+    import piagent.providers.openai_completions as oc
+
+    converted: list[int] = []
+    original = oc.transform_messages
+
+    def counting(part: Any, *args: Any) -> Any:
+        converted.append(len(part))
+        return original(part, *args)
+
+    oc.transform_messages = counting  # type: ignore[assignment]
+    try:
+        yield converted
+    finally:
+        oc.transform_messages = original  # type: ignore[assignment]
+
+
 def whole(model: Model, transcript: list[Any]) -> list[dict[str, Any]]:
     """The whole transcript converted at once: later system messages folded first (pi's
     resolveTranscript, before transformMessages), then transformed and converted."""
@@ -102,8 +124,6 @@ def test_segmented_conversion_equals_whole_conversion(transcript: list[Any], mod
 
 @pytest.mark.usefixtures("caches_on")
 def test_old_segments_are_reused_not_converted_again() -> None:
-    import piagent.providers.openai_completions as oc
-
     history: list[Any] = [SystemMessage("sys", timestamp=0)]
     compat = get_compat(MODEL)
     for k in range(20):
@@ -113,19 +133,9 @@ def test_old_segments_are_reused_not_converted_again() -> None:
                                         stop_reason="toolUse"))
         history.append(ToolResultMessage(f"c{k}", "calc", [TextContent("ok")]))
     _convert(MODEL, history, compat)
-    converted: list[int] = []
-    original = oc.transform_messages
-
-    def counting(part: Any, *args: Any) -> Any:
-        converted.append(len(part))
-        return original(part, *args)
-
-    oc.transform_messages = counting  # type: ignore[assignment]
-    try:
+    with counted_conversions() as converted:
         history.append(UserMessage("one more"))
         assert _convert(MODEL, history, compat) == whole(MODEL, history)
-    finally:
-        oc.transform_messages = original  # type: ignore[assignment]
     assert converted == [1]  # only the new message: the whole old transcript was reused
 
 
@@ -204,8 +214,6 @@ def test_anthropic_cache_breakpoint_is_not_left_on_reused_messages() -> None:
 def test_a_conversation_is_reused_while_other_conversations_are_converted() -> None:
     """The cache finds a conversation by its first message and keeps it while that message
     lives: other agents' requests in between, however many, do not push it out."""
-    import piagent.providers.openai_completions as oc
-
     compat = get_compat(MODEL)
 
     def transcript(tag: str) -> list[Any]:
@@ -224,19 +232,9 @@ def test_a_conversation_is_reused_while_other_conversations_are_converted() -> N
         for other in others:
             other.append(UserMessage("more"))
             _convert(MODEL, other, compat)
-    converted: list[int] = []
-    original = oc.transform_messages
-
-    def counting(part: Any, *args: Any) -> Any:
-        converted.append(len(part))
-        return original(part, *args)
-
-    oc.transform_messages = counting  # type: ignore[assignment]
-    try:
+    with counted_conversions() as converted:
         mine.append(UserMessage("next"))
         assert _convert(MODEL, mine, compat) == whole(MODEL, mine)
-    finally:
-        oc.transform_messages = original  # type: ignore[assignment]
     assert converted == [1]
 
 
@@ -318,15 +316,7 @@ def test_a_short_transcript_is_converted_afresh_and_kept_from_its_20th_message()
     compat = get_compat(MODEL)
     conversation: list[Any] = [SystemMessage("sys", timestamp=0)]
     kept_before = len(oc._SEGMENTS._kept), len(oc._BODIES._kept)
-    converted: list[int] = []
-    original = oc.transform_messages
-
-    def counting(part: Any, *args: Any) -> Any:
-        converted.append(len(part))
-        return original(part, *args)
-
-    oc.transform_messages = counting  # type: ignore[assignment]
-    try:
+    with counted_conversions() as converted:
         while len(conversation) < SHORT_TRANSCRIPT + 2:
             conversation.append(UserMessage(f"q{len(conversation)}"))
             converted.clear()
@@ -343,5 +333,3 @@ def test_a_short_transcript_is_converted_afresh_and_kept_from_its_20th_message()
                 assert kept == (1, 1)
                 if len(conversation) > SHORT_TRANSCRIPT:
                     assert converted == [1]  # only the new message
-    finally:
-        oc.transform_messages = original  # type: ignore[assignment]
