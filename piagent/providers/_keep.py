@@ -36,7 +36,7 @@ if _mode not in _MODES:
 # In "on" mode a transcript shorter than this is converted and encoded afresh, and leaves
 # nothing in the caches: checking and keeping a conversion costs more than converting a few
 # messages again (a 5-round conversation of 2 tools: 3.74 M instructions a turn with the
-# caches, 3.60 M without), and a thousand short conversations in flight would hold a
+# caches, 3.61 M without), and a thousand short conversations in flight would hold a
 # thousand entries for the garbage collector to walk. A conversation that grows past it is
 # cached from then on ("check" mode caches every length, so the tests check them all).
 SHORT_TRANSCRIPT = 20

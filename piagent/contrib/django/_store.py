@@ -5,9 +5,9 @@ Every write is one ``transaction.atomic`` block whose first statement updates (o
 the session's ``Session`` row: that row lock queues the writers of one session on every
 worker and machine (SQLite locks the file at that first write), and ``next_seq`` hands out
 the records' sequence numbers. Two writers creating the same new row at once and a deadlock
-the database broke are retried from the start, a few times; SQLite's "database is locked", after
-a pause (1 ms doubling up to 50 ms), for up to 10 s (inside
-an outer ``atomic`` block, only as far as the database lets a savepoint go back).
+the database broke are retried from the start, a few times; SQLite's "database is locked"
+after a pause (1 ms, doubling up to 50 ms), for up to 10 s. Inside an outer ``atomic``
+block a retry goes back only as far as the database lets a savepoint go back.
 """
 
 from __future__ import annotations

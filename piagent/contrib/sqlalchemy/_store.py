@@ -386,7 +386,6 @@ class SQLAlchemyStore:
         return BudgetSpend(float(total[0]), int(total[1]), int(total[2]))
 
 
-
 _SCHEMA_LOCK = "piagent_store_schema"  # the name of the lock create_tables queues on
 _SCHEMA_LOCK_S = 60  # seconds: how long create_tables waits for another process's
 
