@@ -167,6 +167,50 @@ class Wakers:
             wake()  # sets an Event: cannot block
 
 
+
+class WatchedRuns:
+    """The runs this process's readers watch, each with how many changes to it this process
+    has seen: a reader ``enter``s, reads ``version(run_id)`` under ``cond``, and waits on
+    ``cond`` for it to move; whoever learns of a change (a commit of this process, a
+    database notice) calls ``changed``. Runs no reader watches are not counted.
+
+    Thread safety: every method from any thread; ``version`` under ``cond``.
+    """
+
+    def __init__(self) -> None:
+        # guards _entries (and what a backend keeps beside them); notified by changed()
+        self.cond = threading.Condition()
+        self._entries: dict[str, list[int]] = {}  # run id -> [readers, changes seen]
+
+    def enter(self, run_id: str) -> None:
+        with self.cond:
+            self._entries.setdefault(run_id, [0, 0])[0] += 1
+
+    def leave(self, run_id: str) -> None:
+        with self.cond:
+            entry = self._entries.get(run_id)
+            if entry is not None:
+                entry[0] -= 1
+                if entry[0] <= 0:
+                    del self._entries[run_id]
+
+    def changed(self, *run_ids: str) -> None:
+        """Count a change of each watched run of ``run_ids`` and wake the readers."""
+        with self.cond:
+            seen = False
+            for run_id in run_ids:
+                entry = self._entries.get(run_id)
+                if entry is not None:
+                    entry[1] += 1
+                    seen = True
+            if seen:
+                self.cond.notify_all()
+
+    def version(self, run_id: str) -> int:
+        """How many changes of ``run_id`` were counted while it was watched (under ``cond``)."""
+        entry = self._entries.get(run_id)
+        return 0 if entry is None else entry[1]
+
 class SessionBusy(AgentBusyError):
     """The ``AgentBusyError`` a backend raises: the session's live run is ``run_id``."""
 

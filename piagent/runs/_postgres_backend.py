@@ -22,7 +22,16 @@ from types import TracebackType
 from typing import Any, cast
 
 from ..sessions import PostgresStore
-from ._backend import LAPSED_BATCH, RECOVERING, Control, ControlKind, SessionBusy, Take, Wakers
+from ._backend import (
+    LAPSED_BATCH,
+    RECOVERING,
+    Control,
+    ControlKind,
+    SessionBusy,
+    Take,
+    Wakers,
+    WatchedRuns,
+)
 from ._types import LIVE_STATES, RunInfo, RunState
 
 logger = logging.getLogger("piagent.runs")
@@ -81,11 +90,10 @@ class PostgresBackend:
         self._setup_lock = threading.Lock()  # guards _ready: the tables are made once
         self._ready = False
         self._wakers = Wakers()
-        # guards _versions and _epoch; notified when a watched run changes or the listener
-        # (re)connects. _versions counts the notices per watched run (refcounted by _watched).
-        self._changes = threading.Condition()
-        self._versions: dict[str, int] = {}
-        self._watched: dict[str, int] = {}
+        # the notices per watched run; its cond also guards _epoch and is notified when the
+        # listener (re)connects
+        self._watched = WatchedRuns()
+        self._changes = self._watched.cond
         self._epoch = 0
         self._listener = _Listener(store, self.channel, self._on_notice, self._on_reset)
 
@@ -128,10 +136,7 @@ class PostgresBackend:
         if kind == "c":
             self._wakers.wake(key)
         elif kind == "e":
-            with self._changes:
-                if key in self._versions:
-                    self._versions[key] += 1
-                    self._changes.notify_all()
+            self._watched.changed(key)
 
     def _on_reset(self) -> None:
         """The listener (re)connected or lost its connection: notices may have been missed,
@@ -277,9 +282,7 @@ class PostgresBackend:
         return _PostgresWatch(self, run_id)
 
     def _watch(self, run_id: str) -> None:
-        with self._changes:
-            self._watched[run_id] = self._watched.get(run_id, 0) + 1
-            self._versions.setdefault(run_id, 0)
+        self._watched.enter(run_id)
         try:
             self._listener.subscribe()
         except BaseException:
@@ -287,13 +290,7 @@ class PostgresBackend:
             raise
 
     def _unwatch(self, run_id: str, listening: bool = True) -> None:
-        with self._changes:
-            count = self._watched.get(run_id, 0) - 1
-            if count <= 0:
-                self._watched.pop(run_id, None)
-                self._versions.pop(run_id, None)
-            else:
-                self._watched[run_id] = count
+        self._watched.leave(run_id)
         if listening:
             self._listener.unsubscribe()
 
@@ -351,11 +348,11 @@ class _PostgresWatch:
     def _mark(self) -> None:
         backend = self._backend
         with backend._changes:
-            self._seen = (backend._epoch, backend._versions.get(self._run_id, 0))
+            self._seen = (backend._epoch, backend._watched.version(self._run_id))
 
     def _now(self) -> tuple[int, int]:
         backend = self._backend
-        return backend._epoch, backend._versions.get(self._run_id, 0)
+        return backend._epoch, backend._watched.version(self._run_id)
 
     def read(self, after: int) -> list[tuple[int, str]]:
         self._mark()

@@ -15,7 +15,6 @@ by each machine's own clock (keep the clocks in sync, as NTP does).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from ...runs.backend import (
     SessionBusy,
     Take,
     Wakers,
+    WatchedRuns,
 )
 from ._runs_watch import INFO_FIELDS, DjangoWatch, run_info
 from ._store import DjangoStore, connected, from_column, key_of, lock_session, to_column
@@ -62,12 +62,9 @@ class DjangoRunBackend:
         self.using = store.using
         self._models = models
         self._wakers = Wakers()
-        # guards _versions and _watched; notified after this process commits a run's events
-        # or state: same-process readers wake at once. _versions counts the commits per
-        # watched run (refcounted by _watched, as readers enter and leave).
-        self.changes = threading.Condition()
-        self._versions: dict[str, int] = {}
-        self._watched: dict[str, int] = {}
+        # this process's commits to each watched run's events or state: same-process
+        # readers wake at once (DjangoWatch)
+        self.watched = WatchedRuns()
         self._poll_sql: str | None = None  # poll_sql(), made once (any thread: same text)
 
     def __repr__(self) -> str:
@@ -101,31 +98,6 @@ class DjangoRunBackend:
     def _write(self, work: Callable[[], Any]) -> Any:
         with connected(self.using):
             return self._store._write(work)
-
-    def _changed(self, *run_ids: str) -> None:
-        with self.changes:
-            for run_id in run_ids:
-                if run_id in self._versions:
-                    self._versions[run_id] += 1
-            self.changes.notify_all()
-
-    def version(self, run_id: str) -> int:
-        """How many commits this process made to a watched run (call under ``changes``)."""
-        return self._versions.get(run_id, 0)
-
-    def enter(self, run_id: str) -> None:
-        with self.changes:
-            self._watched[run_id] = self._watched.get(run_id, 0) + 1
-            self._versions.setdefault(run_id, 0)
-
-    def leave(self, run_id: str) -> None:
-        with self.changes:
-            count = self._watched.get(run_id, 0) - 1
-            if count <= 0:
-                self._watched.pop(run_id, None)
-                self._versions.pop(run_id, None)
-            else:
-                self._watched[run_id] = count
 
     def _insert_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         event = self._models.RunEvent
@@ -163,12 +135,12 @@ class DjangoRunBackend:
                                session_id=to_column(session_id), state="queued", owner=owner,
                                lease_expires_at=now + lease_s, created_at=now)
         self._write(write)
-        self._changed(run_id, *lost)
+        self.watched.changed(run_id, *lost)
 
     def set_running(self, run_id: str, owner: str) -> None:
         self._write(lambda: self.runs().filter(run_id=run_id, owner=owner, state="queued")
                     .update(state="running", started_at=time.time()))
-        self._changed(run_id)
+        self.watched.changed(run_id)
 
     def renew(self, run_id: str, owner: str, lease_s: float) -> bool:
         def write() -> bool:
@@ -188,7 +160,7 @@ class DjangoRunBackend:
             if last_events is not None and ended == 1:  # one commit: both or neither
                 self._insert_events(run_id, *last_events)
         self._write(write)
-        self._changed(run_id)
+        self.watched.changed(run_id)
 
     def take_run(self, run_id: str, owner: str, lease_s: float) -> Take:
         """For an executor in any process: hold a queued run, or a running one whose owner's
@@ -218,7 +190,7 @@ class DjangoRunBackend:
                         0 if last is None else int(last) + 1)
         take: Take = self._write(write)
         if take.kind != "held":
-            self._changed(run_id)
+            self.watched.changed(run_id)
         return take
 
     def claim_lapsed(self, owner: str, hold_s: float) -> list[tuple[str, str]]:
@@ -248,12 +220,12 @@ class DjangoRunBackend:
             return [(str(run_id), from_column(session_id)) for run_id, session_id in rows]
         claimed: list[tuple[str, str]] = self._write(write)
         if claimed:
-            self._changed(*(run_id for run_id, _ in claimed))
+            self.watched.changed(*(run_id for run_id, _ in claimed))
         return claimed
 
     def append_events(self, run_id: str, first_seq: int, events: Sequence[str]) -> None:
         self._write(lambda: self._insert_events(run_id, first_seq, events))
-        self._changed(run_id)
+        self.watched.changed(run_id)
 
     def info(self, run_id: str) -> RunInfo | None:
         with connected(self.using):

@@ -8,7 +8,6 @@ another process (a worker, a Celery task) is noticed.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -17,7 +16,7 @@ from typing import Any, Protocol
 from django.db import connections
 
 from ...runs import RunInfo
-from ...runs.backend import LIVE_STATES
+from ...runs.backend import LIVE_STATES, WatchedRuns
 from ._store import connected, from_column
 
 __all__ = ["INFO_FIELDS", "DjangoWatch", "run_info"]
@@ -44,13 +43,7 @@ class _Backend(Protocol):
 
     using: str
     poll_s: float
-    changes: threading.Condition
-
-    def version(self, run_id: str) -> int: ...
-
-    def enter(self, run_id: str) -> None: ...
-
-    def leave(self, run_id: str) -> None: ...
+    watched: WatchedRuns
 
     def runs(self) -> Any: ...
 
@@ -73,8 +66,9 @@ class DjangoWatch:
         self._state: str | None = None
 
     def _mark(self) -> None:
-        with self._backend.changes:
-            self._version = self._backend.version(self._run_id)
+        watched = self._backend.watched
+        with watched.cond:
+            self._version = watched.version(self._run_id)
 
     def read(self, after: int) -> list[tuple[int, str]]:
         self._mark()
@@ -117,10 +111,10 @@ class DjangoWatch:
     def wait(self, timeout: float) -> bool:
         backend = self._backend
         deadline = time.monotonic() + timeout
-        changes = backend.changes
+        watched = backend.watched
         while True:
-            with changes:  # a reader that did not enter is not counted: it only polls
-                if changes.wait_for(lambda: backend.version(self._run_id) != self._version,
+            with watched.cond:  # a reader that did not enter is not counted: it only polls
+                if watched.cond.wait_for(lambda: watched.version(self._run_id) != self._version,
                                     max(0.0, min(backend.poll_s, deadline - time.monotonic()))):
                     return True
             if self._news(self.poll()):
@@ -129,7 +123,7 @@ class DjangoWatch:
                 return False
 
     def __enter__(self) -> DjangoWatch:
-        self._backend.enter(self._run_id)
+        self._backend.watched.enter(self._run_id)
         self._entered = True
         return self
 
@@ -137,4 +131,4 @@ class DjangoWatch:
                  tb: TracebackType | None) -> None:
         if self._entered:
             self._entered = False
-            self._backend.leave(self._run_id)
+            self._backend.watched.leave(self._run_id)

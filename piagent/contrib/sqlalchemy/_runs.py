@@ -38,6 +38,7 @@ from ...runs.backend import (
     SessionBusy,
     Take,
     Wakers,
+    WatchedRuns,
 )
 from ._store import SQLAlchemyStore, lock_session
 from ._tables import MYSQL, RUN_CONTROL, RUN_EVENTS, RUN_TRACES, RUNS
@@ -75,21 +76,13 @@ class _Changes:
     """This process's news of the runs on one engine: every backend on the engine (one per
     store object) shares it, so a reader wakes at once whichever store object wrote.
 
-    ``cond`` guards ``versions`` (run id -> [readers watching it, changes seen]) and is
-    notified when a watched run changes; ``wakers`` are the executing runs' inbox wake-ups.
+    ``watched`` counts the changes of the runs readers watch; ``wakers`` are the executing
+    runs' inbox wake-ups.
     """
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.versions: dict[str, list[int]] = {}
+        self.watched = WatchedRuns()
         self.wakers = Wakers()
-
-    def changed(self, run_id: str) -> None:
-        with self.cond:
-            entry = self.versions.get(run_id)
-            if entry is not None:
-                entry[1] += 1
-                self.cond.notify_all()
 
 
 # engine -> its _Changes; guarded by _SHARED_LOCK (any thread making a backend)
@@ -139,7 +132,7 @@ class SQLAlchemyRunBackend:
         return self._store._read(work)
 
     def _changed(self, run_id: str) -> None:
-        self._shared.changed(run_id)
+        self._shared.watched.changed(run_id)
 
     @staticmethod
     def _insert_events(conn: Connection, run_id: str, first_seq: int,
@@ -367,15 +360,12 @@ class _Watch:
 
     def _mark(self) -> None:
         """Remember the in-process version before a read, so a change after it wakes."""
-        shared = self._backend._shared
-        with shared.cond:
-            if not self._registered:
-                shared.versions.setdefault(self._run_id, [0, 0])[0] += 1
-                self._registered = True
-            self._version = shared.versions[self._run_id][1]
-
-    def _version_now(self) -> int:
-        return self._backend._shared.versions[self._run_id][1]
+        watched = self._backend._shared.watched
+        if not self._registered:
+            watched.enter(self._run_id)
+            self._registered = True
+        with watched.cond:
+            self._version = watched.version(self._run_id)
 
     def read(self, after: int) -> list[tuple[int, str]]:
         self._mark()
@@ -403,12 +393,12 @@ class _Watch:
 
     def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        shared = self._backend._shared
+        watched = self._backend._shared.watched
         if not self._registered:
             self._mark()
         while True:
-            with shared.cond:
-                if shared.cond.wait_for(lambda: self._version_now() != self._version,
+            with watched.cond:
+                if watched.cond.wait_for(lambda: watched.version(self._run_id) != self._version,
                                         max(0.0, min(POLL_S, deadline - time.monotonic()))):
                     return True
             row = self._backend._read(lambda conn: conn.execute(self._probe()).first())
@@ -424,9 +414,4 @@ class _Watch:
                  tb: TracebackType | None) -> None:
         if self._registered:
             self._registered = False
-            shared = self._backend._shared
-            with shared.cond:
-                entry = shared.versions[self._run_id]
-                entry[0] -= 1
-                if entry[0] <= 0:
-                    del shared.versions[self._run_id]
+            self._backend._shared.watched.leave(self._run_id)
