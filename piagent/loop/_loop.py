@@ -37,6 +37,8 @@ from ..stream import (
     StreamFn,
     StreamOptions,
     get_default_stream_fn,
+    run_ended,
+    run_started,
 )
 from ._config import (
     AgentContext,
@@ -140,6 +142,7 @@ class Run:
             ) -> list[AgentMessage]:
         """The run from its first event to its last: ``prompts`` (a prompt run's input, with
         the tool declarations they need) added and emitted first; returns its new messages."""
+        run_started()  # counted while it goes: connection pools keep their idle connections
         try:
             if prompts is None:
                 self.trace.run(emit_start, self.emit)
@@ -151,8 +154,11 @@ class Run:
             finally:
                 tools.close()
         finally:
-            if self.guard is not None:
-                self.guard.close()  # charges a budget what the last response spent
+            try:
+                if self.guard is not None:
+                    self.guard.close()  # charges a budget what the last response spent
+            finally:
+                run_ended()  # the last run to end closes the pools' surplus connections
         return self.new_messages
 
     def _begin(self, prompts: list[AgentMessage]) -> None:

@@ -10,12 +10,13 @@ from collections.abc import Callable
 import requests
 import requests.utils
 
+from ..stream import runs_in_progress, when_no_runs
 from ._sockets import new_session
 
 __all__ = ["HttpClient"]
 
-_IDLE_SESSIONS = 8  # idle sessions kept per client, at least
-_MAX_IDLE_SESSIONS = 4096  # at most (each holds a connection: a file descriptor)
+_IDLE_SESSIONS = 4  # idle sessions kept once no request is in flight and no run going on
+_MAX_IDLE_SESSIONS = 4096  # at most, while some are (each holds a connection: an fd)
 _URLS = 256  # URLs (and origins) whose environment is kept
 
 
@@ -24,9 +25,13 @@ class HttpClient:
 
     A ``requests.Session`` is not documented as thread-safe, so each request checks one
     out of a pool and returns it afterwards; concurrent requests use different sessions
-    and sequential ones reuse the same connections. The pool keeps as many idle sessions
-    as were ever in use at once (at least 8, at most 4,096), so a thousand conversations
-    in one process reuse their connections rather than open one per request.
+    and sequential ones reuse the same connections. While requests are in flight or runs of
+    the loop go on (``piagent.stream.runs_in_progress``), the pool keeps as many idle
+    sessions as were ever in use at once (at most 4,096), so a thousand conversations in
+    one process reuse their connections rather than open one per request. Once neither
+    is, the idle sessions beyond the 4 latest used are closed: a process whose load has
+    passed does not hold a connection (a file descriptor, a socket on the server) per
+    conversation it once ran.
 
     Thread safety: every method may be called from any thread.
     """
@@ -38,10 +43,11 @@ class HttpClient:
         self._idle_lock = threading.Lock()
         self._idle: list[requests.Session] = []
         self._out = 0  # sessions checked out now
-        self._keep = _IDLE_SESSIONS  # idle sessions kept: the most ever out at once
+        self._keep = _IDLE_SESSIONS  # idle sessions kept while some are out: the most ever out
         # by origin, and by URL (so a request does not split its URL): each bounded by _URLS
         self._environment: dict[str, tuple[dict[str, str], bool | str]] = {}
         self._by_url: dict[str, tuple[dict[str, str], bool | str]] = {}
+        when_no_runs(self.close_surplus)  # held weakly: goes with the client
 
     def environment(self, url: str) -> tuple[dict[str, str], bool | str]:
         """Proxies and TLS verification for ``url`` from the environment, as requests would
@@ -87,13 +93,29 @@ class HttpClient:
             raise
 
     def checkin(self, session: requests.Session) -> None:
-        """Give a session back for reuse (closed if the pool is full)."""
+        """Give a session back for reuse (closed if the pool is full, or if it was the last
+        request in flight and no run goes on: then only the 4 latest used are kept)."""
         with self._idle_lock:
             self._out -= 1
-            if len(self._idle) < self._keep:
+            kept = len(self._idle) < self._keep
+            if kept:
                 self._idle.append(session)
+            surplus = self._out == 0 and len(self._idle) > _IDLE_SESSIONS
+        if not kept:
+            session.close()
+        if surplus and not runs_in_progress():
+            self.close_surplus()
+
+    def close_surplus(self) -> None:
+        """Close the idle sessions beyond the 4 latest used if no request is in flight (the
+        last run to end calls it; so does the last request back when no run goes on)."""
+        with self._idle_lock:
+            if self._out or len(self._idle) <= _IDLE_SESSIONS:
                 return
-        session.close()
+            surplus = self._idle[:-_IDLE_SESSIONS]  # the latest used are popped first
+            del self._idle[:-_IDLE_SESSIONS]
+        for session in surplus:  # outside the lock: closing a socket may block
+            session.close()
 
     def close(self) -> None:
         """Close every idle session (in-flight ones close when they come back)."""

@@ -8,6 +8,8 @@
   ``ProviderResponse``), ``StreamFn`` and the process-wide default stream function.
 - ``parse_streaming_json``: incomplete JSON (tool arguments as they stream) to a dict.
 - ``StreamingJsonParser``: the same read incrementally, each piece once (pi-ai 1.6.1's rules).
+- ``runs_in_progress``, ``run_started``, ``run_ended``, ``when_no_runs``: the loop's runs
+  going on in this process; the connection pools close their idle connections when none is.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ._options import (
     set_default_stream_fn,
 )
 from ._partial_json import parse_streaming_json
+from ._runs import run_ended, run_started, runs_in_progress, when_no_runs
 from ._streaming_json import Snapshot, StreamingJsonParser
 
 __all__ = [
@@ -70,5 +73,9 @@ __all__ = [
     "get_default_stream_fn",
     "parse_streaming_json",
     "reset_default_stream_fn",
+    "run_ended",
+    "run_started",
+    "runs_in_progress",
     "set_default_stream_fn",
+    "when_no_runs",
 ]
