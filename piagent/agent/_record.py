@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 from ..abort import AbortController, AbortSignal
 from ..events import AgentEvent
 from ..messages import AgentMessage
+from ._eventlog import EventLog
 from ._queues import Takings
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class RunRecord:
         self.worker_started = threading.Event()  # set first thing on the worker thread
         self.events_cond = threading.Condition()
         self.readers = 0  # iterators waiting on events_cond (guarded by it)
-        self.events: list[AgentEvent] = []  # appended by the worker only
+        self.events = EventLog()  # appended by the worker only
         self.closed = False
         self.messages: list[AgentMessage] = []
         self.error_message: str | None = None

@@ -44,7 +44,7 @@ def emitter(setup: RunSetup) -> Callable[[AgentEvent], None]:
     run = setup.record
     apply, observe, signal, listeners = setup.writer.reducer(), run.observe, run.signal, \
         setup.listeners
-    record = run.events.append
+    record = run.events.append_update
     link = setup.link
     persist: Persist | None = link.ended if link is not None else None
     if link is not None and run.drop_marks:  # prompt() after a stopped process's batch

@@ -1,0 +1,110 @@
+"""``EventLog``: the events a run keeps for ``AgentRun.events()``, deltas kept small.
+
+A turn streams dozens of ``message_update`` events, and a run keeps every one until it is
+dropped: each a ``MessageUpdateEvent``, its shallow copy of the message and the assistant
+event inside, three objects the garbage collector walks on every full collection. With a
+thousand runs in one process that walk was most of what piagent cost over a bare loop.
+
+So an update whose message copy has the very same field values (each the same object) as
+the update kept whole before it, and whose assistant event (a text, thinking or tool-call
+start, delta or end) has that update's partial message, is kept as ``(kind, index of that
+update, the assistant event's other fields...)``: for a delta, ints and a string, a tuple
+the collector stops tracking. Read back, it is rebuilt from the update it names: a
+``MessageUpdateEvent`` equal to the one the listeners got, whose ``message`` is that
+update's copy (equal, field by field, to its own). Every other event is kept as is.
+
+Thread safety: the run's worker thread appends; any thread may read (``len``, an index,
+iteration) while it does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+from typing import Any
+
+from ..events import AgentEvent, MessageUpdateEvent
+from ..messages import AssistantMessage
+from ..stream import (
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = ["EventLog"]
+
+_KINDS: tuple[type[Any], ...] = (
+    TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent, TextStartEvent, ThinkingStartEvent,
+    ToolCallStartEvent, TextEndEvent, ThinkingEndEvent, ToolCallEndEvent)
+_KIND_OF = {kind: code for code, kind in enumerate(_KINDS)}
+
+
+def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """The values of ``kind``'s fields but ``partial`` (its last), as a tuple."""
+    names = [f.name for f in fields(kind)]
+    assert names[-1] == "partial", kind  # rebuilt as kind(*values, partial)
+    if len(names) == 2:
+        only = operator.attrgetter(names[0])
+        return lambda event: (only(event),)
+    return operator.attrgetter(*names[:-1])
+
+
+_OTHER_FIELDS = tuple(_other_fields(kind) for kind in _KINDS)  # by kind
+_message_fields = operator.attrgetter(*(f.name for f in fields(AssistantMessage)))
+
+
+class EventLog:
+    """A run's events in order; ``message_update`` deltas kept as small tuples (above)."""
+
+    __slots__ = ("_items", "_ref", "_ref_fields")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []  # AgentEvents and (kind, ref, *other fields)
+        self._ref = -1  # the index of the latest message_update kept whole (worker only)
+        self._ref_fields: tuple[Any, ...] = ()  # its message's field values
+
+    def append(self, event: AgentEvent) -> None:
+        """Keep an event as it is."""
+        self._items.append(event)
+
+    def append_update(self, event: MessageUpdateEvent) -> None:
+        """Keep a ``message_update``: small if it is a delta like the last one kept whole."""
+        inner: Any = event.assistant_message_event  # one of _KINDS when kind is not None
+        kind = _KIND_OF.get(type(inner))
+        message = event.message
+        if kind is None or type(message) is not AssistantMessage:  # fields not known
+            self._ref = -1
+            self._items.append(event)
+            return
+        values = _message_fields(message)
+        ref = self._ref
+        if ref >= 0 and self._items[ref].assistant_message_event.partial is inner.partial \
+                and all(map(operator.is_, values, self._ref_fields)):
+            self._items.append((kind, ref, *_OTHER_FIELDS[kind](inner)))
+            return
+        self._ref = len(self._items)
+        self._ref_fields = values
+        self._items.append(event)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> AgentEvent:
+        item = self._items[index]
+        if type(item) is not tuple:
+            return item  # type: ignore[no-any-return]
+        kind, ref, *values = item
+        whole: Any = self._items[ref]  # a MessageUpdateEvent whose inner event is of _KINDS
+        return MessageUpdateEvent(whole.message, _KINDS[kind](
+            *values, whole.assistant_message_event.partial))
+
+    def __iter__(self) -> Iterator[AgentEvent]:
+        for index in range(len(self._items)):
+            yield self[index]
