@@ -469,6 +469,7 @@ class Agent(QueueMethods, AgentApprovalMethods, CompactionMethods):
                                           name="piagent-run", daemon=True)
                 # known before the thread starts, so a wait that sees the run settled joins it
                 run.thread = slot.last_worker = thread
+                run.worker_started = worker_up = threading.Event()
         if here:
             context.run(run_worker, setup)
             return
@@ -477,7 +478,7 @@ class Agent(QueueMethods, AgentApprovalMethods, CompactionMethods):
         except BaseException:
             # Ctrl-C inside start(), or "can't start new thread": if the worker never runs,
             # undo the start here, or the agent would stay busy for ever
-            if not run.worker_started.wait(1.0):
+            if not worker_up.wait(1.0):
                 run.thread = None
                 with slot.lock:
                     slot.last_worker = None

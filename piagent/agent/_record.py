@@ -77,8 +77,10 @@ class RunRecord:
         # thread) the caller's; dedicated tells which, so a waiter joins only a worker
         self.thread: threading.Thread | None = None
         self.dedicated = True
-        self.worker_started = threading.Event()  # set first thing on the worker thread
-        self.events_cond = threading.Condition()
+        # set first thing on a dedicated worker thread (made with it; a run on the caller's
+        # thread has none)
+        self.worker_started: threading.Event | None = None
+        self.events_cond = threading.Condition(threading.Lock())  # never taken twice
         self.readers = 0  # iterators waiting on events_cond (guarded by it)
         self.events = EventLog()  # appended by the worker only
         self.closed = False

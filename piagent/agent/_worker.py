@@ -71,7 +71,8 @@ def emitter(setup: RunSetup) -> Callable[[AgentEvent], None]:
 def run_worker(setup: RunSetup) -> None:
     """The run's worker thread: the loop, failure handling, settling."""
     run = setup.record
-    run.worker_started.set()
+    if run.worker_started is not None:  # a dedicated worker thread
+        run.worker_started.set()
     try:
         state = setup.writer.state
         context = AgentContext(list(state.messages), list(state.tools))
