@@ -17,7 +17,7 @@ from piagent import AgentBusyError, AssistantMessage, PiAgentError
 from piagent.runs import LocalRunner, RunNotFoundError
 from piagent.sessions import MemoryStore, SessionCorruptError
 from piagent.testing import ScriptedStreamFn, assistant_text
-from tests.conftest import WAIT
+from tests.conftest import WAIT, configure_django
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +26,7 @@ INTERNAL = {"Aborted", "Unsupported", "_BadRequest", "_Fail", "RefusedModel"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:
+    configure_django()  # piagent.contrib.django's models import only under configured settings
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(piagent.__path__, "piagent."):
         try:
