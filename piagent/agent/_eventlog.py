@@ -44,6 +44,7 @@ _KINDS: tuple[type[Any], ...] = (
     TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent, TextStartEvent, ThinkingStartEvent,
     ToolCallStartEvent, TextEndEvent, ThinkingEndEvent, ToolCallEndEvent)
 _KIND_OF = {kind: code for code, kind in enumerate(_KINDS)}
+_DELTAS = 3  # the kinds below it are deltas: (content_index, delta, partial)
 
 
 def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -57,40 +58,48 @@ def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 _OTHER_FIELDS = tuple(_other_fields(kind) for kind in _KINDS)  # by kind
-_message_fields = operator.attrgetter(*(f.name for f in fields(AssistantMessage)))
 
 
 class EventLog:
     """A run's events in order; ``message_update`` deltas kept as small tuples (above)."""
 
-    __slots__ = ("_items", "_ref", "_ref_fields")
+    __slots__ = ("_items", "_ref", "_ref_partial", "_ref_values")
 
     def __init__(self) -> None:
         self._items: list[Any] = []  # AgentEvents and (kind, ref, *other fields)
-        self._ref = -1  # the index of the latest message_update kept whole (worker only)
-        self._ref_fields: tuple[Any, ...] = ()  # its message's field values
+        # the latest message_update kept whole (worker only): its index, its assistant
+        # event's partial message, and its message copy's attribute values
+        self._ref = -1
+        self._ref_partial: object = None
+        self._ref_values: tuple[Any, ...] = ()
 
     def append(self, event: AgentEvent) -> None:
         """Keep an event as it is."""
         self._items.append(event)
 
     def append_update(self, event: MessageUpdateEvent) -> None:
-        """Keep a ``message_update``: small if it is a delta like the last one kept whole."""
+        """Keep a ``message_update``: small if its message copy is like the last one kept
+        whole (each attribute the very object it holds: an equal but distinct ``Usage``,
+        say, could be changed later through the partial message and read back wrong)."""
         inner: Any = event.assistant_message_event  # one of _KINDS when kind is not None
         kind = _KIND_OF.get(type(inner))
         message = event.message
         if kind is None or type(message) is not AssistantMessage:  # fields not known
-            self._ref = -1
+            self._ref_partial = None
             self._items.append(event)
             return
-        values = _message_fields(message)
-        ref = self._ref
-        if ref >= 0 and self._items[ref].assistant_message_event.partial is inner.partial \
-                and all(map(operator.is_, values, self._ref_fields)):
-            self._items.append((kind, ref, *_OTHER_FIELDS[kind](inner)))
+        # the copy's attributes, in the order the loop's copy set them, as the ref's were
+        values = vars(message).values()
+        ref_values = self._ref_values
+        if inner.partial is self._ref_partial and len(values) == len(ref_values) \
+                and all(map(operator.is_, values, ref_values)):
+            if kind < _DELTAS:
+                self._items.append((kind, self._ref, inner.content_index, inner.delta))
+            else:
+                self._items.append((kind, self._ref, *_OTHER_FIELDS[kind](inner)))
             return
-        self._ref = len(self._items)
-        self._ref_fields = values
+        self._ref, self._ref_partial = len(self._items), inner.partial
+        self._ref_values = ref_values = tuple(values)
         self._items.append(event)
 
     def __len__(self) -> int:
