@@ -22,34 +22,32 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import fields
-from typing import Any
+from typing import Any, get_args
 
 from ..events import AgentEvent, MessageUpdateEvent
 from ..messages import AssistantMessage
-from ..stream import (
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
+from ..stream import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 
 __all__ = ["EventLog"]
 
-_KINDS: tuple[type[Any], ...] = (
-    TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent, TextStartEvent, ThinkingStartEvent,
-    ToolCallStartEvent, TextEndEvent, ThinkingEndEvent, ToolCallEndEvent)
+
+def _fields_of(kind: type[Any]) -> list[str]:
+    return [f.name for f in fields(kind)]
+
+
+# the assistant events an update carries (text, thinking, tool call: start, delta, end),
+# deltas first: (content_index, delta, partial), the usual ones
+_UPDATE_KINDS = [kind for kind in get_args(AssistantMessageEvent)
+                 if kind not in (StartEvent, DoneEvent, ErrorEvent)]
+_KINDS: tuple[type[Any], ...] = tuple(sorted(
+    _UPDATE_KINDS, key=lambda kind: _fields_of(kind) != ["content_index", "delta", "partial"]))
 _KIND_OF = {kind: code for code, kind in enumerate(_KINDS)}
-_DELTAS = 3  # the kinds below it are deltas: (content_index, delta, partial)
+_DELTAS = sum(1 for kind in _KINDS if _fields_of(kind) == ["content_index", "delta", "partial"])
 
 
 def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
     """The values of ``kind``'s fields but ``partial`` (its last), as a tuple."""
-    names = [f.name for f in fields(kind)]
+    names = _fields_of(kind)
     assert names[-1] == "partial", kind  # rebuilt as kind(*values, partial)
     if len(names) == 2:
         only = operator.attrgetter(names[0])
@@ -99,7 +97,7 @@ class EventLog:
                 self._items.append((kind, self._ref, *_OTHER_FIELDS[kind](inner)))
             return
         self._ref, self._ref_partial = len(self._items), inner.partial
-        self._ref_values = ref_values = tuple(values)
+        self._ref_values = tuple(values)
         self._items.append(event)
 
     def __len__(self) -> int:
