@@ -1,20 +1,26 @@
-"""``EventLog``: the events a run keeps for ``AgentRun.events()``, deltas kept small.
+"""``EventLog``: the events a run keeps for ``AgentRun.events()``, in one flat list.
 
-A turn streams dozens of ``message_update`` events, and a run keeps every one until it is
-dropped: each a ``MessageUpdateEvent``, its shallow copy of the message and the assistant
-event inside, three objects the garbage collector walks on every full collection. With a
-thousand runs in one process that walk was most of what piagent cost over a bare loop.
+A run keeps every event until it is dropped, and with a thousand runs in one process the
+garbage collector's walks over those objects were most of what piagent cost over a bare
+loop. So the log makes no object of its own per event:
 
-So an update whose message copy has the very same field values (each the same object) as
-the update kept whole before it, and whose assistant event (a text, thinking or tool-call
-start, delta or end) has that update's partial message, is kept as ``(kind, index of that
-update, the assistant event's other fields...)``: for a delta, ints and a string, a tuple
-the collector stops tracking. Read back, it is rebuilt from the update it names: a
-``MessageUpdateEvent`` equal to the one the listeners got, whose ``message`` is that
-update's copy (equal, field by field, to its own). Every other event is kept as is.
+* An event of one of piagent's classes (``piagent.events``) is kept as its class's code
+  followed by its field values, appended to one list; a second list holds where each
+  event's values end. The values are the objects the event held (the message, the tool
+  result), no copies; only the event object itself is not kept.
+* A ``message_update`` (dozens a turn) whose message copy holds the very same field values
+  (each the same object) as the update kept whole before it, and whose assistant event (a
+  text, thinking or tool-call start, delta or end) has that update's partial message, is
+  kept as ``kind, where that update is, the assistant event's other fields``: for a delta,
+  ints and a string. Read back, its ``message`` is that update's copy (equal, field by
+  field, to its own).
+* Anything else (a subclass, say) is kept as it is.
 
-Thread safety: the run's worker thread appends; any thread may read (``len``, an index,
-iteration) while it does.
+Read back, an event is made again from its values: equal to the one the listeners got,
+holding the same objects, but not the same event object.
+
+Thread safety: the run's worker thread appends (values first, then their end); any thread
+may read (``len``, an index, iteration) while it does.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ def _fields_of(kind: type[Any]) -> list[str]:
 
 
 # the assistant events an update carries (text, thinking, tool call: start, delta, end),
-# deltas first: (content_index, delta, partial), the usual ones
+# deltas first: (content_index, delta, partial), the usual ones; their codes are 0, 1, ...
 _UPDATE_KINDS = [kind for kind in get_args(AssistantMessageEvent)
                  if kind not in (StartEvent, DoneEvent, ErrorEvent)]
 _KINDS: tuple[type[Any], ...] = tuple(sorted(
@@ -57,61 +63,118 @@ def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 _OTHER_FIELDS = tuple(_other_fields(kind) for kind in _KINDS)  # by kind
 
+# piagent's event classes, coded after the update kinds; then the code of an event kept whole
+_CLASSES: tuple[type[Any], ...] = get_args(AgentEvent)
+_FIRST_CLASS = len(_KINDS)
+_WHOLE = _FIRST_CLASS + len(_CLASSES)
+_UPDATE = _FIRST_CLASS + _CLASSES.index(MessageUpdateEvent)
+
+
+def _encoder(code: int, kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``event -> (code, *its field values)`` for an event of ``kind``; ``kind(*values)``
+    makes it again."""
+    assert all(f.init for f in fields(kind)), kind
+    names = _fields_of(kind)
+    if not names:
+        alone = (code,)
+        return lambda event: alone
+    if len(names) == 1:
+        only = operator.attrgetter(names[0])
+        return lambda event: (code, only(event))
+    values = operator.attrgetter(*names)
+    return lambda event: (code, *values(event))
+
+
+_ENCODE = {kind: _encoder(_FIRST_CLASS + index, kind) for index, kind in enumerate(_CLASSES)}
+
+
+def _same_fields(a: AssistantMessage, b: AssistantMessage) -> bool:
+    """Whether each field of ``a`` holds the very object that field of ``b`` holds.
+
+    Every field of ``AssistantMessage``, written out (tests/agent/test_event_log.py checks
+    the list against the dataclass): ``vars()`` would make CPython build a ``__dict__`` for
+    the copy, one more object for the collector per update kept whole.
+    """
+    return (a.content is b.content and a.usage is b.usage and a.stop_reason is b.stop_reason
+            and a.error_message is b.error_message and a.api is b.api
+            and a.provider is b.provider and a.model is b.model
+            and a.thinking_level is b.thinking_level and a.timestamp is b.timestamp
+            and a.duration_ms is b.duration_ms and a.response_model is b.response_model
+            and a.response_id is b.response_id
+            and a.provider_thinking_level is b.provider_thinking_level
+            and a.raw_stop_reason is b.raw_stop_reason and a.end_turn is b.end_turn
+            and a.diagnostics is b.diagnostics and a.deferred is b.deferred
+            and a.extra is b.extra)
+
 
 class EventLog:
-    """A run's events in order; ``message_update`` deltas kept as small tuples (above)."""
+    """A run's events in order, kept as values in one flat list (above)."""
 
-    __slots__ = ("_items", "_ref", "_ref_partial", "_ref_values")
+    __slots__ = ("_ends", "_flat", "_ref", "_ref_message", "_ref_partial")
 
     def __init__(self) -> None:
-        self._items: list[Any] = []  # AgentEvents and (kind, ref, *other fields)
-        # the latest message_update kept whole (worker only): its index, its assistant
-        # event's partial message, and its message copy's attribute values
+        # each event: its code, then its values; _ends[i] is where event i's values end
+        # (appended after them, so a reader sees an event only once it is whole)
+        self._flat: list[Any] = []
+        self._ends: list[int] = []
+        # the latest message_update kept whole (worker only): where it starts in _flat, its
+        # assistant event's partial message, and its message copy
         self._ref = -1
         self._ref_partial: object = None
-        self._ref_values: tuple[Any, ...] = ()
+        self._ref_message: Any = None
 
     def append(self, event: AgentEvent) -> None:
-        """Keep an event as it is."""
-        self._items.append(event)
+        """Keep an event: its class's code and its values, or (another class) the event."""
+        encode = _ENCODE.get(type(event))
+        flat = self._flat
+        if encode is None:
+            flat += (_WHOLE, event)
+        else:
+            flat += encode(event)
+        self._ends.append(len(flat))
 
     def append_update(self, event: MessageUpdateEvent) -> None:
         """Keep a ``message_update``: small if its message copy is like the last one kept
-        whole (each attribute the very object it holds: an equal but distinct ``Usage``,
-        say, could be changed later through the partial message and read back wrong)."""
+        whole (each field the very object it holds: an equal but distinct ``Usage``, say,
+        could be changed later through the partial message and read back wrong)."""
         inner: Any = event.assistant_message_event  # one of _KINDS when kind is not None
         kind = _KIND_OF.get(type(inner))
         message = event.message
-        if kind is None or type(message) is not AssistantMessage:  # fields not known
+        flat = self._flat
+        if kind is None or type(event) is not MessageUpdateEvent \
+                or type(message) is not AssistantMessage:  # fields not known
             self._ref_partial = None
-            self._items.append(event)
+            self.append(event)
             return
-        # the copy's attributes, in the order the loop's copy set them, as the ref's were
-        values = vars(message).values()
-        ref_values = self._ref_values
-        if inner.partial is self._ref_partial and len(values) == len(ref_values) \
-                and all(map(operator.is_, values, ref_values)):
+        if inner.partial is self._ref_partial and _same_fields(message, self._ref_message):
             if kind < _DELTAS:
-                self._items.append((kind, self._ref, inner.content_index, inner.delta))
+                flat += (kind, self._ref, inner.content_index, inner.delta)
             else:
-                self._items.append((kind, self._ref, *_OTHER_FIELDS[kind](inner)))
-            return
-        self._ref, self._ref_partial = len(self._items), inner.partial
-        self._ref_values = tuple(values)
-        self._items.append(event)
+                flat += (kind, self._ref, *_OTHER_FIELDS[kind](inner))
+        else:
+            self._ref, self._ref_partial, self._ref_message = len(flat), inner.partial, message
+            flat += (_UPDATE, message, inner)
+        self._ends.append(len(flat))
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._ends)
 
     def __getitem__(self, index: int) -> AgentEvent:
-        item = self._items[index]
-        if type(item) is not tuple:
-            return item  # type: ignore[no-any-return]
-        kind, ref, *values = item
-        whole: Any = self._items[ref]  # a MessageUpdateEvent whose inner event is of _KINDS
-        return MessageUpdateEvent(whole.message, _KINDS[kind](
-            *values, whole.assistant_message_event.partial))
+        ends = self._ends
+        end = ends[index]  # IndexError as a list's
+        if index < 0:
+            index += len(ends)
+        start = ends[index - 1] if index else 0
+        flat = self._flat
+        code = flat[start]
+        if code < _FIRST_CLASS:  # an update kept small: kind, where its whole one is, values
+            ref = flat[start + 1]
+            return MessageUpdateEvent(flat[ref + 1], _KINDS[code](
+                *flat[start + 2:end], flat[ref + 2].partial))
+        if code == _WHOLE:
+            return flat[start + 1]  # type: ignore[no-any-return]
+        return _CLASSES[code - _FIRST_CLASS](*flat[start + 1:end])  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[AgentEvent]:
-        for index in range(len(self._items)):
+        for index in range(len(self._ends)):
             yield self[index]

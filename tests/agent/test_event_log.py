@@ -1,12 +1,15 @@
-"""A run's kept events (``AgentRun.events()``): a message_update whose message copy has the
-same field values as the update kept whole before it is kept as a small tuple the garbage
-collector stops tracking, and read back equal to the event the listeners got."""
+"""A run's kept events (``AgentRun.events()``): kept as values in one flat list, no object
+per event; a message_update whose message copy has the same field values as the update
+kept whole before it is kept as its kind and values; all read back equal to the events the
+listeners got."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -23,8 +26,8 @@ from piagent import (
     TextEndEvent,
     TextStartEvent,
 )
-from piagent.agent._eventlog import _DELTAS
-from piagent.events import event_to_dict
+from piagent.agent._eventlog import _FIRST_CLASS, _UPDATE, EventLog, _same_fields
+from piagent.events import AgentEvent, AgentStartEvent, TurnStartEvent, event_to_dict
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.tools.conftest import make_tool
 
@@ -47,13 +50,53 @@ def test_read_back_equal_to_what_the_listeners_got_and_the_deltas_kept_small() -
     back = list(run.events())
     assert back == seen and _json(back) == _json(seen)
     assert [run._next_event(i, 0) for i in range(len(seen))] == seen
-    items = run._record.events._items
-    small = [item for item in items if type(item) is tuple]
+    codes = _codes(run._record.events)
+    small = [code for code in codes if code < _FIRST_CLASS]
     updates = [e for e in seen if e.type == "message_update"]
     assert len(small) >= len(updates) - 4  # all but an update or two per message
-    gc.collect()
-    deltas = [item for item in small if item[0] < _DELTAS]  # text, thinking, tool-call deltas
-    assert deltas and not any(gc.is_tracked(item) for item in deltas)
+    # no event object is kept: only what the events held (messages, tool results, args...)
+    kept = gc.get_referents(run._record.events._flat)
+    assert not any(isinstance(value, _EVENT_CLASSES) for value in kept)
+
+
+_EVENT_CLASSES = get_args(AgentEvent)
+
+
+def _codes(log: EventLog) -> list[int]:
+    """Each event's code in the log's flat list."""
+    starts = [0, *log._ends[:-1]]
+    return [log._flat[start] for start in starts]
+
+
+def test_negative_indexes_and_the_end_read_as_a_list_s() -> None:
+    log = EventLog()
+    first, second = AgentStartEvent(), TurnStartEvent()
+    log.append(first)
+    log.append(second)
+    assert log[-1] == second and log[-2] == first and log[0] == first and len(log) == 2
+    with pytest.raises(IndexError):
+        log[2]
+
+
+class _Mine(TurnStartEvent):
+    """A subclass: kept as it is, the very object."""
+
+
+def test_an_event_of_another_class_is_kept_as_it_is() -> None:
+    log = EventLog()
+    mine = _Mine()
+    log.append(mine)
+    assert log[0] is mine
+
+
+def test_same_fields_looks_at_every_field_of_the_message() -> None:
+    """``_same_fields`` lists AssistantMessage's fields by hand: each one must count."""
+    base = AssistantMessage(content=[TextContent("x")], api="a", provider="p", model="m")
+    for field in dataclasses.fields(AssistantMessage):
+        other = copy.copy(base)
+        assert _same_fields(other, base)
+        setattr(other, field.name, object())  # a distinct value in this one field
+        assert not _same_fields(other, base), field.name
 
 
 def test_a_field_that_changes_mid_stream_is_read_back_as_it_was() -> None:
@@ -88,6 +131,6 @@ def test_a_field_that_changes_mid_stream_is_read_back_as_it_was() -> None:
     back = [e for e in run.events() if e.type == "message_update"]
     assert back == [e for e in seen if e.type == "message_update"]
     assert [e.message.response_id for e in back] == [None, None, None, "r1", "r1", "r1"]
-    assert [type(item) is tuple for item in run._record.events._items
-            if type(item) is tuple or item.type == "message_update"] == [
+    assert [code < _FIRST_CLASS for code in _codes(run._record.events)
+            if code < _FIRST_CLASS or code == _UPDATE] == [
         False, True, True, False, True, True]
