@@ -13,7 +13,8 @@ loop. So the log makes no object of its own per event:
   text, thinking or tool-call start, delta or end) has that update's partial message, is
   kept as ``kind, where that update is, the assistant event's other fields``: for a delta,
   ints and a string. Read back, its ``message`` is that update's copy (equal, field by
-  field, to its own).
+  field, to its own). An update kept whole is kept as its copy, its kind, its partial
+  message and its other fields: its assistant event is not kept either.
 * Anything else (a subclass, say) is kept as it is.
 
 Read back, an event is made again from its values: equal to the one the listeners got,
@@ -67,7 +68,7 @@ _OTHER_FIELDS = tuple(_other_fields(kind) for kind in _KINDS)  # by kind
 _CLASSES: tuple[type[Any], ...] = get_args(AgentEvent)
 _FIRST_CLASS = len(_KINDS)
 _WHOLE = _FIRST_CLASS + len(_CLASSES)
-_UPDATE = _FIRST_CLASS + _CLASSES.index(MessageUpdateEvent)
+_UPDATE = _WHOLE + 1  # an update kept whole: its copy, kind, partial message, other fields
 
 
 def _encoder(code: int, kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -152,8 +153,9 @@ class EventLog:
             else:
                 flat += (kind, self._ref, *_OTHER_FIELDS[kind](inner))
         else:
-            self._ref, self._ref_partial, self._ref_message = len(flat), inner.partial, message
-            flat += (_UPDATE, message, inner)
+            partial = inner.partial
+            self._ref, self._ref_partial, self._ref_message = len(flat), partial, message
+            flat += (_UPDATE, message, kind, partial, *_OTHER_FIELDS[kind](inner))
         self._ends.append(len(flat))
 
     def __len__(self) -> int:
@@ -170,7 +172,10 @@ class EventLog:
         if code < _FIRST_CLASS:  # an update kept small: kind, where its whole one is, values
             ref = flat[start + 1]
             return MessageUpdateEvent(flat[ref + 1], _KINDS[code](
-                *flat[start + 2:end], flat[ref + 2].partial))
+                *flat[start + 2:end], flat[ref + 3]))
+        if code == _UPDATE:  # copy, kind, partial, values
+            return MessageUpdateEvent(flat[start + 1], _KINDS[flat[start + 2]](
+                *flat[start + 4:end], flat[start + 3]))
         if code == _WHOLE:
             return flat[start + 1]  # type: ignore[no-any-return]
         return _CLASSES[code - _FIRST_CLASS](*flat[start + 1:end])  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from piagent import (
     TextEndEvent,
     TextStartEvent,
 )
-from piagent.agent._eventlog import _FIRST_CLASS, _UPDATE, EventLog, _same_fields
+from piagent.agent._eventlog import _FIRST_CLASS, _KINDS, _UPDATE, EventLog, _same_fields
 from piagent.events import AgentEvent, AgentStartEvent, TurnStartEvent, event_to_dict
 from piagent.testing import ScriptedStreamFn, assistant_text, assistant_tool_calls
 from tests.tools.conftest import make_tool
@@ -54,9 +54,10 @@ def test_read_back_equal_to_what_the_listeners_got_and_the_deltas_kept_small() -
     small = [code for code in codes if code < _FIRST_CLASS]
     updates = [e for e in seen if e.type == "message_update"]
     assert len(small) >= len(updates) - 4  # all but an update or two per message
-    # no event object is kept: only what the events held (messages, tool results, args...)
+    # no event object is kept, nor an update's assistant event: only what they held
+    # (messages, tool results, arguments...)
     kept = gc.get_referents(run._record.events._flat)
-    assert not any(isinstance(value, _EVENT_CLASSES) for value in kept)
+    assert not any(isinstance(value, (*_EVENT_CLASSES, *_KINDS)) for value in kept)
 
 
 _EVENT_CLASSES = get_args(AgentEvent)
