@@ -87,6 +87,7 @@ def _encoder(code: int, kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 _ENCODE = {kind: _encoder(_FIRST_CLASS + index, kind) for index, kind in enumerate(_CLASSES)}
+_NO_REF: Any = object()  # no update kept whole to compare with: no partial message is this
 
 
 def _same_fields(a: AssistantMessage, b: AssistantMessage) -> bool:
@@ -121,7 +122,7 @@ class EventLog:
         # the latest message_update kept whole (worker only): where it starts in _flat, its
         # assistant event's partial message, and its message copy
         self._ref = -1
-        self._ref_partial: object = None
+        self._ref_partial: object = _NO_REF
         self._ref_message: Any = None
 
     def append(self, event: AgentEvent) -> None:
@@ -144,7 +145,7 @@ class EventLog:
         flat = self._flat
         if kind is None or type(event) is not MessageUpdateEvent \
                 or type(message) is not AssistantMessage:  # fields not known
-            self._ref_partial = None
+            self._ref_partial = _NO_REF
             self.append(event)
             return
         if inner.partial is self._ref_partial and _same_fields(message, self._ref_message):

@@ -19,6 +19,7 @@ from piagent import (
     AssistantMessageEventStream,
     Context,
     DoneEvent,
+    MessageUpdateEvent,
     StartEvent,
     StreamOptions,
     TextContent,
@@ -135,3 +136,26 @@ def test_a_field_that_changes_mid_stream_is_read_back_as_it_was() -> None:
     assert [code < _FIRST_CLASS for code in _codes(run._record.events)
             if code < _FIRST_CLASS or code == _UPDATE] == [
         False, True, True, False, True, True]
+
+
+def test_updates_without_a_partial_message_are_kept_whole_and_read_back() -> None:
+    """An update whose assistant event has no partial message (a stream function's slip)
+    is never taken for one like the last kept whole: nothing to compare with yet, or the
+    comparison was reset by an update of another kind."""
+    log = EventLog()
+    copy_ = AssistantMessage(content=[TextContent("a")])
+    first = MessageUpdateEvent(copy_, TextDeltaEvent(0, "a", None))  # type: ignore[arg-type]
+    log.append_update(first)
+    mine = MessageUpdateEvent(copy_, _MarkedDelta(0, "b", None))  # type: ignore[arg-type]
+    log.append_update(mine)  # another kind: kept as it is, the comparison reset
+    again = MessageUpdateEvent(copy_, TextDeltaEvent(0, "c", None))  # type: ignore[arg-type]
+    log.append_update(again)
+    back: list[Any] = list(log)
+    assert back == [first, mine, again]
+    assert back[1].assistant_message_event is mine.assistant_message_event  # kept as it was
+    assert back[2].assistant_message_event.partial is None
+
+
+@dataclasses.dataclass(slots=True)
+class _MarkedDelta(TextDeltaEvent):
+    mark: str = "x"
