@@ -52,14 +52,21 @@ _KIND_OF = {kind: code for code, kind in enumerate(_KINDS)}
 _DELTAS = sum(1 for kind in _KINDS if _fields_of(kind) == ["content_index", "delta", "partial"])
 
 
+def _values_of(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """``obj -> (obj.<name>, ...)`` for ``names``, as a tuple whatever their number."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        only = operator.attrgetter(names[0])
+        return lambda obj: (only(obj),)
+    return operator.attrgetter(*names)
+
+
 def _other_fields(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
     """The values of ``kind``'s fields but ``partial`` (its last), as a tuple."""
     names = _fields_of(kind)
     assert names[-1] == "partial", kind  # rebuilt as kind(*values, partial)
-    if len(names) == 2:
-        only = operator.attrgetter(names[0])
-        return lambda event: (only(event),)
-    return operator.attrgetter(*names[:-1])
+    return _values_of(names[:-1])
 
 
 _OTHER_FIELDS = tuple(_other_fields(kind) for kind in _KINDS)  # by kind
@@ -75,14 +82,7 @@ def _encoder(code: int, kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
     """``event -> (code, *its field values)`` for an event of ``kind``; ``kind(*values)``
     makes it again."""
     assert all(f.init for f in fields(kind)), kind
-    names = _fields_of(kind)
-    if not names:
-        alone = (code,)
-        return lambda event: alone
-    if len(names) == 1:
-        only = operator.attrgetter(names[0])
-        return lambda event: (code, only(event))
-    values = operator.attrgetter(*names)
+    values = _values_of(_fields_of(kind))
     return lambda event: (code, *values(event))
 
 
@@ -136,15 +136,15 @@ class EventLog:
         self._ends.append(len(flat))
 
     def append_update(self, event: MessageUpdateEvent) -> None:
-        """Keep a ``message_update``: small if its message copy is like the last one kept
+        """Keep a ``message_update`` (exactly that class: the caller has checked it; a
+        subclass goes to ``append``): small if its message copy is like the last one kept
         whole (each field the very object it holds: an equal but distinct ``Usage``, say,
         could be changed later through the partial message and read back wrong)."""
         inner: Any = event.assistant_message_event  # one of _KINDS when kind is not None
         kind = _KIND_OF.get(type(inner))
         message = event.message
         flat = self._flat
-        if kind is None or type(event) is not MessageUpdateEvent \
-                or type(message) is not AssistantMessage:  # fields not known
+        if kind is None or type(message) is not AssistantMessage:  # fields not known
             self._ref_partial = _NO_REF
             self.append(event)
             return
